@@ -1,0 +1,274 @@
+"""Topologies in simpy: one instance, a router over instances, disaggregated prefill/decode.
+
+Notable features
+- `simulate(requests, config) -> RunResult` is the simulator's front door.
+- Every instance is an `Engine` (sim/engine.py, clock-agnostic) wrapped in a simpy process,
+  `instance_loop`: ask the engine for a batch, price it with the roofline cost model, let simpy
+  time pass for that long, apply the result. The live engine runs the same Engine with a real
+  model instead of the cost model.
+- Disaggregated: a request prefills on a P worker (which produces its first token, as DistServe
+  does), waits for a D worker to reserve blocks for its prompt's KV, crosses the P worker's KV link
+  (a FIFO simpy Resource, like SimPy's `Cable` example), and decodes on D. P holds its blocks until
+  the transfer ends.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import count
+
+import simpy
+
+from sim.config import SimConfig
+from sim.cost import DeviceProfile, StepCostModel
+from sim.engine import Engine, StepTiming
+from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens, kv_transfer_s
+from sim.kv import KVCache
+from sim.policies import make_policy
+from sim.recorder import TraceRecorder
+from sim.request import Request, RequestSpec, RequestState
+from sim.trace import RunResult
+
+
+class Worker:
+    """An Engine plus its simpy process, cost model and wake-up event."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        engine: Engine,
+        role: str,
+        cost,
+        swap_s_per_token: float,
+        gpus: int,
+    ) -> None:
+        self.env, self.engine, self.role, self.cost, self.gpus = env, engine, role, cost, gpus
+        self.swap_s_per_token = swap_s_per_token  # host<->device copy time of one KV token
+        self.on_handoff = None  # callback(worker, request) for finished prefills (P workers)
+        self.on_step = None  # callback(worker) after each step
+        self.inbox: deque[tuple[Request, Worker]] = deque()  # D: (request, its P) awaiting blocks
+        self._wake = env.event()
+        env.process(self.instance_loop())
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    @property
+    def load(self) -> int:
+        return self.engine.load + len(self.inbox)
+
+    def notify(self) -> None:
+        """Something changed (arrival, freed memory): an idle worker looks again."""
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def timing(self, batch) -> StepTiming:
+        c = self.cost.step_cost(
+            batch.prefill_chunks, batch.num_decodes, batch.decode_context_tokens
+        )
+        swap_s = (batch.swap_in_tokens + batch.swap_out_tokens) * self.swap_s_per_token
+        return StepTiming(
+            c.seconds + swap_s, c.compute_s, c.memory_s, c.overhead_s, c.comm_s, swap_s
+        )
+
+    def instance_loop(self):
+        """The serving loop of one instance: schedule, execute (simulated), apply."""
+        env, engine = self.env, self.engine
+        while True:
+            batch = engine.schedule(env.now)
+            if batch is None:  # nothing can run: sleep until an arrival or freed memory
+                self._wake = env.event()
+                yield self._wake
+                continue
+            timing = self.timing(batch)
+            start = env.now
+            yield env.timeout(timing.seconds)
+            for req in engine.complete(batch, start, env.now, timing):
+                self.on_handoff(self, req)
+            if self.on_step is not None:
+                self.on_step(self)
+
+
+class Cluster:
+    """Builds the workers of a topology and routes arriving requests to them."""
+
+    def __init__(self, config: SimConfig, cost_model=None) -> None:
+        self.config = config
+        hw, eng, topo = config.hardware, config.engine, config.topology
+        self.env = simpy.Environment()
+        self.recorder = TraceRecorder()
+        self.model = get_model(hw.model)
+        if hw.gpu.lower() == "custom":
+            self.gpu = custom_gpu(hw.gpu_tflops, hw.gpu_bw_gb_s, hw.gpu_mem_gb)
+        else:
+            self.gpu = get_gpu(hw.gpu)
+        tp = hw.tensor_parallel
+        profile = DeviceProfile(hw.mfu, hw.mfu_attn, hw.mbu, hw.overhead_ms / 1000)
+        # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
+        # tests pass a toy clock, the live page a model calibrated on real measurements.
+        self.cost = cost_model or StepCostModel(self.gpu, self.model, tp, profile)
+        self.kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
+            self.gpu, self.model, tp, eng.mem_utilization
+        )
+        self.swap_tokens = int(eng.swap_space_gb * 1e9 // self.model.kv_bytes_per_token)
+        self.workers: list[Worker] = []
+        self._rr = count()
+        if topo.topology == "colocated":
+            self.instances = [self._worker("I0", "colocated")]
+        elif topo.topology == "router":
+            n = topo.num_instances
+            if topo.router == "length" and n >= 2:  # short-prompt servers S*, one long server L0
+                self.instances = [self._worker(f"S{i}", "short") for i in range(n - 1)]
+                self.long = self._worker("L0", "long")
+            else:
+                self.instances = [self._worker(f"I{i}", "colocated") for i in range(n)]
+        else:
+            self.prefill = [self._worker(f"P{i}", "prefill") for i in range(topo.num_prefill)]
+            self.decode = [self._worker(f"D{i}", "decode") for i in range(topo.num_decode)]
+            for p in self.prefill:
+                p.on_handoff = self._handoff
+                p.link = simpy.Resource(self.env, capacity=1)  # its KV link, one copy at a time
+            for d in self.decode:
+                d.on_step = self._start_transfers
+
+    def _worker(self, name: str, role: str) -> Worker:
+        c, eng = self.config, self.config.engine
+        engine = Engine(
+            name,
+            make_policy(c.policy, c.knobs),
+            KVCache(self.kv_tokens, eng.block_size),
+            self.recorder,
+            eng.preemption_mode,
+            self.swap_tokens,
+        )
+        swap_s = self.model.kv_bytes_per_token / (self.gpu.host_link_gb_s * 1e9)
+        w = Worker(self.env, engine, role, self.cost, swap_s, c.hardware.tensor_parallel)
+        self.workers.append(w)
+        return w
+
+    # ---- routing ------------------------------------------------------------------------------
+
+    def route(self, req: Request) -> None:
+        topo = self.config.topology
+        if topo.topology == "colocated":
+            target = self.instances[0]
+        elif topo.topology == "router":
+            target = self._pick_instance(req)
+        else:
+            target = self._pick_disaggregated(req)
+            if target is None:
+                return  # refused: it could never decode anywhere
+        target.engine.add_request(req, self.env.now)
+        target.notify()
+
+    def _pick_instance(self, req: Request) -> Worker:
+        topo = self.config.topology
+        if topo.router == "round-robin":
+            return self.instances[next(self._rr) % len(self.instances)]
+        if topo.router == "length" and len(self.workers) >= 2:
+            if req.prompt_tokens >= topo.length_threshold:
+                return self.long
+            short = min(self.instances, key=lambda w: w.load)
+            # Spill-over: an idle long server takes short work rather than sit unused (C10b).
+            return self.long if short.load > 0 and self.long.load == 0 else short
+        return min(self.instances, key=lambda w: w.load)
+
+    def _pick_disaggregated(self, req: Request) -> Worker | None:
+        topo = self.config.topology
+        decode = min(self.decode, key=lambda w: w.load)
+        p = min(self.prefill, key=lambda w: len(w.engine.waiting))
+        if topo.disagg_mode == "conditional" and (
+            req.prompt_tokens <= topo.max_local_prefill_length
+            or len(p.engine.waiting) >= topo.max_prefill_queue
+        ):
+            return decode  # short prompt (or P lagging): prefill locally on D (Dynamo's rule)
+        reason = decode.engine.capacity_reason(req.prompt_tokens + req.output_tokens)
+        if reason:  # it could prefill on P but never decode on D: refuse it up front
+            req.workers.append(decode.name)
+            req.reject_reason = reason
+            req.state = RequestState.REJECTED
+            return None
+        req.remote_decode = True
+        return p
+
+    # ---- disaggregated hand-off ---------------------------------------------------------------
+
+    def _handoff(self, p: Worker, req: Request) -> None:
+        """P finished a prompt: queue it for the least-loaded D worker."""
+        d = min(self.decode, key=lambda w: w.load)
+        req.wait_kind, req.wait_since = "queued", self.env.now
+        d.inbox.append((req, p))
+        self._start_transfers(d)
+
+    def _start_transfers(self, d: Worker) -> None:
+        """Reserve D's blocks for waiting prompts (in order) and start their KV copies."""
+        while d.inbox and d.engine.reserve_transfer(d.inbox[0][0]):
+            req, p = d.inbox.popleft()
+            self.env.process(self._transfer(req, p, d))
+
+    def _transfer(self, req: Request, p: Worker, d: Worker):
+        topo = self.config.topology
+        link_name = f"{p.name}>{d.name}"
+        with p.link.request() as turn:
+            yield turn
+            start = self.env.now
+            self.recorder.segment(req, link_name, req.wait_kind, req.wait_since, start)
+            yield self.env.timeout(
+                kv_transfer_s(
+                    req.prompt_tokens, self.model, topo.kv_bandwidth_gb_s, topo.kv_latency_ms / 1000
+                )
+            )
+        self.recorder.segment(
+            req, link_name, "kv_transfer", start, self.env.now, tokens=req.prompt_tokens
+        )
+        p.engine.release(req)
+        p.notify()  # its blocks are free again
+        req.workers.append(d.name)
+        d.engine.add_prefilled(req, self.env.now)
+        d.notify()
+
+    # ---- the run ------------------------------------------------------------------------------
+
+    def client(self, specs: list[RequestSpec], requests: list[Request]):
+        """Sends the requests at their arrival times."""
+        for spec in sorted(specs, key=lambda s: (s.arrival_s, s.request_id)):
+            if spec.arrival_s > self.env.now:
+                yield self.env.timeout(spec.arrival_s - self.env.now)
+            req = Request(spec)
+            requests.append(req)
+            self.route(req)
+
+    def meta(self, requests: list[Request]) -> dict:
+        c = self.config
+        workers = {
+            w.name: {
+                "role": w.role,
+                "gpus": w.gpus,
+                "kv_capacity_tokens": w.engine.kv.capacity_tokens,
+            }
+            for w in self.workers
+        }
+        finish = [r.finish_s for r in requests if r.finish_s == r.finish_s]
+        return {
+            "policy": c.policy, "topology": c.topology.topology, "gpu": self.gpu.name,
+            "model": self.model.name, "num_gpus": sum(w.gpus for w in self.workers),
+            "ttft_slo_s": c.slo.ttft_slo_s, "tpot_slo_s": c.slo.tpot_slo_s,
+            "duration_s": max(finish, default=0.0), "workers": workers, "config": c.flat(),
+            "clock": "simulated",
+        }  # fmt: skip
+
+
+def simulate(
+    requests: list[RequestSpec], config: SimConfig | None = None, cost_model=None
+) -> RunResult:
+    """Run `requests` through the configured topology and policy; return the trace tables.
+
+    `cost_model` replaces the roofline model built from the config (same `step_cost` method).
+    """
+    config = config or SimConfig()
+    cluster = Cluster(config, cost_model)
+    live: list[Request] = []
+    cluster.env.process(cluster.client(list(requests), live))
+    cluster.env.run()
+    return cluster.recorder.result(live, cluster.meta(live))

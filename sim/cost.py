@@ -1,0 +1,215 @@
+"""Roofline cost model: how long one engine step takes on a given GPU and model (§5.4).
+
+Notable features
+- Per-operator roofline: each operator costs max(FLOP / achieved FLOP/s, bytes / achieved
+  bandwidth). Achieved = nominal peak × efficiency (`DeviceProfile`: MFU, MFU_attn, MBU).
+- Operators of one step: the linear layers (all tokens share ONE read of the weights, which is why
+  batching decodes is nearly free below the knee), the lm_head (only sampled positions get
+  logits), prefill attention (compute-bound, quadratic in the chunk), decode attention (reads every
+  request's KV: memory-bound), the tensor-parallel all-reduces, and a fixed per-step overhead.
+- `StepCost` splits the time into compute-bound, memory-bound, communication and overhead
+  seconds, so the UI can colour a step by what limited it.
+- `step_cost` runs once per simulated step (~50k times a run), so every constant is precomputed in
+  `__init__` and the call does a few float operations per prefill chunk.
+- `terms` gives the same step as unscaled operator times, which `sim.calibrate` fits a profile to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sim.hardware import GpuSpec, ModelSpec
+
+ACT_BYTES = 2  # activations are BF16 even when weights are FP8 (bytes per element)
+ALLREDUCE_LATENCY_S = 5e-6  # fixed cost of one all-reduce (launch + synchronisation), seconds
+
+Chunk = tuple[int, int, bool]  # (tokens, offset = tokens already in KV, samples = last chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProfile:
+    """Achieved fractions of the GpuSpec's nominal peaks, plus a fixed per-step overhead."""
+
+    mfu: float = 0.5  # linear layers and lm_head: achieved / peak FLOP/s
+    mfu_attn: float = 0.4  # prefill attention (FlashAttention): achieved / peak FLOP/s
+    mbu: float = 0.7  # achieved / peak memory bandwidth
+    overhead_s: float = 0.003  # scheduling, input prep, kernel launches, sampling: seconds/step
+
+    def __post_init__(self) -> None:
+        for key in ("mfu", "mfu_attn", "mbu"):
+            value = getattr(self, key)
+            if not (isinstance(value, int | float) and 0 < value <= 1):
+                raise ValueError(f"DeviceProfile: {key} must be in (0, 1], got {value!r}")
+        if not (math.isfinite(self.overhead_s) and self.overhead_s >= 0):
+            raise ValueError(
+                f"DeviceProfile: overhead_s must be >= 0 seconds, got {self.overhead_s}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """One step's duration, split by what limited each operator (seconds; FLOP and bytes totals)."""
+
+    seconds: float  # = overhead_s + compute_s + memory_s + comm_s
+    compute_s: float  # operators where FLOP/s was the bottleneck
+    memory_s: float  # operators where memory bandwidth was the bottleneck
+    overhead_s: float  # fixed per-step cost
+    comm_s: float  # tensor-parallel all-reduces
+    flops: float  # FLOP of the step, summed over all GPUs
+    bytes: float  # bytes read + written from device memory, summed over all GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineTerms:
+    """A step's operators in seconds at 100% efficiency; a DeviceProfile scales them."""
+
+    linear: tuple[tuple[float, float], ...]  # (compute_s, memory_s): max(c/MFU, m/MBU) each
+    attention: tuple[tuple[float, float], ...]  # per prefill chunk: max(c/MFU_attn, m/MBU)
+    kv_read_s: float  # decode attention, memory-bound: kv_read_s / MBU
+    comm_s: float  # tensor-parallel all-reduces, not scaled by the profile
+
+    def seconds(self, profile: DeviceProfile) -> float:
+        """Step duration under `profile` (the same number StepCostModel.step_cost gives)."""
+        linear = sum(max(c / profile.mfu, m / profile.mbu) for c, m in self.linear)
+        attention = sum(max(c / profile.mfu_attn, m / profile.mbu) for c, m in self.attention)
+        return profile.overhead_s + linear + attention + self.kv_read_s / profile.mbu + self.comm_s
+
+
+class StepCostModel:
+    """Step durations for one model on `tensor_parallel` GPUs of one kind, under a profile."""
+
+    # Constants are baked in at construction: to change the profile, build a new StepCostModel.
+    __slots__ = ("gpu", "model", "tensor_parallel", "profile", "_flop_s", "_byte_s", "_c")
+
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        model: ModelSpec,
+        tensor_parallel: int = 1,
+        profile: DeviceProfile | None = None,
+    ) -> None:
+        if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
+            raise ValueError(f"tensor_parallel must be an int >= 1, got {tensor_parallel!r}")
+        self.gpu, self.model, self.tensor_parallel = gpu, model, tensor_parallel
+        self.profile = profile = profile or DeviceProfile()
+        k = tensor_parallel  # FLOP and bytes split evenly over k GPUs working in parallel
+        self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak FLOP/s of the TP group
+        self._byte_s = gpu.mem_bw_gb_s * 1e9 * k  # peak bytes/s of the TP group
+        flop_s, mfu_attn_flop_s = self._flop_s * profile.mfu, self._flop_s * profile.mfu_attn
+        byte_s = self._byte_s * profile.mbu
+        kv = model.kv_bytes_per_token
+        body_bytes = model.params_body * model.bytes_per_param
+        head_bytes = model.params_lm_head * model.bytes_per_param
+        # Two all-reduces per layer (after attention and after the MLP); a ring all-reduce moves
+        # 2·(k−1)/k of the activation bytes (T·d·ACT_BYTES) over the link, plus a fixed latency.
+        link_byte_s = gpu.interconnect_gb_s * 1e9
+        ar_per_token = 2 * (k - 1) / k * model.hidden * ACT_BYTES / link_byte_s if k > 1 else 0.0
+        # Precomputed seconds per unit (at the profile's efficiencies) and FLOP / byte constants,
+        # kept in one tuple so step_cost unpacks them with a single attribute lookup.
+        self._c = (
+            model.flops_per_token_body / flop_s,  # linear compute, s per token
+            body_bytes / byte_s,  # linear weights read once per step, s
+            kv / byte_s,  # one token of KV read or written, s
+            model.flops_lm_head_per_token / flop_s,  # lm_head compute, s per sampled position
+            head_bytes / byte_s,  # lm_head weights read, s
+            model.attn_flops_per_ctx_token / mfu_attn_flop_s,  # s per (query, key) pair
+            2 * model.layers * ar_per_token,  # all-reduce transfer, s per token
+            2 * model.layers * ALLREDUCE_LATENCY_S if k > 1 else 0.0,  # all-reduce latency, s
+            profile.overhead_s,
+            model.flops_per_token_body, model.flops_lm_head_per_token,
+            model.attn_flops_per_ctx_token, body_bytes, head_bytes, kv,
+        )
+
+    def step_cost(
+        self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
+    ) -> StepCost:
+        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes."""
+        (lin_c, lin_w, kv_s, head_c, head_w, pair_c, ar_tok, ar_lat, overhead,
+         f_body, f_head, f_pair, b_body, b_head, kv_b) = self._c
+        if num_decodes < 0 or decode_context_tokens < 0:
+            raise ValueError("num_decodes and decode_context_tokens must be >= 0")
+        tokens = sampled = num_decodes
+        compute = memory = 0.0
+        pairs = prefix = 0
+        for c, s, samples in prefill_chunks:
+            if c < 1 or s < 0:
+                raise ValueError(f"prefill chunk needs tokens >= 1 and offset >= 0, got {(c, s)}")
+            tokens += c
+            sampled += samples
+            # Causal attention of c new queries over s cached + their own keys: (query, key) pairs.
+            n = c * s + c * (c + 1) // 2
+            pairs += n
+            prefix += s
+            # FlashAttention is one fused kernel: its roofline is max(pair FLOP, prefix KV read).
+            t_c, t_m = n * pair_c, s * kv_s
+            if t_c >= t_m:
+                compute += t_c
+            else:
+                memory += t_m
+        if tokens == 0:
+            raise ValueError("empty step: give at least one prefill chunk or one decode")
+        # Linear layers: every token's matmuls, against one read of the weights + the KV write.
+        t_c, t_m = tokens * lin_c, lin_w + tokens * kv_s
+        if t_c >= t_m:
+            compute += t_c
+        else:
+            memory += t_m
+        if sampled:  # lm_head: logits only for sampled positions (decodes, last prompt chunks)
+            t_c = sampled * head_c
+            if t_c >= head_w:
+                compute += t_c
+            else:
+                memory += head_w
+        # Decode attention: each decode reads its whole context's KV; ~H/H_kv FLOP per byte is
+        # far below any GPU's ridge point, so it is always memory-bound.
+        memory += decode_context_tokens * kv_s
+        comm = ar_lat + tokens * ar_tok
+        flops = tokens * f_body + sampled * f_head + (pairs + decode_context_tokens) * f_pair
+        kv_bytes = (tokens + prefix + decode_context_tokens) * kv_b  # KV written + read
+        return StepCost(
+            overhead + compute + memory + comm, compute, memory, overhead, comm,
+            float(flops), float(b_body + (b_head if sampled else 0) + kv_bytes),
+        )
+
+    def terms(
+        self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
+    ) -> RooflineTerms:
+        """The step's operators at 100% efficiency (slower than step_cost; for calibration)."""
+        m, f, b = self.model, self._flop_s, self._byte_s
+        kv = m.kv_bytes_per_token
+        chunks = [(int(c), int(s), bool(smp)) for c, s, smp in prefill_chunks]
+        tokens = num_decodes + sum(c for c, _, _ in chunks)
+        sampled = num_decodes + sum(smp for _, _, smp in chunks)
+        if tokens <= 0:
+            raise ValueError("empty step: give at least one prefill chunk or one decode")
+        body = m.params_body * m.bytes_per_param
+        linear = [(tokens * m.flops_per_token_body / f, (body + tokens * kv) / b)]
+        if sampled:
+            head = m.params_lm_head * m.bytes_per_param
+            linear.append((sampled * m.flops_lm_head_per_token / f, head / b))
+        attention = tuple(
+            ((c * s + c * (c + 1) // 2) * m.attn_flops_per_ctx_token / f, s * kv / b)
+            for c, s, _ in chunks
+        )
+        c = self._c
+        comm = c[7] + tokens * c[6]
+        return RooflineTerms(tuple(linear), attention, decode_context_tokens * kv / b, comm)
+
+    def knee_tokens(self, effective: bool = False) -> float:
+        """Tokens per step where the linear layers turn compute-bound: b_w·F/(2·BW) (§5.4).
+
+        Model-independent at nominal peaks; `effective=True` scales by MFU/MBU instead.
+        """
+        ratio = self.profile.mfu / self.profile.mbu if effective else 1.0
+        flop_per_byte = self.gpu.bf16_tflops * 1e12 / (self.gpu.mem_bw_gb_s * 1e9)
+        return self.model.bytes_per_param * flop_per_byte * ratio / 2
+
+    def decode_step_s(self, batch: int, context: int) -> float:
+        """Seconds for a decode-only step of `batch` requests, each with `context` cached tokens."""
+        return self.step_cost((), batch, batch * context).seconds
+
+    def prefill_s(self, tokens: int, offset: int = 0) -> float:
+        """Seconds for a step holding one (final) prefill chunk of `tokens` prompt tokens."""
+        return self.step_cost(((tokens, offset, True),), 0, 0).seconds

@@ -1,0 +1,316 @@
+"""The engine core of one worker: queues, KV blocks, preemption and the step bookkeeping.
+
+Notable features
+- Clock-agnostic: nothing here knows about simpy or torch. A driver calls
+  `schedule(now) -> Batch`, runs the batch however it likes (a cost model and simpy in sim/,
+  a real forward pass in live/), then calls `complete(batch, start_s, end_s, cost)`.
+- The POLICY (sim/policies/) decides which requests run and how many tokens each gets; the engine
+  supplies the mechanics every policy shares: admission, KV allocation, preemption (recompute or
+  swap, victim = last admitted or the policy's lowest priority) and the trace.
+- One token rule for everybody (see sim/request.py): a step gives a request n tokens to compute;
+  when its KV catches up with its tokens, the step samples one new output token at the step's END.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sim.kv import KVCache
+from sim.recorder import TraceRecorder
+from sim.request import Request, RequestState
+
+if TYPE_CHECKING:
+    from sim.policies.base import Policy
+
+
+class StepPlan:
+    """What a policy has chosen so far for the step being formed: request -> tokens."""
+
+    __slots__ = ("items", "num_tokens", "preempted", "swap_in_tokens", "swap_out_tokens")
+
+    def __init__(self) -> None:
+        self.items: dict[Request, int] = {}  # insertion-ordered; identity-hashed requests
+        self.num_tokens = 0  # counts against max_num_batched_tokens
+        self.preempted = 0
+        self.swap_in_tokens = 0
+        self.swap_out_tokens = 0
+
+    def add(self, req: Request, tokens: int) -> None:
+        self.items[req] = self.items.get(req, 0) + tokens
+        self.num_tokens += tokens
+
+    def remove(self, req: Request) -> None:
+        self.num_tokens -= self.items.pop(req)
+
+
+@dataclass(slots=True)
+class Batch:
+    """One step's work, ready to execute. Shapes are what the cost model and a model runner need."""
+
+    worker: str
+    step: int
+    # (request, tokens to compute, offset = tokens already in its KV, is_decode)
+    items: list[tuple[Request, int, int, bool]]
+    # (tokens, offset, samples): a prefill chunk; samples = its last position goes to the lm_head
+    prefill_chunks: list[tuple[int, int, bool]]
+    num_decodes: int
+    decode_context_tokens: int  # sum of the decodes' context lengths (tokens of KV they read)
+    swap_in_tokens: int = 0  # KV tokens copied host -> device before the step
+    swap_out_tokens: int = 0  # KV tokens copied device -> host (preempted by swapping)
+    preempted: int = 0
+    stalled: list[Request] = field(default_factory=list)
+
+    @property
+    def prefill_tokens(self) -> int:
+        return sum(c[0] for c in self.prefill_chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class StepTiming:
+    """How long a step took and how the cost model splits it (seconds)."""
+
+    seconds: float
+    compute_s: float = 0.0
+    memory_s: float = 0.0
+    overhead_s: float = 0.0
+    comm_s: float = 0.0
+    swap_s: float = 0.0
+
+
+class Engine:
+    """One serving instance (a worker): waiting queue, running list, KV cache and a policy."""
+
+    def __init__(
+        self,
+        name: str,
+        policy: Policy,
+        kv: KVCache,
+        recorder: TraceRecorder,
+        preemption_mode: str = "recompute",
+        swap_capacity_tokens: int = 0,
+    ) -> None:
+        if preemption_mode not in ("recompute", "swap"):
+            raise ValueError(f"preemption_mode must be recompute or swap, got {preemption_mode!r}")
+        self.name = name
+        self.policy = policy
+        self.kv = kv
+        self.recorder = recorder
+        self.preemption_mode = preemption_mode
+        self.swap_capacity_tokens = swap_capacity_tokens  # host memory for swapped KV
+        self.swap_used_tokens = 0
+        self.waiting: deque[Request] = deque()  # arrival order; preempted ones go to the front
+        self.running: list[Request] = []  # admission order (the FCFS preemption victim is last)
+        self.swapped: deque[Request] = deque()
+        self.num_steps = 0
+        self._admit_counter = 0
+        self._now = 0.0
+
+    # ---- what drivers call ------------------------------------------------------------------
+
+    def add_request(self, req: Request, now: float) -> None:
+        """A request arrives (or is routed) here; rejected at once if it can never fit."""
+        req.workers.append(self.name)
+        need = req.prompt_tokens + (0 if req.remote_decode else req.output_tokens)
+        reason = self.policy.reject_reason(req, self) or self.capacity_reason(need)
+        if reason:
+            req.state = RequestState.REJECTED
+            req.reject_reason = reason
+            return
+        req.state = RequestState.WAITING
+        req.wait_kind, req.wait_since = "queued", now
+        self.waiting.append(req)
+
+    def add_prefilled(self, req: Request, now: float) -> None:
+        """A request whose prompt KV was transferred here (disaggregated decode side).
+
+        Its blocks were reserved by `reserve_transfer` before the copy began; it joins the running
+        batch as a decode at the next step.
+        """
+        req.state = RequestState.RUNNING
+        req.admit_seq = self._next_admit()
+        self.running.append(req)
+
+    def reserve_transfer(self, req: Request) -> bool:
+        """Reserve blocks for an incoming prompt's KV (vLLM reserves D's blocks before the read)."""
+        if not self.kv.grow(req, req.prompt_tokens):
+            return False
+        req.num_computed = req.prompt_tokens
+        req.high_water = req.prompt_tokens
+        return True
+
+    def release(self, req: Request) -> None:
+        """Free the blocks a request held here after it left (its KV was read by a D worker)."""
+        self.kv.free(req)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.swapped)
+
+    @property
+    def load(self) -> int:
+        """Requests this worker still owes work to (used by routers)."""
+        return len(self.waiting) + len(self.running) + len(self.swapped)
+
+    def schedule(self, now: float) -> Batch | None:
+        """Ask the policy for the next step. None when nothing can run now."""
+        self._now = now
+        plan = StepPlan()
+        self._swap_in(plan)
+        self.policy.schedule(self, plan, now)
+        if not plan.items:
+            if plan.preempted:  # everything got preempted: try once more with the freed memory
+                self.policy.schedule(self, plan, now)
+            if not plan.items:
+                return None
+        items, chunks = [], []
+        num_decodes = decode_ctx = 0
+        for req, n in plan.items.items():
+            is_decode = n == 1 and req.is_decoding
+            items.append((req, n, req.num_computed, is_decode))
+            if is_decode:
+                num_decodes += 1
+                decode_ctx += req.num_computed
+            else:
+                samples = req.num_computed + n == req.num_tokens
+                chunks.append((n, req.num_computed, samples))
+        stalled = [r for r in self.running if r not in plan.items]
+        return Batch(
+            self.name, self.num_steps, items, chunks, num_decodes, decode_ctx,
+            plan.swap_in_tokens, plan.swap_out_tokens, plan.preempted, stalled,
+        )  # fmt: skip
+
+    def complete(self, batch: Batch, start_s: float, end_s: float, timing: StepTiming) -> list:
+        """Apply a finished step: KV grows, tokens are emitted, requests finish or hand off.
+
+        Returns the requests that finished their prefill here and must move to a decode worker.
+        """
+        rec, name, step = self.recorder, self.name, batch.step
+        has_prefill = bool(batch.prefill_chunks)
+        handoffs = []
+        for req, n, offset, is_decode in batch.items:
+            if is_decode:
+                rec.segment(req, name, "decode", start_s, end_s, n, slowed=has_prefill, step=step)
+            else:
+                recompute = offset < req.high_water
+                rec.segment(req, name, "prefill", start_s, end_s, n, recompute=recompute, step=step)
+            req.num_computed += n
+            if req.num_computed > req.high_water:
+                req.high_water = req.num_computed
+            if req.num_computed != req.num_tokens:
+                continue  # a prefill chunk that is not the last one
+            req.num_generated += 1  # the model samples a token at the end of this step
+            req.token_times.append(end_s)
+            if req.num_generated == 1:
+                req.first_token_s = end_s
+            if req.num_generated >= req.output_tokens:
+                self._finish(req, end_s)
+            elif req.remote_decode and not is_decode:
+                self.running.remove(req)  # keeps its blocks until the D worker has read them
+                req.state = RequestState.TRANSFERRING
+                handoffs.append(req)
+        for req in batch.stalled:
+            if req.state is RequestState.RUNNING:
+                rec.segment(req, name, "stall", start_s, end_s, step=step)
+        rec.step((
+            name, step, start_s, end_s, batch.prefill_tokens, batch.num_decodes, len(batch.items),
+            len(batch.prefill_chunks), self.kv.used_tokens, self.kv.capacity_tokens,
+            timing.compute_s, timing.memory_s, timing.overhead_s, timing.comm_s, timing.swap_s,
+            batch.preempted,
+        ))  # fmt: skip
+        self.num_steps += 1
+        return handoffs
+
+    # ---- what policies call -----------------------------------------------------------------
+
+    def admit(self, req: Request) -> None:
+        """Move a waiting request into the running batch (its wait ends now)."""
+        if self.waiting and self.waiting[0] is req:
+            self.waiting.popleft()
+        else:
+            self.waiting.remove(req)
+        self.recorder.segment(req, self.name, req.wait_kind, req.wait_since, self._now)
+        req.state = RequestState.RUNNING
+        req.admit_seq = self._next_admit()
+        self.running.append(req)
+
+    def allocate(self, req: Request, tokens: int) -> bool:
+        """Blocks for `tokens` more tokens of `req`; False if memory is short (nothing changes)."""
+        return self.kv.grow(req, req.num_computed + tokens)
+
+    def reserve_total(self, req: Request, total_tokens: int) -> bool:
+        """Blocks for a request's whole life at once (static batching)."""
+        return self.kv.grow(req, total_tokens)
+
+    def allocate_or_preempt(self, req: Request, tokens: int, plan: StepPlan) -> bool:
+        """Like `allocate`, preempting victims until it fits. False if `req` itself was preempted.
+
+        This is vLLM's rule: a RUNNING request that cannot grow evicts the last-admitted request
+        (or the policy's lowest-priority one); if that is itself, it stops.
+        """
+        while not self.kv.grow(req, req.num_computed + tokens):
+            victim = self.policy.pick_victim(self.running)
+            self.preempt(victim, plan)
+            if victim is req:
+                return False
+        return True
+
+    def preempt(self, victim: Request, plan: StepPlan) -> None:
+        """Evict a running request: swap its KV to host memory, or drop it for recompute."""
+        if victim in plan.items:
+            plan.remove(victim)  # its tokens go back to the step's budget (vLLM V1 does this)
+        self.running.remove(victim)
+        victim.preemptions += 1
+        plan.preempted += 1
+        tokens = victim.num_computed
+        if (
+            self.preemption_mode == "swap"
+            and self.swap_used_tokens + tokens <= self.swap_capacity_tokens
+        ):
+            self.swap_used_tokens += tokens
+            victim.swapped_tokens = tokens
+            plan.swap_out_tokens += tokens
+            victim.state = RequestState.SWAPPED
+            self.swapped.append(victim)
+        else:  # recompute (also the fallback when host swap space is full)
+            victim.num_computed = 0
+            victim.state = RequestState.WAITING
+            self.waiting.appendleft(victim)  # first in line to come back
+        self.kv.free(victim)
+        victim.wait_kind, victim.wait_since = "preempted", self._now
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _swap_in(self, plan: StepPlan) -> None:
+        """Swapped requests come back first (vLLM V0), as soon as their KV fits again."""
+        while self.swapped:
+            req = self.swapped[0]
+            if not self.kv.grow(req, req.swapped_tokens + 1):
+                break
+            self.swapped.popleft()
+            self.swap_used_tokens -= req.swapped_tokens
+            plan.swap_in_tokens += req.swapped_tokens
+            req.swapped_tokens = 0
+            self.recorder.segment(req, self.name, "preempted", req.wait_since, self._now)
+            req.state = RequestState.RUNNING
+            req.admit_seq = self._next_admit()
+            self.running.append(req)
+
+    def _finish(self, req: Request, now: float) -> None:
+        self.running.remove(req)
+        self.kv.free(req)
+        req.state = RequestState.FINISHED
+        req.finish_s = now
+
+    def capacity_reason(self, tokens: int) -> str:
+        if self.kv.blocks_for(tokens) > self.kv.num_blocks:
+            return (
+                f"needs {tokens} tokens of KV cache but {self.name} holds only "
+                f"{self.kv.capacity_tokens}: raise kv_capacity_tokens or tensor_parallel"
+            )
+        return ""
+
+    def _next_admit(self) -> int:
+        self._admit_counter += 1
+        return self._admit_counter

@@ -1,0 +1,37 @@
+"""Scheduling policies, registered by name (one module each).
+
+`POLICIES` maps a name to its class; `make_policy(name, **knobs)` builds one. The CLI, the lesson
+pages and the live engine all pick policies from here, so adding a module and decorating its class
+with `@register` is all it takes to offer a new one everywhere.
+"""
+
+from __future__ import annotations
+
+from sim.policies.base import Knobs, Policy
+
+POLICIES: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make a policy available by its `name`."""
+    POLICIES[cls.name] = cls
+    return cls
+
+
+def get_policy_class(name: str) -> type[Policy]:
+    """The policy class called `name` (case-insensitive); ValueError listing the known names."""
+    key = name.strip().lower()
+    if key not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}")
+    return POLICIES[key]
+
+
+def make_policy(name: str, knobs: Knobs | None = None) -> Policy:
+    """A fresh policy object (policies may keep per-run state, so never share one)."""
+    return get_policy_class(name)(knobs)
+
+
+# Importing the modules registers them, in the order lessons introduce them.
+from sim.policies import static, prefill_first, chunked, short_first  # noqa: E402, F401, I001
+
+__all__ = ["POLICIES", "Knobs", "Policy", "get_policy_class", "make_policy", "register"]

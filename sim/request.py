@@ -1,0 +1,128 @@
+"""Requests: what a client sends (RequestSpec) and what the engine tracks (Request).
+
+Notable features
+- `RequestSpec` is the immutable input: arrival time, prompt length, output length, priority.
+- `Request` is the engine's mutable state for one request, with ONE scheduling rule shared by
+  prefill and decode (vLLM V1's design): the request has `num_tokens` (prompt + tokens generated
+  so far) and `num_computed` (tokens whose KV is in the cache). A step gives it n new tokens to
+  compute; when `num_computed` catches up with `num_tokens`, the model samples one new token.
+  A decode is simply the case `num_tokens - num_computed == 1`.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass
+from enum import Enum
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One client request, as a workload describes it (times in seconds, lengths in tokens)."""
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    priority: int = 0  # lower value = served earlier (vLLM's convention)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.arrival_s) and self.arrival_s >= 0):
+            raise ValueError(
+                f"request {self.request_id}: arrival_s must be >= 0, got {self.arrival_s}"
+            )
+        if self.prompt_tokens < 1:
+            raise ValueError(
+                f"request {self.request_id}: prompt_tokens must be >= 1, got {self.prompt_tokens}"
+            )
+        if self.output_tokens < 1:
+            raise ValueError(
+                f"request {self.request_id}: output_tokens must be >= 1, got {self.output_tokens}"
+            )
+
+
+class RequestState(Enum):
+    """Where a request is in its life (one state at a time)."""
+
+    WAITING = "waiting"  # arrived, not admitted (or preempted for recompute: back in line)
+    RUNNING = "running"  # admitted: prefilling or decoding, holds KV blocks
+    SWAPPED = "swapped"  # preempted by swapping its KV to host memory
+    TRANSFERRING = "transferring"  # prefilled on a P worker, KV on its way to a D worker
+    FINISHED = "finished"
+    REJECTED = "rejected"  # can never be served (see reject_reason)
+
+
+class Request:
+    """The engine's mutable state for one request (slots: it is touched every step)."""
+
+    __slots__ = (
+        "spec", "request_id", "arrival_s", "prompt_tokens", "output_tokens", "priority",
+        "state", "num_computed", "num_generated", "blocks", "prompt_done_once",
+        "first_token_s", "finish_s", "preemptions", "reject_reason", "remote_decode",
+        "token_times", "workers", "wait_kind", "wait_since", "admit_seq", "last_segment",
+        "swapped_tokens", "high_water",
+    )  # fmt: skip
+
+    def __init__(self, spec: RequestSpec) -> None:
+        self.spec = spec
+        self.request_id = spec.request_id
+        self.arrival_s = spec.arrival_s
+        self.prompt_tokens = spec.prompt_tokens
+        self.output_tokens = spec.output_tokens
+        self.priority = spec.priority
+        self.state = RequestState.WAITING
+        self.num_computed = 0  # tokens whose K/V sit in this worker's cache
+        self.num_generated = 0  # output tokens emitted so far
+        self.blocks = 0  # KV blocks held on the current worker
+        self.prompt_done_once = False  # True after the first full prefill (later ones recompute)
+        self.first_token_s = math.nan
+        self.finish_s = math.nan
+        self.preemptions = 0
+        self.reject_reason = ""
+        self.remote_decode = False  # disaggregated: prefill here, decode on a D worker
+        self.token_times = array("d")  # emission time (s) of each output token
+        self.workers: list[str] = []  # workers that served it, in order
+        self.wait_kind = "queued"  # segment kind shown while it waits: queued | preempted
+        self.wait_since = spec.arrival_s
+        self.admit_seq = 0  # admission order on its worker (FCFS victim = most recent)
+        self.last_segment: list | None = None  # the trace row we may extend (see trace recorder)
+        self.swapped_tokens = 0  # KV tokens parked in host memory while SWAPPED
+        self.high_water = 0  # most tokens ever computed: below it, computing again = recompute
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus generated tokens: what the KV cache must eventually hold."""
+        return self.prompt_tokens + self.num_generated
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to compute before the next token can be sampled (1 for a decode)."""
+        return self.prompt_tokens + self.num_generated - self.num_computed
+
+    @property
+    def schedulable(self) -> int:
+        """Most tokens one step may give it.
+
+        Normally all remaining tokens (a policy may chunk them). After a recompute preemption the
+        lost KV is rebuilt first, up to `high_water`; then it continues where it was, so every
+        prefill chunk is either all recompute or all new work.
+        """
+        if self.num_computed < self.high_water:
+            return self.high_water - self.num_computed
+        return self.prompt_tokens + self.num_generated - self.num_computed
+
+    @property
+    def is_decoding(self) -> bool:
+        """One token to go and at least one already generated: a plain decode step."""
+        return self.num_generated > 0 and self.num_computed + 1 == self.num_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state is RequestState.FINISHED
+
+    def __repr__(self) -> str:  # handy in tests and debugging
+        return (
+            f"Request({self.request_id}, {self.state.value}, computed={self.num_computed}/"
+            f"{self.num_tokens}, generated={self.num_generated}/{self.output_tokens})"
+        )

@@ -1,0 +1,148 @@
+"""Each policy on two or three requests, with the expected times worked out on paper.
+
+Clock (tests/toy_clock.py): a step takes 10 ms + 1 ms per prefill token; decodes add nothing.
+Workload: A arrives at 0.00 s (prompt 100, output 5); B at 0.05 s (prompt 1000, output 3).
+A token is emitted at the END of the step that completes its prompt (or decode).
+"""
+
+import pytest
+from toy_clock import ToyClock
+
+from sim.cluster import simulate
+from sim.config import SimConfig, with_overrides
+from sim.request import RequestSpec
+
+A = RequestSpec(0, 0.00, 100, 5)
+B = RequestSpec(1, 0.05, 1000, 3)
+
+
+def run(policy, workload=(A, B), **knobs):
+    config = with_overrides(SimConfig(policy=policy), knobs)
+    return simulate(list(workload), config, cost_model=ToyClock())
+
+
+def row(result, request_id):
+    return result.requests.set_index("request_id").loc[request_id]
+
+
+def test_prefill_first_stalls_running_decode_for_the_whole_prefill():
+    r = run("prefill-first")
+    a, b = row(r, 0), row(r, 1)
+    # A: prefill 0.00-0.11 -> token 1 at 0.11. B's prefill-only step 0.11-1.12 (A stalls).
+    assert a.ttft_s == pytest.approx(0.11)
+    assert b.ttft_s == pytest.approx(1.12 - 0.05)
+    # Then decode steps of 10 ms: A tokens at 1.13, 1.14, 1.15, 1.16; B at 1.13, 1.14.
+    assert a.finish_s == pytest.approx(1.16)
+    assert a.tpot_s == pytest.approx((1.16 - 0.11) / 4)
+    assert a.max_itl_s == pytest.approx(1.02)  # 0.11 -> 1.13: the freeze of C5
+    assert b.tpot_s == pytest.approx(0.01)
+    stall = r.segments[(r.segments.request_id == 0) & (r.segments.kind == "stall")]
+    assert len(stall) == 1
+    assert (stall.start_s.iloc[0], stall.end_s.iloc[0]) == pytest.approx((0.11, 1.12))
+
+
+def test_chunked_slows_instead_of_freezing():
+    r = run("chunked", max_num_batched_tokens=512)
+    a, b = row(r, 0), row(r, 1)
+    # 0.00-0.11 A prefill. 0.11-0.631: A decode + B chunk of 511 (budget 512 - 1 decode).
+    # 0.631-1.130: A decode + B's last 489 tokens -> B token 1 at 1.13.
+    assert a.ttft_s == pytest.approx(0.11)
+    assert b.ttft_s == pytest.approx(1.13 - 0.05)
+    assert a.max_itl_s == pytest.approx(0.521)  # half of prefill-first's 1.02 s
+    assert a.finish_s == pytest.approx(1.15)
+    assert b.finish_s == pytest.approx(1.15)
+    slowed = r.segments[(r.segments.request_id == 0) & r.segments.slowed]
+    assert slowed.tokens.sum() == 2  # the two decodes that shared a step with B's chunks
+
+
+def test_static_batch_makes_late_arrival_wait_for_the_batch():
+    r = run("static", batch_size=2)
+    a, b = row(r, 0), row(r, 1)
+    # Batch 1 = {A} (B had not arrived): 0.11 prefill + 4 decodes -> A done at 0.15.
+    assert a.ttft_s == pytest.approx(0.11)
+    assert a.tpot_s == pytest.approx(0.01)  # never interrupted: best TPOT (C4)
+    assert a.finish_s == pytest.approx(0.15)
+    # Batch 2 = {B}: prefill 0.15-1.16, decodes at 1.17, 1.18.
+    assert b.ttft_s == pytest.approx(1.16 - 0.05)
+    assert b.finish_s == pytest.approx(1.18)
+
+
+def test_static_fills_batch_and_waits_for_the_longest():
+    reqs = [RequestSpec(0, 0.0, 10, 2), RequestSpec(1, 0.0, 10, 6), RequestSpec(2, 0.0, 10, 2)]
+    r = run("static", reqs, batch_size=2)
+    # Batch {0, 1}: prefill 20 tokens = 0.03 s; 0 ends at 0.04, 1 at 0.08. Request 2 waits
+    # for the whole batch although a slot was free from 0.04 on.
+    assert row(r, 0).finish_s == pytest.approx(0.04)
+    assert row(r, 1).finish_s == pytest.approx(0.08)
+    assert row(r, 2).ttft_s == pytest.approx(0.08 + 0.02)
+
+
+def test_chunked_one_partial_prefill_blocks_the_queue_and_fast_lane_unblocks_it():
+    # L: 3000-token prompt at 0; S: 50-token prompt at 0.1 s. Budget 1000.
+    reqs = [RequestSpec(0, 0.0, 3000, 2), RequestSpec(1, 0.1, 50, 2)]
+    blocked = run("chunked", reqs, max_num_batched_tokens=1000)
+    # L's chunks: 0-1.01, 1.01-2.02, 2.02-3.03 (token 1). S waits for all of them (C7), then its
+    # prefill shares the step with L's decode: 3.03-3.09 -> TTFT = 3.09 - 0.1.
+    assert row(blocked, 1).ttft_s == pytest.approx(3.09 - 0.1)
+    fast = run(
+        "chunked",
+        reqs,
+        max_num_batched_tokens=1000,
+        max_num_partial_prefills=2,
+        long_prefill_token_threshold=1000,
+    )
+    # With 2 slots S joins at 1.01: budget split 500/500 -> L 500 + S 50 = 0.56 s -> 1.57.
+    assert row(fast, 1).ttft_s == pytest.approx(1.57 - 0.1)
+    assert row(fast, 0).ttft_s > row(blocked, 0).ttft_s  # the long one pays a little
+
+
+def test_v1_packs_prefills_up_to_the_budget():
+    reqs = [RequestSpec(0, 0.0, 3000, 2), RequestSpec(1, 0.1, 50, 2)]
+    v1 = run(
+        "chunked",
+        reqs,
+        max_num_batched_tokens=1000,
+        max_num_partial_prefills=0,
+        long_prefill_token_threshold=800,
+    )
+    # 0-0.81: L 800 (threshold caps it). 0.81-1.67: L 800 + S 50 (0.86 s) -> S's token at 1.67.
+    assert row(v1, 1).ttft_s == pytest.approx(1.67 - 0.1)
+
+
+def test_short_first_lets_short_prompts_pass_waiting_long_ones():
+    # Three prompts arrive together while the server is busy with X; budget = one slot.
+    reqs = [
+        RequestSpec(0, 0.0, 500, 2),
+        RequestSpec(1, 0.01, 2000, 2),
+        RequestSpec(2, 0.02, 100, 2),
+    ]
+    fcfs = run("chunked", reqs, max_num_batched_tokens=4096)
+    short = run("short-first", reqs, max_num_batched_tokens=4096)
+    # FCFS: 0-0.51 X; then 1 (2000 tok): 0.51-2.521 (with X's decode); then 2: after.
+    # short-first: 2 (100 tok) goes before 1 (2000 tok).
+    assert row(short, 2).ttft_s < row(fcfs, 2).ttft_s
+    assert row(short, 1).ttft_s > row(fcfs, 1).ttft_s  # the long prompt pays (C10a)
+
+
+def test_disaggregated_decode_is_not_disturbed_by_prefill():
+    # KV link sized so 100 tokens of Llama-3.1-8B KV (128 KiB each) take exactly 1 ms.
+    bandwidth = 100 * 131072 / 1e-3 / 1e9
+    r = run(
+        "chunked",
+        max_num_batched_tokens=4096,
+        topology="disaggregated",
+        kv_bandwidth_gb_s=bandwidth,
+        kv_latency_ms=0,
+    )
+    a, b = row(r, 0), row(r, 1)
+    # A: P prefill 0-0.11 (token 1), KV 0.11-0.111, D decodes every 10 ms: 0.121 ... 0.151.
+    assert a.ttft_s == pytest.approx(0.11)
+    assert a.finish_s == pytest.approx(0.151)
+    assert a.max_itl_s == pytest.approx(0.011)  # B's prefill runs on P: A never stalls (C10c)
+    # B: waits for P until 0.11, prefill to 1.12, KV 10 ms, decodes at 1.14 and 1.15.
+    assert b.ttft_s == pytest.approx(1.12 - 0.05)
+    assert b.finish_s == pytest.approx(1.15)
+    assert a.worker == "P0>D0"
+    transfer = r.segments[(r.segments.request_id == 1) & (r.segments.kind == "kv_transfer")]
+    assert transfer.tokens.tolist() == [1000]
+    assert (transfer.end_s - transfer.start_s).iloc[0] == pytest.approx(0.010)
