@@ -47,6 +47,7 @@ class Worker:
         self.on_handoff = None  # callback(worker, request) for finished prefills (P workers)
         self.on_step = None  # callback(worker) after each step
         self.inbox: deque[tuple[Request, Worker]] = deque()  # D: (request, its P) awaiting blocks
+        self.gpu_name = ""
         self._wake = env.event()
         env.process(self.instance_loop())
 
@@ -111,6 +112,14 @@ class Cluster:
         self.kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
             self.gpu, self.model, tp, eng.mem_utilization
         )
+        self.decode_gpu = self.gpu  # heterogeneous P/D (C13): D workers may use another GPU
+        self.decode_cost, self.decode_kv_tokens = self.cost, self.kv_tokens
+        if topo.topology == "disaggregated" and topo.decode_gpu:
+            self.decode_gpu = get_gpu(topo.decode_gpu)
+            self.decode_cost = cost_model or StepCostModel(self.decode_gpu, self.model, tp, profile)
+            self.decode_kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
+                self.decode_gpu, self.model, tp, eng.mem_utilization
+            )
         self.swap_tokens = int(eng.swap_space_gb * 1e9 // self.model.kv_bytes_per_token)
         self.workers: list[Worker] = []
         self._rr = count()
@@ -134,16 +143,20 @@ class Cluster:
 
     def _worker(self, name: str, role: str) -> Worker:
         c, eng = self.config, self.config.engine
+        gpu, cost, kv_tokens = self.gpu, self.cost, self.kv_tokens
+        if role == "decode":
+            gpu, cost, kv_tokens = self.decode_gpu, self.decode_cost, self.decode_kv_tokens
         engine = Engine(
             name,
             make_policy(c.policy, c.knobs),
-            KVCache(self.kv_tokens, eng.block_size),
+            KVCache(kv_tokens, eng.block_size),
             self.recorder,
             eng.preemption_mode,
             self.swap_tokens,
         )
-        swap_s = self.model.kv_bytes_per_token / (self.gpu.host_link_gb_s * 1e9)
-        w = Worker(self.env, engine, role, self.cost, swap_s, c.hardware.tensor_parallel)
+        swap_s = self.model.kv_bytes_per_token / (gpu.host_link_gb_s * 1e9)
+        w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
+        w.gpu_name = gpu.name
         self.workers.append(w)
         return w
 
@@ -245,6 +258,7 @@ class Cluster:
             w.name: {
                 "role": w.role,
                 "gpus": w.gpus,
+                "gpu": w.gpu_name,
                 "kv_capacity_tokens": w.engine.kv.capacity_tokens,
             }
             for w in self.workers

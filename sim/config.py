@@ -92,6 +92,7 @@ class TopologyConfig:
     disagg_mode: str = "always"  # always | conditional (Dynamo: remote prefill only if long)
     max_local_prefill_length: int = 1000  # conditional: prompts up to this prefill on D
     max_prefill_queue: int = 2  # conditional: remote prefill only while P's queue is shorter
+    decode_gpu: str = ""  # disaggregated: another GPU kind for D workers ("" = same as P)
 
     def __post_init__(self) -> None:
         _require(
@@ -184,7 +185,7 @@ def _convert(name: str, raw, default):
         if isinstance(default, float):
             return float(raw)
     except ValueError:
-        kind = type(default).__name__
+        kind = {bool: "true/false", int: "whole number", float: "number"}[type(default)]
         raise ValueError(f"{name} must be a {kind}, got {raw!r}") from None
     return raw
 

@@ -1,0 +1,233 @@
+"""`python -m sim`: list, run, compare and sweep from a terminal (a contract scripts rely on).
+
+    python -m sim list
+    python -m sim run --scenario c5-long-prompt-freeze [--variant LABEL] [--policy NAME]
+                      [--topology NAME] [--gpu NAME] [--model NAME] [--set key=value ...]
+                      [--json] [--out DIR]
+    python -m sim run --workload FILE.csv ...        (this project's CSV or the Azure trace's)
+    python -m sim compare --scenario NAME [--set key=value ...]
+    python -m sim sweep (--scenario NAME | --workload FILE.csv) --rate A:B:STEP [--slo NAME]
+
+Errors print ONE line on stderr naming what to change, and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+import pandas as pd
+
+from sim.cluster import simulate
+from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
+from sim.export import to_json_dict, write_outputs
+from sim.hardware import GPUS, MODELS
+from sim.metrics import compare_tokens_in_window, summarize
+from sim.policies import POLICIES, get_policy_class
+from sim.scenarios import SCENARIOS, get_scenario
+from sim.slo import SLO_PRESETS, get_slo
+from sim.sweep import goodput_of, parse_rates, sweep_rates
+from sim.workload import PRESETS, load_csv
+
+
+class CliError(Exception):
+    """A mistake in the command line: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: one line, exit 2
+        raise CliError(message)
+
+
+def _parse_sets(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set expects key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _config(args, base: SimConfig) -> SimConfig:
+    """The base config with --policy/--topology/--gpu/--model/--set applied."""
+    config = base
+    if args.policy:
+        cls = get_policy_class(args.policy)
+        if cls.name != config.policy:  # keep the knobs the new policy shares with the old one
+            old = dataclasses.asdict(config.knobs)
+            shared = {f.name: old[f.name] for f in dataclasses.fields(cls.Knobs) if f.name in old}
+            config = dataclasses.replace(config, policy=cls.name, knobs=cls.Knobs(**shared))
+    sets = {}
+    if args.topology:
+        sets["topology"] = args.topology
+    if args.gpu:
+        sets["gpu"] = args.gpu
+    if args.model:
+        sets["model"] = args.model
+    sets.update(_parse_sets(args.set or []))
+    return with_overrides(config, sets)
+
+
+def _workload_and_base(args):
+    """(requests, base config, label) from --scenario [--variant] or --workload."""
+    if bool(args.scenario) == bool(args.workload):
+        raise CliError("give exactly one of --scenario NAME or --workload FILE.csv")
+    if args.workload:
+        return load_csv(args.workload), SimConfig(), args.workload
+    scenario = get_scenario(args.scenario)
+    variant = scenario.variant(args.variant) if args.variant else scenario.variants[0]
+    return scenario.requests(variant), variant.config, f"{scenario.name} [{variant.label}]"
+
+
+REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
+                "max_itl_s", "e2e_s", "slo_met", "preemptions", "worker", "status"]  # fmt: skip
+SUMMARY_VIEW = ["num_requests", "finished", "rejected", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+                "tpot_p99_s", "max_itl_s", "output_tokens_per_s", "preemptions_total",
+                "slo_attainment"]  # fmt: skip
+
+
+def _print_table(frame: pd.DataFrame, limit: int = 40) -> None:
+    with pd.option_context("display.width", 160, "display.max_columns", 30,
+                           "display.float_format", "{:.4f}".format):  # fmt: skip
+        if len(frame) > limit:
+            print(frame.head(limit // 2).to_string())
+            print(f"... {len(frame) - limit} more rows (use --out DIR or --json for all) ...")
+            print(frame.tail(limit // 2).to_string(header=False))
+        else:
+            print(frame.to_string())
+
+
+def cmd_list(args) -> None:
+    print("Scenarios (python -m sim run --scenario NAME):")
+    for s in SCENARIOS.values():
+        print(f"  {s.name:30s} {s.claim:5s} {s.title}")
+        print(f"  {'':30s}       variants: {' | '.join(v.label for v in s.variants)}")
+    print("\nPolicies (--policy NAME) and their knobs (--set knob=value):")
+    for name, cls in POLICIES.items():
+        knobs = ", ".join(f"{f.name}={getattr(cls.Knobs(), f.name)}"
+                          for f in dataclasses.fields(cls.Knobs))  # fmt: skip
+        print(f"  {name:14s} mirrors {cls.mirrors}\n  {'':14s} {knobs}")
+    print(f"\nTopologies (--topology NAME): {', '.join(TOPOLOGY_NAMES)}")
+    print("  routers (--set router=NAME): round-robin, least-loaded, length")
+    print(
+        f"\nGPUs (--gpu NAME): {', '.join(GPUS)}, custom (--set gpu_tflops=.. gpu_bw_gb_s=.. "
+        "gpu_mem_gb=..)"
+    )
+    print(f"Models (--model NAME): {', '.join(MODELS)}")
+    print(f"SLO presets (sweep --slo NAME): {', '.join(SLO_PRESETS)}")
+    print(f"Length presets (workloads): {', '.join(PRESETS)}")
+
+
+def cmd_run(args) -> None:
+    requests, base, label = _workload_and_base(args)
+    config = _config(args, base)
+    run = simulate(requests, config)
+    summary = summarize(run)
+    if args.out:
+        write_outputs(run, args.out, summary)
+    if args.json:
+        print(json.dumps(to_json_dict(run, summary), allow_nan=False))
+        return
+    print(f"{label}: policy {config.policy}, topology {config.topology.topology}, "
+          f"{run.meta['num_gpus']}x {run.meta['gpu']}, {run.meta['model']}")  # fmt: skip
+    for key in SUMMARY_VIEW:
+        value = summary.get(key)
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        print(f"  {key:22s} {text}")
+    print()
+    _print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
+    if args.out:
+        print(
+            f"\nwrote requests.csv, segments.csv, steps.csv, summary.json, trace.json to {args.out}"
+        )
+
+
+def cmd_compare(args) -> None:
+    scenario = get_scenario(args.scenario)
+    print(f"{scenario.name} ({scenario.claim}): {scenario.title}\n{scenario.description}\n")
+    rows, runs = {}, {}
+    sets = _parse_sets(args.set or [])
+    for v in scenario.variants:
+        run = simulate(scenario.requests(v), with_overrides(v.config, sets))
+        runs[v.label] = run
+        s = summarize(run)
+        rows[v.label] = {k: s.get(k) for k in SUMMARY_VIEW}
+    _print_table(pd.DataFrame.from_dict(rows, orient="index"))
+    if scenario.window_s:
+        t0, t1 = scenario.window_s
+        print(f"\nOutput tokens per request between {t0:g} s and {t1:g} s:")
+        _print_table(compare_tokens_in_window(runs, t0, t1))
+
+
+def cmd_sweep(args) -> None:
+    rates = parse_rates(args.rate)
+    if args.workload:
+        workload, base = load_csv(args.workload), SimConfig()
+    else:
+        if not args.scenario:
+            raise CliError("give exactly one of --scenario NAME or --workload FILE.csv")
+        scenario = get_scenario(args.scenario)
+        variant = scenario.variant(args.variant) if args.variant else scenario.variants[0]
+        workload, base = variant.workload or scenario.workload, variant.config
+    config = _config(args, base)
+    if args.slo:
+        slo = get_slo(args.slo)
+        config = with_overrides(config, {"ttft_slo_s": slo.ttft_s, "tpot_slo_s": slo.tpot_s})
+    table = sweep_rates(workload, config, rates)
+    print(f"SLO: TTFT <= {config.slo.ttft_slo_s:g} s and TPOT <= {config.slo.tpot_slo_s:g} s")
+    _print_table(table.set_index("rate_per_s"), limit=200)
+    g = goodput_of(table)
+    print(
+        f"goodput: {g['goodput_per_s']:g} req/s on {g['num_gpus']} GPU(s) = "
+        f"{g['goodput_per_gpu_per_s']:g} req/s per GPU (highest rate with >= 90% attainment)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m sim", description="PD Lab simulator")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="scenarios, policies, topologies, GPUs, models")
+    for name, text in (("run", "simulate one configuration"),
+                       ("compare", "run every variant of a scenario"),
+                       ("sweep", "attainment per arrival rate, and the goodput")):  # fmt: skip
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--scenario", help="a scenario name (see list), or its claim id, e.g. C5")
+        if name != "compare":
+            p.add_argument(
+                "--workload",
+                help="a CSV: arrival_s,prompt_tokens,output_tokens or "
+                "the Azure trace's TIMESTAMP,ContextTokens,GeneratedTokens",
+            )
+            p.add_argument("--variant", help="which of the scenario's variants (default: first)")
+            p.add_argument("--policy", help=f"one of: {', '.join(POLICIES)}")
+            p.add_argument("--topology", help=f"one of: {', '.join(TOPOLOGY_NAMES)}")
+            p.add_argument("--gpu", help="a GPU name (see list)")
+            p.add_argument("--model", help="a model name (see list)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a knob")
+        if name == "run":
+            p.add_argument("--json", action="store_true", help="print one JSON object")
+            p.add_argument("--out", help="write requests/segments/steps CSV, summary, trace")
+        if name == "sweep":
+            p.add_argument("--rate", required=True, help="arrival rates A:B:STEP (req/s)")
+            p.add_argument("--slo", help=f"an SLO preset: {', '.join(SLO_PRESETS)}")
+    return parser
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "compare": cmd_compare, "sweep": cmd_sweep}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        COMMANDS[args.command](args)
+    except BrokenPipeError:  # e.g. piped into `head`: not an error of the user's
+        sys.stderr.close()
+        return 0
+    except (CliError, ValueError, OSError) as err:  # WorkloadError is a ValueError
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    return 0

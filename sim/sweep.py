@@ -1,0 +1,81 @@
+"""Goodput: the highest arrival rate at which enough requests meet their latency targets.
+
+Notable features
+- `sweep_rates` replays the SAME requests at several arrival rates (a generated workload is
+  regenerated at each rate with the same seed; an imported trace has its arrival times scaled),
+  so only the load changes between points.
+- Goodput is DistServe's: the highest swept rate whose SLO attainment (share of requests meeting
+  BOTH the TTFT and the TPOT target) is at least 90%, with every lower rate passing too; per GPU
+  it is divided by the GPUs the topology uses.
+- `progress(done, total)` is called after each point, for a progress bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sim.cluster import simulate
+from sim.config import SimConfig
+from sim.metrics import attainment, goodput, goodput_per_gpu, percentiles
+from sim.request import RequestSpec
+from sim.workload import WorkloadConfig, generate, scale_to_rate, with_rate
+
+Workload = WorkloadConfig | Sequence[RequestSpec]
+
+
+def parse_rates(text: str) -> list[float]:
+    """'A:B:STEP' -> [A, A+STEP, ..., B] (requests per second); ValueError says what is wrong."""
+    parts = text.split(":")
+    try:
+        start, stop, step = (float(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"--rate must look like A:B:STEP, e.g. 1:10:1; got {text!r}") from None
+    if not (0 < start <= stop and step > 0):
+        raise ValueError(f"--rate needs 0 < A <= B and STEP > 0; got {text!r}")
+    count = int(np.floor((stop - start) / step + 1e-9)) + 1
+    if count > 200:
+        raise ValueError(f"--rate {text!r} gives {count} points; use at most 200")
+    return [round(start + i * step, 10) for i in range(count)]
+
+
+def requests_at_rate(workload: Workload, rate_per_s: float) -> list[RequestSpec]:
+    """The workload's requests arriving at `rate_per_s` on average."""
+    if isinstance(workload, WorkloadConfig):
+        return generate(with_rate(workload, rate_per_s))
+    return scale_to_rate(list(workload), rate_per_s)
+
+
+def sweep_rates(
+    workload: Workload,
+    config: SimConfig,
+    rates: Sequence[float],
+    target: float = 0.9,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """One row per rate: attainment and latency percentiles at that arrival rate."""
+    ttft, tpot = config.slo.ttft_slo_s, config.slo.tpot_slo_s
+    rows = []
+    for i, rate in enumerate(rates):
+        run = simulate(requests_at_rate(workload, rate), config)
+        q = run.requests
+        rows.append({
+            "rate_per_s": rate,
+            "attainment": attainment(q, ttft, tpot),
+            "ttft_p90_s": percentiles(q.ttft_s, (90,))["p90"],
+            "tpot_p90_s": percentiles(q.tpot_s, (90,))["p90"],
+            "num_gpus": run.meta["num_gpus"],
+            "meets_target": attainment(q, ttft, tpot) >= target,
+        })  # fmt: skip
+        if progress is not None:
+            progress(i + 1, len(rates))
+    return pd.DataFrame(rows)
+
+
+def goodput_of(sweep: pd.DataFrame, target: float = 0.9) -> dict:
+    """Goodput (req/s) and goodput per GPU from a sweep table."""
+    g = goodput(sweep.rate_per_s.tolist(), sweep.attainment.tolist(), target)
+    gpus = int(sweep.num_gpus.iloc[0]) if len(sweep) else 1
+    return {"goodput_per_s": g, "num_gpus": gpus, "goodput_per_gpu_per_s": goodput_per_gpu(g, gpus)}
