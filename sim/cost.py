@@ -118,16 +118,35 @@ class StepCostModel:
             2 * model.layers * ar_per_token,  # all-reduce transfer, s per token
             2 * model.layers * ALLREDUCE_LATENCY_S if k > 1 else 0.0,  # all-reduce latency, s
             profile.overhead_s,
-            model.flops_per_token_body, model.flops_lm_head_per_token,
-            model.attn_flops_per_ctx_token, body_bytes, head_bytes, kv,
+            model.flops_per_token_body,
+            model.flops_lm_head_per_token,
+            model.attn_flops_per_ctx_token,
+            body_bytes,
+            head_bytes,
+            kv,
         )
 
     def step_cost(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
     ) -> StepCost:
         """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes."""
-        (lin_c, lin_w, kv_s, head_c, head_w, pair_c, ar_tok, ar_lat, overhead,
-         f_body, f_head, f_pair, b_body, b_head, kv_b) = self._c
+        (
+            lin_c,
+            lin_w,
+            kv_s,
+            head_c,
+            head_w,
+            pair_c,
+            ar_tok,
+            ar_lat,
+            overhead,
+            f_body,
+            f_head,
+            f_pair,
+            b_body,
+            b_head,
+            kv_b,
+        ) = self._c
         if num_decodes < 0 or decode_context_tokens < 0:
             raise ValueError("num_decodes and decode_context_tokens must be >= 0")
         tokens = sampled = num_decodes
@@ -169,8 +188,13 @@ class StepCostModel:
         flops = tokens * f_body + sampled * f_head + (pairs + decode_context_tokens) * f_pair
         kv_bytes = (tokens + prefix + decode_context_tokens) * kv_b  # KV written + read
         return StepCost(
-            overhead + compute + memory + comm, compute, memory, overhead, comm,
-            float(flops), float(b_body + (b_head if sampled else 0) + kv_bytes),
+            overhead + compute + memory + comm,
+            compute,
+            memory,
+            overhead,
+            comm,
+            float(flops),
+            float(b_body + (b_head if sampled else 0) + kv_bytes),
         )
 
     def terms(

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sim.kv import KVCache
-from sim.recorder import TraceRecorder
+from sim.recorder import KIND_CODE, RECOMPUTE, SLOWED, TraceRecorder
 from sim.request import Request, RequestState
 
 if TYPE_CHECKING:
     from sim.policies.base import Policy
+
+DECODE, PREFILL, STALL = KIND_CODE["decode"], KIND_CODE["prefill"], KIND_CODE["stall"]
 
 
 class StepPlan:
@@ -104,6 +106,7 @@ class Engine:
         self.running: list[Request] = []  # admission order (the FCFS preemption victim is last)
         self.swapped: deque[Request] = deque()
         self.num_steps = 0
+        self._worker_code = recorder.worker_code(name)
         self._admit_counter = 0
         self._now = 0.0
 
@@ -138,6 +141,7 @@ class Engine:
             return False
         req.num_computed = req.prompt_tokens
         req.high_water = req.prompt_tokens
+        req.sync_phase()  # it arrives as a decode
         return True
 
     def release(self, req: Request) -> None:
@@ -175,7 +179,11 @@ class Engine:
             else:
                 samples = req.num_computed + n == req.num_tokens
                 chunks.append((n, req.num_computed, samples))
-        stalled = [r for r in self.running if r not in plan.items]
+        items_set = plan.items
+        if len(items_set) == len(self.running):
+            stalled = []  # everybody runs (the common case): no need to look
+        else:
+            stalled = [r for r in self.running if r not in items_set]
         return Batch(
             self.name, self.num_steps, items, chunks, num_decodes, decode_ctx,
             plan.swap_in_tokens, plan.swap_out_tokens, plan.preempted, stalled,
@@ -186,21 +194,39 @@ class Engine:
 
         Returns the requests that finished their prefill here and must move to a decode worker.
         """
-        rec, name, step = self.recorder, self.name, batch.step
-        has_prefill = bool(batch.prefill_chunks)
+        rec, step, add = self.recorder, batch.step, self.recorder.add
+        wid = self._worker_code
+        slowed = SLOWED if batch.prefill_chunks else 0  # decodes sharing a step with a prefill
+        # The recorder's columns, for the hot path below: extending a decode stretch in place.
+        seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
+        seg_tokens, seg_last = rec.tokens, rec.last
         handoffs = []
         for req, n, offset, is_decode in batch.items:
             if is_decode:
-                rec.segment(req, name, "decode", start_s, end_s, n, slowed=has_prefill, step=step)
+                i = req.last_segment
+                if (
+                    i >= 0
+                    and seg_end[i] == start_s
+                    and seg_kind[i] == DECODE
+                    and seg_flags[i] == slowed
+                    and seg_worker[i] == wid
+                ):
+                    seg_end[i] = end_s  # same as rec.add(...), without the call
+                    seg_tokens[i] += n
+                    seg_last[i] = step
+                else:
+                    add(req, wid, DECODE, start_s, end_s, n, slowed, step)
             else:
-                recompute = offset < req.high_water
-                rec.segment(req, name, "prefill", start_s, end_s, n, recompute=recompute, step=step)
+                flags = RECOMPUTE if offset < req.high_water else 0
+                add(req, wid, PREFILL, start_s, end_s, n, flags, step)
             req.num_computed += n
             if req.num_computed > req.high_water:
                 req.high_water = req.num_computed
-            if req.num_computed != req.num_tokens:
-                continue  # a prefill chunk that is not the last one
+            if req.num_computed != req.prompt_tokens + req.num_generated:
+                req.sync_phase()  # a chunk that samples nothing (a recompute may end as decode)
+                continue
             req.num_generated += 1  # the model samples a token at the end of this step
+            req.is_decoding = True  # (until it finishes or is preempted)
             req.token_times.append(end_s)
             if req.num_generated == 1:
                 req.first_token_s = end_s
@@ -212,12 +238,12 @@ class Engine:
                 handoffs.append(req)
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
-                rec.segment(req, name, "stall", start_s, end_s, step=step)
+                add(req, wid, STALL, start_s, end_s, 0, 0, step)
         rec.step((
-            name, step, start_s, end_s, batch.prefill_tokens, batch.num_decodes, len(batch.items),
-            len(batch.prefill_chunks), self.kv.used_tokens, self.kv.capacity_tokens,
-            timing.compute_s, timing.memory_s, timing.overhead_s, timing.comm_s, timing.swap_s,
-            batch.preempted,
+            self.name, step, start_s, end_s, batch.prefill_tokens, batch.num_decodes,
+            len(batch.items), len(batch.prefill_chunks), self.kv.used_tokens,
+            self.kv.capacity_tokens, timing.compute_s, timing.memory_s, timing.overhead_s,
+            timing.comm_s, timing.swap_s, batch.preempted,
         ))  # fmt: skip
         self.num_steps += 1
         return handoffs
@@ -249,7 +275,10 @@ class Engine:
         This is vLLM's rule: a RUNNING request that cannot grow evicts the last-admitted request
         (or the policy's lowest-priority one); if that is itself, it stops.
         """
-        while not self.kv.grow(req, req.num_computed + tokens):
+        kv = self.kv
+        if req.num_computed + tokens <= req.blocks * kv.block_size:
+            return True  # fast path: its last block still has room (most decode steps)
+        while not kv.grow(req, req.num_computed + tokens):
             victim = self.policy.pick_victim(self.running)
             self.preempt(victim, plan)
             if victim is req:
@@ -275,6 +304,7 @@ class Engine:
             self.swapped.append(victim)
         else:  # recompute (also the fallback when host swap space is full)
             victim.num_computed = 0
+            victim.is_decoding = False
             victim.state = RequestState.WAITING
             self.waiting.appendleft(victim)  # first in line to come back
         self.kv.free(victim)

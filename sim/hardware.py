@@ -68,8 +68,17 @@ class ModelSpec:
     bytes_per_kv: int = 2  # b_kv: bytes per cached K or V element
 
     def __post_init__(self) -> None:
-        ints = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab",
-                "bytes_per_param", "bytes_per_kv")
+        ints = (
+            "layers",
+            "hidden",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "intermediate",
+            "vocab",
+            "bytes_per_param",
+            "bytes_per_kv",
+        )
         for key in ints:
             value = getattr(self, key)
             if not isinstance(value, int) or value < 1:
@@ -141,39 +150,45 @@ def custom_gpu(
 
 # Values from §5.6 of the reference (NVIDIA datasheets). Links are one direction: NVLink4 900 GB/s
 # bidirectional is 450 each way, NVLink3 600 -> 300, PCIe Gen5 x16 64, PCIe Gen4 x16 32.
-GPUS: Mapping[str, GpuSpec] = MappingProxyType({
-    g.name: g
-    for g in (
-        GpuSpec("A100-80GB", 312.0, 2039.0, 80.0, 300.0, 32.0),
-        GpuSpec("H100-SXM", 989.0, 3350.0, 80.0, 450.0, 64.0),
-        GpuSpec("H200", 989.0, 4800.0, 141.0, 450.0, 64.0),
-        GpuSpec("L4", 121.0, 300.0, 24.0, 32.0, 32.0),
-        GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 32.0, 32.0),  # no NVLink: GPUs talk over PCIe
-    )
-})
+GPUS: Mapping[str, GpuSpec] = MappingProxyType(
+    {
+        g.name: g
+        for g in (
+            GpuSpec("A100-80GB", 312.0, 2039.0, 80.0, 300.0, 32.0),
+            GpuSpec("H100-SXM", 989.0, 3350.0, 80.0, 450.0, 64.0),
+            GpuSpec("H200", 989.0, 4800.0, 141.0, 450.0, 64.0),
+            GpuSpec("L4", 121.0, 300.0, 24.0, 32.0, 32.0),
+            GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 32.0, 32.0),  # no NVLink: GPUs talk over PCIe
+        )
+    }
+)
 
 # Hugging Face config.json values (§5.7).
-MODELS: Mapping[str, ModelSpec] = MappingProxyType({
-    m.name: m
-    for m in (
-        ModelSpec("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, False),
-        ModelSpec("Llama-3.3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False),
-        ModelSpec("Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True),
-        ModelSpec("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False),
-        ModelSpec("Mistral-7B", 32, 4096, 32, 8, 128, 14336, 32768, False),  # v0.3 vocab
-        ModelSpec("SmolLM2-135M", 30, 576, 9, 3, 64, 1536, 49152, True),
-    )
-})
+MODELS: Mapping[str, ModelSpec] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            ModelSpec("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, False),
+            ModelSpec("Llama-3.3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False),
+            ModelSpec("Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True),
+            ModelSpec("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False),
+            ModelSpec("Mistral-7B", 32, 4096, 32, 8, 128, 14336, 32768, False),  # v0.3 vocab
+            ModelSpec("SmolLM2-135M", 30, 576, 9, 3, 64, 1536, 49152, True),
+        )
+    }
+)
 
 # Nominal one-direction bandwidths in GB/s (§2.5), for labelling the KV-transfer slider.
-LINKS_GB_S: Mapping[str, float] = MappingProxyType({
-    "NVLink4": 450.0,
-    "PCIe Gen5": 64.0,
-    "PCIe Gen4": 32.0,
-    "IB NDR": 50.0,
-    "100GbE": 12.5,
-    "25GbE": 3.1,
-})
+LINKS_GB_S: Mapping[str, float] = MappingProxyType(
+    {
+        "NVLink4": 450.0,
+        "PCIe Gen5": 64.0,
+        "PCIe Gen4": 32.0,
+        "IB NDR": 50.0,
+        "100GbE": 12.5,
+        "25GbE": 3.1,
+    }
+)
 
 
 def _lookup(catalog: Mapping[str, _T], name: str, kind: str) -> _T:

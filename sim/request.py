@@ -61,7 +61,7 @@ class Request:
         "state", "num_computed", "num_generated", "blocks", "prompt_done_once",
         "first_token_s", "finish_s", "preemptions", "reject_reason", "remote_decode",
         "token_times", "workers", "wait_kind", "wait_since", "admit_seq", "last_segment",
-        "swapped_tokens", "high_water",
+        "swapped_tokens", "high_water", "is_decoding",
     )  # fmt: skip
 
     def __init__(self, spec: RequestSpec) -> None:
@@ -86,9 +86,12 @@ class Request:
         self.wait_kind = "queued"  # segment kind shown while it waits: queued | preempted
         self.wait_since = spec.arrival_s
         self.admit_seq = 0  # admission order on its worker (FCFS victim = most recent)
-        self.last_segment: list | None = None  # the trace row we may extend (see trace recorder)
+        self.last_segment = -1  # index of its latest trace segment (the recorder may extend it)
         self.swapped_tokens = 0  # KV tokens parked in host memory while SWAPPED
         self.high_water = 0  # most tokens ever computed: below it, computing again = recompute
+        # One token to go and at least one already generated: a plain decode. Kept as a field
+        # (read millions of times a run) and refreshed by sync_phase() whenever counts change.
+        self.is_decoding = False
 
     @property
     def num_tokens(self) -> int:
@@ -112,10 +115,12 @@ class Request:
             return self.high_water - self.num_computed
         return self.prompt_tokens + self.num_generated - self.num_computed
 
-    @property
-    def is_decoding(self) -> bool:
-        """One token to go and at least one already generated: a plain decode step."""
-        return self.num_generated > 0 and self.num_computed + 1 == self.num_tokens
+    def sync_phase(self) -> None:
+        """Refresh `is_decoding` after num_computed or num_generated changed."""
+        self.is_decoding = (
+            self.num_generated > 0
+            and self.num_computed + 1 == self.prompt_tokens + self.num_generated
+        )
 
     @property
     def is_finished(self) -> bool:

@@ -115,7 +115,7 @@ _SCENARIOS = (
         "time. At the higher rate queueing grows TTFT; both are judged against the interactive "
         "targets TTFT <= 3 s and TPOT <= 0.3 s.",
         CHAT_MIX,
-        (_v("4 req/s"), _v("16 req/s", workload=with_rate(CHAT_MIX, 16.0))),
+        (_v("4 req/s"), _v("24 req/s", workload=with_rate(CHAT_MIX, 24.0))),
     ),
     Scenario(
         "c3-concurrency",

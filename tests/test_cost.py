@@ -199,8 +199,15 @@ gpus_st = st.sampled_from(list(GPUS))
 
 
 @settings(max_examples=200, deadline=None)
-@given(chunks_st, st.integers(0, 256), st.integers(0, 4096), st.integers(1, 1000),
-       names_st, gpus_st, st.sampled_from([1, 2, 4, 8]))
+@given(
+    chunks_st,
+    st.integers(0, 256),
+    st.integers(0, 4096),
+    st.integers(1, 1000),
+    names_st,
+    gpus_st,
+    st.sampled_from([1, 2, 4, 8]),
+)
 def test_monotonic(chunks, decodes, ctx, extra, model, gpu, tp) -> None:
     m = StepCostModel(get_gpu(gpu), get_model(model), tp)
     if not chunks and decodes == 0:
@@ -220,9 +227,16 @@ def test_monotonic(chunks, decodes, ctx, extra, model, gpu, tp) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(chunks_st, st.integers(0, 128), st.integers(0, 8192), names_st, gpus_st,
-       st.sampled_from([1, 2, 8]),
-       st.tuples(*[st.floats(0.05, 1.0)] * 3), st.floats(0, 0.01))
+@given(
+    chunks_st,
+    st.integers(0, 128),
+    st.integers(0, 8192),
+    names_st,
+    gpus_st,
+    st.sampled_from([1, 2, 8]),
+    st.tuples(*[st.floats(0.05, 1.0)] * 3),
+    st.floats(0, 0.01),
+)
 def test_terms_match_step_cost(chunks, decodes, ctx, model, gpu, tp, effs, overhead) -> None:
     profile = DeviceProfile(*effs, overhead_s=overhead)
     m = StepCostModel(get_gpu(gpu), get_model(model), tp, profile)

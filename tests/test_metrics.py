@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -397,11 +396,7 @@ def test_summarize_needs_both_slo_targets():
     assert summarize(run, ttft_s=1.0)["slo_attainment"] == pytest.approx(2 / 3)
 
 
-def test_summarize_is_fast_on_a_big_run():
-    run = big_run()
-    summarize(run)  # warm-up (imports, caches)
-    started = time.perf_counter()
-    s = summarize(run)
-    elapsed = time.perf_counter() - started
+def test_summarize_handles_a_big_run():
+    # Speed is measured by bench/, not asserted here; this checks the counts at full size.
+    s = summarize(big_run())
     assert s["num_requests"] == 10_000 and s["steps"] == 40_000
-    assert elapsed < 2.0  # typically ~0.06 s; the budget is 0.5 s, with slack for slow CI

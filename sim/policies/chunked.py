@@ -98,34 +98,43 @@ class Chunked(Policy):
     def schedule(self, engine, plan, now):
         k = self.knobs
         budget, thr, v1 = k.max_num_batched_tokens, k.long_threshold, k.is_v1
-        prefilling = [r for r in engine.running if not r.is_decoding]
+        decodes, prefilling = [], []  # one pass over the running batch
+        for r in engine.running:
+            (decodes if r.is_decoding else prefilling).append(r)
         if v1:
-            order = list(engine.running)  # admission order, as V1 walks self.running
+            order = engine.running[:]  # admission order, as V1 walks self.running
             slot_budget = budget
         else:  # V0: decodes first, then partial prefills; budget split over prefill slots
-            order = [r for r in engine.running if r.is_decoding] + prefilling
+            order = decodes + prefilling
             slots = len(prefilling) + self._startable(engine, now, prefilling, thr)
             slot_budget = budget // max(1, min(k.max_num_partial_prefills, slots))
 
+        items, block = plan.items, engine.kv.block_size
         for req in order:
             if req.state is not RequestState.RUNNING:
                 continue  # preempted by someone earlier in this loop
             left = budget - plan.num_tokens
             if left <= 0:
                 break  # budget gone: the rest stall this step
-            n = 1 if req.is_decoding else min(req.schedulable, left, slot_budget)
-            if v1 and thr and not req.is_decoding:
-                n = min(n, thr)
+            if req.is_decoding:
+                if req.num_computed < req.blocks * block:  # room in its last KV block:
+                    items[req] = 1  # the common case, inlined (= plan.add(req, 1))
+                    plan.num_tokens += 1
+                    continue
+                n = 1
+            else:
+                n = min(req.schedulable, left, slot_budget)
+                if v1 and thr:
+                    n = min(n, thr)
             if not engine.allocate_or_preempt(req, n, plan):
                 break  # it had to preempt itself: stop scheduling (vLLM)
             plan.add(req, n)
 
-        if plan.preempted or engine.swapped:
+        if plan.preempted or engine.swapped or not engine.waiting:
             return  # vLLM admits nobody in a step that preempted (or while KV is swapped out)
-        num_prefills = sum(1 for r in engine.running if not r.is_decoding)
-        num_long = sum(
-            1 for r in engine.running if not r.is_decoding and thr and r.schedulable > thr
-        )
+        still = [r for r in prefilling if r.state is RequestState.RUNNING]
+        num_prefills = len(still)
+        num_long = sum(1 for r in still if r.schedulable > thr > 0)
         for req in self.waiting_order(engine, now):
             left = budget - plan.num_tokens
             if left <= 0 or len(engine.running) >= k.max_num_seqs:

@@ -1,0 +1,197 @@
+"""Read and write workload CSV files: PD Lab's own schema and the Azure LLM inference trace.
+
+Notable features
+- `load_csv(source)` takes a path or an open file (text or bytes, e.g. a Streamlit upload) and
+  detects the schema from the header (names match ignoring case and spaces, in any order):
+    PD Lab  arrival_s,prompt_tokens,output_tokens[,priority]   (seconds, tokens)
+    Azure   TIMESTAMP,ContextTokens,GeneratedTokens            (date-times, tokens)
+- Azure timestamps become seconds since the earliest row; rows may come in any order and are
+  sorted by arrival (ties keep file order), then numbered 0..n-1.
+- Every problem raises `WorkloadError` with ONE line naming the file line (header = line 1) and
+  the field, e.g. "line 7: prompt_tokens must be a whole number >= 1, got '-3'".
+- Odd-data rule: an Azure row with GeneratedTokens = 0 is kept, with output_tokens = 1. Such rows
+  are real (a request the service answered with nothing) and still cost a prefill, which always
+  yields one token. The 2023 Azure files have none (smallest GeneratedTokens: 7 conv, 6 code).
+  In PD Lab files output_tokens must be >= 1, like `RequestSpec`.
+- `save_csv` / `to_csv_text` write the PD Lab schema; loading the file back gives equal requests.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from sim.arrivals import build_requests
+from sim.lengths import MAX_TOKENS
+from sim.request import RequestSpec
+
+MAX_ARRIVAL_S = 30 * 24 * 3600.0  # 30 days: a later arrival is a unit mix-up (ms? us?)
+PDLAB_HEADER = "arrival_s,prompt_tokens,output_tokens,priority"
+ACCEPTED_HEADERS = (
+    "'arrival_s,prompt_tokens,output_tokens[,priority]' (PD Lab) or "
+    "'TIMESTAMP,ContextTokens,GeneratedTokens' (Azure LLM inference trace)"
+)
+# schema -> (required columns, optional columns)
+_SCHEMAS = {
+    "pdlab": (("arrival_s", "prompt_tokens", "output_tokens"), ("priority",)),
+    "azure": (("TIMESTAMP", "ContextTokens", "GeneratedTokens"), ()),
+}
+
+Source = str | os.PathLike[str] | IO[str] | IO[bytes]
+
+
+class WorkloadError(ValueError):
+    """A workload file PD Lab cannot use; the message names the line and the field."""
+
+    def __init__(self, line: int, field: str, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}")
+        self.line = line  # 1-based; the header is line 1
+        self.field = field
+        self.problem = problem
+
+    def __reduce__(self) -> tuple:  # so it survives pickling (e.g. from a worker process)
+        return (WorkloadError, (self.line, self.field, self.problem))
+
+
+def _read_text(source: Source) -> str:
+    if isinstance(source, str | os.PathLike):
+        data: str | bytes = Path(source).read_bytes()
+    else:  # BytesIO/StringIO (Streamlit uploads) have getvalue(), which ignores the position
+        data = source.getvalue() if hasattr(source, "getvalue") else source.read()
+    if isinstance(data, str):
+        return data.removeprefix("\ufeff")
+    try:
+        return data.decode("utf-8-sig")  # -sig drops the byte-order mark Excel writes
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        problem = "the text encoding is not UTF-8; save the file as CSV UTF-8"
+        raise WorkloadError(line, "encoding", problem) from None
+
+
+def _match_header(cells: list[str], line: int) -> tuple[str, dict[str, int]]:
+    names = [c.strip().lower() for c in cells]
+    for schema, (required, optional) in _SCHEMAS.items():
+        canonical = {c.lower(): c for c in required + optional}
+        if (
+            len(set(names)) == len(names)
+            and set(names) <= canonical.keys()
+            and all(c.lower() in names for c in required)
+        ):
+            return schema, {canonical[n]: i for i, n in enumerate(names)}
+    raise WorkloadError(
+        line, "header", f"unrecognised header {','.join(cells)!r}; accepted: {ACCEPTED_HEADERS}"
+    )
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _tokens(text: str, line: int, field: str, *, zero_means_one: bool = False) -> int:
+    value, lowest = _float(text), (0 if zero_means_one else 1)
+    if not (math.isfinite(value) and value >= lowest and value == int(value)):
+        problem = f"{field} must be a whole number >= {lowest}, got {text!r}"
+        raise WorkloadError(line, field, problem)
+    if value > MAX_TOKENS:
+        raise WorkloadError(line, field, f"{field} must be at most {MAX_TOKENS:,}, got {text!r}")
+    return max(int(value), 1)
+
+
+def _priority(text: str, line: int) -> int:
+    value = _float(text)
+    if not (math.isfinite(value) and value == int(value) and abs(value) < 2**31):
+        raise WorkloadError(line, "priority", f"priority must be a whole number, got {text!r}")
+    return int(value)
+
+
+def _arrival(text: str, line: int) -> float:
+    value = _float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise WorkloadError(line, "arrival_s", f"arrival_s must be seconds >= 0, got {text!r}")
+    if value > MAX_ARRIVAL_S:
+        problem = f"arrival_s must be at most {MAX_ARRIVAL_S:,.0f} (30 days), got {text!r}"
+        raise WorkloadError(line, "arrival_s", problem)
+    return value
+
+
+def _timestamp(text: str, line: int) -> datetime:
+    try:
+        ts = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise WorkloadError(
+            line,
+            "TIMESTAMP",
+            f"TIMESTAMP must be a date-time like '2023-11-16 18:15:46.6805900', got {text!r}",
+        ) from None
+    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts  # compare as naive UTC
+
+
+def load_csv(source: Source) -> list[RequestSpec]:
+    """Read a PD Lab or Azure-trace CSV (path or file-like) into sorted, numbered RequestSpecs."""
+    text = _read_text(source)
+    if not text.strip():
+        problem = f"the file is empty; expected a header: {ACCEPTED_HEADERS}"
+        raise WorkloadError(1, "header", problem)
+    reader = csv.reader(io.StringIO(text))
+    schema, col, width = "", {}, 0
+    arrivals, stamps, lines, prompts, outputs, priorities = [], [], [], [], [], []
+    try:
+        for cells in reader:
+            line = reader.line_num
+            if not any(c.strip() for c in cells):
+                continue  # blank line
+            if not col:
+                schema, col = _match_header(cells, line)
+                width = len(cells)
+                continue
+            if len(cells) != width:
+                problem = f"row has {len(cells)} values, expected {width} ({', '.join(col)})"
+                raise WorkloadError(line, "row", problem)
+            if schema == "azure":
+                stamps.append(_timestamp(cells[col["TIMESTAMP"]], line))
+                prompts.append(_tokens(cells[col["ContextTokens"]], line, "ContextTokens"))
+                generated = cells[col["GeneratedTokens"]]
+                outputs.append(_tokens(generated, line, "GeneratedTokens", zero_means_one=True))
+            else:
+                arrivals.append(_arrival(cells[col["arrival_s"]], line))
+                prompts.append(_tokens(cells[col["prompt_tokens"]], line, "prompt_tokens"))
+                outputs.append(_tokens(cells[col["output_tokens"]], line, "output_tokens"))
+                if "priority" in col:
+                    priorities.append(_priority(cells[col["priority"]], line))
+            lines.append(line)
+    except csv.Error as e:
+        raise WorkloadError(reader.line_num, "csv", f"malformed CSV: {e}") from None
+    if not lines:
+        raise WorkloadError(reader.line_num + 1, "rows", "no request rows after the header")
+    if schema == "azure":
+        start = min(stamps)
+        arrivals = [(ts - start).total_seconds() for ts in stamps]
+        last = max(range(len(arrivals)), key=arrivals.__getitem__)
+        if arrivals[last] > MAX_ARRIVAL_S:
+            raise WorkloadError(
+                lines[last], "TIMESTAMP", "TIMESTAMP is more than 30 days after the earliest row"
+            )
+    return build_requests(arrivals, prompts, outputs, priorities or None)
+
+
+def to_csv_text(requests: Iterable[RequestSpec]) -> str:
+    """The requests as PD Lab CSV text (e.g. for a download button)."""
+    rows = [PDLAB_HEADER]
+    rows += [
+        f"{float(r.arrival_s)!r},{r.prompt_tokens},{r.output_tokens},{r.priority}" for r in requests
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def save_csv(requests: Iterable[RequestSpec], path: str | os.PathLike[str]) -> None:
+    """Write the requests to `path` in PD Lab's schema (load_csv reads it back unchanged)."""
+    Path(path).write_text(to_csv_text(requests), encoding="utf-8")
