@@ -1,0 +1,120 @@
+"""The command line is a contract: lessons, docs and outside scripts rely on it."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import ROOT, TRACES
+
+from sim.cli import main
+from sim.trace import REQUEST_COLUMNS
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_names_every_scenario_policy_topology_gpu_and_model(capsys):
+    code, out, _ = cli(capsys, "list")
+    assert code == 0
+    for name in ("c12-three-requests", "static", "prefill-first", "chunked", "short-first",
+                 "colocated", "router", "disaggregated", "A100-80GB", "H100-SXM", "H200", "L4",
+                 "RTX-4090", "Llama-3.1-8B", "Llama-3.3-70B", "Qwen2.5-0.5B", "Qwen2.5-7B",
+                 "Mistral-7B", "SmolLM2-135M"):  # fmt: skip
+        assert name in out
+
+
+def test_run_json_gives_summary_and_the_requests_columns(capsys):
+    code, out, _ = cli(capsys, "run", "--scenario", "c5", "--variant", "prefill-first", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert set(data) == {"summary", "requests"}
+    assert len(data["requests"]) == 9
+    assert set(REQUEST_COLUMNS) <= set(data["requests"][0])
+    assert data["summary"]["max_itl_s"] > 0.5  # the freeze of C5, visible from the CLI
+
+
+def test_knobs_and_flags_change_the_result(capsys):
+    _, base, _ = cli(capsys, "run", "--scenario", "c6", "--json")
+    _, small, _ = cli(capsys, "run", "--scenario", "c6", "--json",
+                      "--set", "max_num_batched_tokens=256")  # fmt: skip
+    _, h200, _ = cli(capsys, "run", "--scenario", "c6", "--json", "--gpu", "h200")
+    itl = lambda out: json.loads(out)["summary"]["max_itl_s"]  # noqa: E731
+    assert itl(small) < itl(base)
+    assert itl(h200) < itl(base)
+
+
+def test_out_writes_the_five_files(tmp_path, capsys):
+    code, _, _ = cli(capsys, "run", "--scenario", "c12", "--topology", "disaggregated",
+                     "--out", str(tmp_path))  # fmt: skip
+    assert code == 0
+    names = {"requests.csv", "segments.csv", "steps.csv", "summary.json", "trace.json"}
+    assert names <= {p.name for p in tmp_path.iterdir()}
+    segments = pd.read_csv(tmp_path / "segments.csv")
+    assert "kv_transfer" in set(segments.kind)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+
+
+def test_run_imports_the_azure_trace(capsys, tmp_path):
+    sample = tmp_path / "azure.csv"
+    lines = (TRACES / "AzureLLMInferenceTrace_code.csv").read_text().splitlines()[:101]
+    sample.write_text("\n".join(lines) + "\n")
+    code, out, _ = cli(capsys, "run", "--workload", str(sample), "--json")
+    assert code == 0
+    assert len(json.loads(out)["requests"]) == 100
+
+
+def test_sweep_prints_attainment_per_rate_and_the_goodput(capsys):
+    code, out, _ = cli(capsys, "sweep", "--scenario", "c2", "--rate", "10:40:10")
+    assert code == 0
+    assert "goodput:" in out and "per GPU" in out
+    for rate in ("10.0", "20.0", "30.0", "40.0"):
+        assert rate in out
+
+
+def test_compare_shows_every_variant_and_the_window_table(capsys):
+    code, out, _ = cli(capsys, "compare", "--scenario", "c12")
+    assert code == 0
+    assert "colocated" in out and "disaggregated" in out and "Output tokens" in out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "--scenario", "nope"], "unknown scenario"),
+    (["run", "--scenario", "c5", "--set", "bogus=1"], "unknown knob 'bogus'"),
+    (["run", "--scenario", "c5", "--set", "max_num_seqs=abc"], "whole number"),
+    (["run", "--scenario", "c5", "--set", "max_num_seqs"], "key=value"),
+    (["run", "--scenario", "c5", "--policy", "chunked", "--set", "batch_size=4"], "static"),
+    (["run", "--scenario", "c5", "--gpu", "TPU"], "unknown GPU"),
+    (["run", "--scenario", "c5", "--set", "mbu=2"], "mbu"),
+    (["run", "--scenario", "c5", "--set", "topology=mesh"], "unknown topology"),
+    (["run", "--scenario", "c5", "--model", "Llama-3.3-70B"], "tensor_parallel"),
+    (["run"], "--scenario"),
+    (["run", "--workload", "/no/such/file.csv"], "No such file"),
+    (["sweep", "--scenario", "c2", "--rate", "5:1:1"], "--rate"),
+    (["frobnicate"], "invalid choice"),
+])  # fmt: skip
+def test_errors_are_one_line_with_exit_code_2(capsys, args, words):
+    code, out, err = cli(capsys, *args)
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert words in err
+
+
+def test_bad_csv_names_the_line_and_field(capsys, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,-3,10\n")
+    code, _, err = cli(capsys, "run", "--workload", str(bad))
+    assert code == 2
+    assert "line 3" in err and "prompt_tokens" in err
+
+
+def test_python_dash_m_sim_exits_2_without_traceback():
+    done = subprocess.run([sys.executable, "-m", "sim", "run", "--scenario", "nope"],
+                          cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and done.stderr.startswith("error:")
