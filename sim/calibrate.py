@@ -32,6 +32,7 @@ Sample = tuple[Sequence[Chunk], int, int, float]
 
 MAX_ROUNDS = 50  # alternation rounds per starting profile
 _STARTS = (DeviceProfile(0.2, 0.2, 0.3, 0.001), DeviceProfile(0.9, 0.9, 0.9, 0.0))
+_OFFSET = np.r_[0.0, 1.0, 1.0, 1.0, 0.0]  # theta = offset + u with u >= 0 (1/eff >= 1)
 
 
 def _measured(samples: Sequence[Sample]) -> np.ndarray:
@@ -55,7 +56,7 @@ class _Problem:
     def __init__(self, samples: Sequence[Sample], cost: StepCostModel) -> None:
         self.t = _measured(samples)
         rows, comp, mem, attn = [], [], [], []  # one entry per max(...) operator
-        kv_read, comm = [], []
+        kv_read, comm, seqs = [], [], []
         for i, (chunks, decodes, ctx, _) in enumerate(samples):
             try:
                 terms = cost.terms(chunks, decodes, ctx)
@@ -69,28 +70,31 @@ class _Problem:
                     attn.append(is_attn)
             kv_read.append(terms.kv_read_s)
             comm.append(terms.comm_s)
+            seqs.append(terms.num_seqs)
         self.rows, self.comp, self.mem = np.array(rows, int), np.array(comp), np.array(mem)
         self.attn = np.array(attn, bool)
         self.kv_read, self.comm = np.array(kv_read), np.array(comm)
+        self.seqs = np.array(seqs, float)
 
     def predict(self, theta: np.ndarray) -> np.ndarray:
-        """Step seconds for theta = (overhead, 1/MFU, 1/MFU_attn, 1/MBU)."""
+        """Step seconds for theta = (overhead, 1/MFU, 1/MFU_attn, 1/MBU, overhead per seq)."""
         scale = np.where(self.attn, theta[2], theta[1])
         ops = np.maximum(self.comp * scale, self.mem * theta[3])
-        return theta[0] + self.comm + self.kv_read * theta[3] + self._per_sample(ops)
+        fixed = theta[0] + theta[4] * self.seqs
+        return fixed + self.comm + self.kv_read * theta[3] + self._per_sample(ops)
 
     def _per_sample(self, values: np.ndarray) -> np.ndarray:
         """Sum operator values into their samples."""
         return np.bincount(self.rows, weights=values, minlength=len(self.t))
 
     def design(self, theta: np.ndarray) -> np.ndarray:
-        """Columns (1, X_mfu, X_attn, Y_mbu) for the current winners of every max."""
+        """Columns (1, X_mfu, X_attn, Y_mbu, seqs) for the current winners of every max."""
         scale = np.where(self.attn, theta[2], theta[1])
         compute_wins = self.comp * scale >= self.mem * theta[3]
         x_mfu = self._per_sample(np.where(compute_wins & ~self.attn, self.comp, 0.0))
         x_attn = self._per_sample(np.where(compute_wins & self.attn, self.comp, 0.0))
         y_mbu = self._per_sample(np.where(compute_wins, 0.0, self.mem)) + self.kv_read
-        return np.column_stack([np.ones_like(self.t), x_mfu, x_attn, y_mbu])
+        return np.column_stack([np.ones_like(self.t), x_mfu, x_attn, y_mbu, self.seqs])
 
     def loss(self, theta: np.ndarray) -> float:
         """Sum of squared relative errors."""
@@ -98,7 +102,7 @@ class _Problem:
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """min ||a·x − b|| subject to x >= 0, exactly, by trying every support (fine for 4 columns)."""
+    """min ||a·x − b|| subject to x >= 0, exactly, by trying every support (fine for 5 columns)."""
     best, best_res = np.zeros(a.shape[1]), float(np.sum(b**2))
     for k in range(1, a.shape[1] + 1):
         for support in itertools.combinations(range(a.shape[1]), k):
@@ -117,18 +121,18 @@ def _refit(problem: _Problem, theta: np.ndarray) -> np.ndarray:
     """One linear solve with the winners fixed by theta; returns the new theta."""
     x = problem.design(theta)
     # Unknowns are overhead >= 0 and 1/eff = 1 + u with u >= 0, so efficiencies stay in (0, 1].
-    rhs = problem.t - problem.comm - x[:, 1:].sum(axis=1)
+    rhs = problem.t - problem.comm - x[:, 1:4].sum(axis=1)
     free = np.any(x != 0, axis=0)  # a column that is all zero cannot be fitted: keep its value
     free[0] = True
     w = 1.0 / problem.t  # relative errors
     u = _nnls(x[:, free] * w[:, None], rhs * w)
     new = theta.copy()
-    new[free] = u + np.r_[0.0, 1.0, 1.0, 1.0][free]
+    new[free] = u + _OFFSET[free]
     return new
 
 
 def _theta(p: DeviceProfile) -> np.ndarray:
-    return np.array([p.overhead_s, 1 / p.mfu, 1 / p.mfu_attn, 1 / p.mbu])
+    return np.array([p.overhead_s, 1 / p.mfu, 1 / p.mfu_attn, 1 / p.mbu, p.overhead_per_seq_s])
 
 
 def fit_profile(
@@ -157,8 +161,9 @@ def fit_profile(
             if winners is not None and np.array_equal(now, winners):
                 break  # the winners of every max are stable: converged
             winners = now
-    overhead, a, c, b = (float(v) for v in best)
-    return DeviceProfile(mfu=1 / a, mfu_attn=1 / c, mbu=1 / b, overhead_s=overhead)
+    overhead, a, c, b, per_seq = (float(v) for v in best)
+    return DeviceProfile(mfu=1 / a, mfu_attn=1 / c, mbu=1 / b, overhead_s=overhead,
+                         overhead_per_seq_s=per_seq)  # fmt: skip
 
 
 def fit_report(

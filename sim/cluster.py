@@ -30,6 +30,34 @@ from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
 
 
+class SimulatedClock:
+    """The simulator's clock: a step lasts what the roofline cost model says.
+
+    The live engine swaps in a clock whose step_timing RUNS the batch on a real model and returns
+    the measured time; everything else (engines, routing, KV hand-offs) stays the same.
+    """
+
+    name = "simulated"
+
+    def step_timing(self, worker: Worker, batch) -> StepTiming:
+        c = worker.cost.step_cost(
+            batch.prefill_chunks, batch.num_decodes, batch.decode_context_tokens
+        )
+        swap_s = (batch.swap_in_tokens + batch.swap_out_tokens) * worker.swap_s_per_token
+        return StepTiming(
+            c.seconds + swap_s, c.compute_s, c.memory_s, c.overhead_s, c.comm_s, swap_s
+        )
+
+    def transfer_s(self, req: Request, p: Worker, d: Worker, model, topology) -> float:
+        """KV of the prompt over the P worker's link: bytes / bandwidth + latency."""
+        return kv_transfer_s(
+            req.prompt_tokens, model, topology.kv_bandwidth_gb_s, topology.kv_latency_ms / 1000
+        )
+
+    def after_step(self, worker: Worker, batch) -> None:
+        """Nothing to clean up in a simulation."""
+
+
 class Worker:
     """An Engine plus its simpy process, cost model and wake-up event."""
 
@@ -48,6 +76,7 @@ class Worker:
         self.on_step = None  # callback(worker) after each step
         self.inbox: deque[tuple[Request, Worker]] = deque()  # D: (request, its P) awaiting blocks
         self.gpu_name = ""
+        self.clock: SimulatedClock = SimulatedClock()  # the Cluster sets the run's clock
         self._wake = env.event()
         env.process(self.instance_loop())
 
@@ -65,13 +94,8 @@ class Worker:
             self._wake.succeed()
 
     def timing(self, batch) -> StepTiming:
-        c = self.cost.step_cost(
-            batch.prefill_chunks, batch.num_decodes, batch.decode_context_tokens
-        )
-        swap_s = (batch.swap_in_tokens + batch.swap_out_tokens) * self.swap_s_per_token
-        return StepTiming(
-            c.seconds + swap_s, c.compute_s, c.memory_s, c.overhead_s, c.comm_s, swap_s
-        )
+        """How long this batch takes: priced (simulated clock) or executed (live clock)."""
+        return self.clock.step_timing(self, batch)
 
     def instance_loop(self):
         """The serving loop of one instance: schedule, execute (simulated), apply."""
@@ -87,6 +111,7 @@ class Worker:
             yield env.timeout(timing.seconds)
             for req in engine.complete(batch, start, env.now, timing):
                 self.on_handoff(self, req)
+            self.clock.after_step(self, batch)
             if self.on_step is not None:
                 self.on_step(self)
 
@@ -94,8 +119,9 @@ class Worker:
 class Cluster:
     """Builds the workers of a topology and routes arriving requests to them."""
 
-    def __init__(self, config: SimConfig, cost_model=None) -> None:
+    def __init__(self, config: SimConfig, cost_model=None, clock=None) -> None:
         self.config = config
+        self.clock = clock or SimulatedClock()
         hw, eng, topo = config.hardware, config.engine, config.topology
         self.env = simpy.Environment()
         self.recorder = TraceRecorder()
@@ -105,7 +131,9 @@ class Cluster:
         else:
             self.gpu = get_gpu(hw.gpu)
         tp = hw.tensor_parallel
-        profile = DeviceProfile(hw.mfu, hw.mfu_attn, hw.mbu, hw.overhead_ms / 1000)
+        profile = DeviceProfile(
+            hw.mfu, hw.mfu_attn, hw.mbu, hw.overhead_ms / 1000, hw.overhead_per_seq_ms / 1000
+        )
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
         self.cost = cost_model or StepCostModel(self.gpu, self.model, tp, profile)
@@ -156,6 +184,7 @@ class Cluster:
         )
         swap_s = self.model.kv_bytes_per_token / (gpu.host_link_gb_s * 1e9)
         w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
+        w.clock = self.clock
         w.gpu_name = gpu.name
         self.workers.append(w)
         return w
@@ -227,11 +256,7 @@ class Cluster:
             yield turn
             start = self.env.now
             self.recorder.segment(req, link_name, req.wait_kind, req.wait_since, start)
-            yield self.env.timeout(
-                kv_transfer_s(
-                    req.prompt_tokens, self.model, topo.kv_bandwidth_gb_s, topo.kv_latency_ms / 1000
-                )
-            )
+            yield self.env.timeout(self.clock.transfer_s(req, p, d, self.model, topo))
         self.recorder.segment(
             req, link_name, "kv_transfer", start, self.env.now, tokens=req.prompt_tokens
         )
@@ -269,19 +294,20 @@ class Cluster:
             "model": self.model.name, "num_gpus": sum(w.gpus for w in self.workers),
             "ttft_slo_s": c.slo.ttft_slo_s, "tpot_slo_s": c.slo.tpot_slo_s,
             "duration_s": max(finish, default=0.0), "workers": workers, "config": c.flat(),
-            "clock": "simulated",
+            "clock": self.clock.name,
         }  # fmt: skip
 
 
 def simulate(
-    requests: list[RequestSpec], config: SimConfig | None = None, cost_model=None
+    requests: list[RequestSpec], config: SimConfig | None = None, cost_model=None, clock=None
 ) -> RunResult:
     """Run `requests` through the configured topology and policy; return the trace tables.
 
-    `cost_model` replaces the roofline model built from the config (same `step_cost` method).
+    `cost_model` replaces the roofline model built from the config (same `step_cost` method);
+    `clock` replaces how steps get their duration (live/ passes one that runs a real model).
     """
     config = config or SimConfig()
-    cluster = Cluster(config, cost_model)
+    cluster = Cluster(config, cost_model, clock)
     live: list[Request] = []
     cluster.env.process(cluster.client(list(requests), live))
     cluster.env.run()

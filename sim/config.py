@@ -37,6 +37,7 @@ class HardwareConfig:
     mfu_attn: float = 0.4  # share of peak FLOP/s reached by prefill attention
     mbu: float = 0.7  # share of peak memory bandwidth reached
     overhead_ms: float = 3.0  # per step: scheduling, launches, sampling (milliseconds)
+    overhead_per_seq_ms: float = 0.0  # per request in a step (large on CPUs; milliseconds)
     gpu_tflops: float = 0.0  # custom GPU only: dense BF16 TFLOP/s
     gpu_bw_gb_s: float = 0.0  # custom GPU only: memory bandwidth, GB/s
     gpu_mem_gb: float = 0.0  # custom GPU only: memory, GB
@@ -47,6 +48,7 @@ class HardwareConfig:
             v = getattr(self, name)
             _require(0 < v <= 1, f"{name} must be in (0, 1], got {v}")
         _require(self.overhead_ms >= 0, f"overhead_ms must be >= 0, got {self.overhead_ms}")
+        _require(self.overhead_per_seq_ms >= 0, "overhead_per_seq_ms must be >= 0")
         if self.gpu.lower() == "custom":
             for name in ("gpu_tflops", "gpu_bw_gb_s", "gpu_mem_gb"):
                 v = getattr(self, name)

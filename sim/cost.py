@@ -36,12 +36,17 @@ class DeviceProfile:
     mfu_attn: float = 0.4  # prefill attention (FlashAttention): achieved / peak FLOP/s
     mbu: float = 0.7  # achieved / peak memory bandwidth
     overhead_s: float = 0.003  # scheduling, input prep, kernel launches, sampling: seconds/step
+    # Per request in the step (input packing, per-request attention calls, sampling): ~0 on a
+    # GPU with fused kernels, but tens of ms per decode on a CPU running a small model.
+    overhead_per_seq_s: float = 0.0
 
     def __post_init__(self) -> None:
         for key in ("mfu", "mfu_attn", "mbu"):
             value = getattr(self, key)
             if not (isinstance(value, int | float) and 0 < value <= 1):
                 raise ValueError(f"DeviceProfile: {key} must be in (0, 1], got {value!r}")
+        if not (math.isfinite(self.overhead_per_seq_s) and self.overhead_per_seq_s >= 0):
+            raise ValueError("DeviceProfile: overhead_per_seq_s must be >= 0 seconds")
         if not (math.isfinite(self.overhead_s) and self.overhead_s >= 0):
             raise ValueError(
                 f"DeviceProfile: overhead_s must be >= 0 seconds, got {self.overhead_s}"
@@ -69,12 +74,14 @@ class RooflineTerms:
     attention: tuple[tuple[float, float], ...]  # per prefill chunk: max(c/MFU_attn, m/MBU)
     kv_read_s: float  # decode attention, memory-bound: kv_read_s / MBU
     comm_s: float  # tensor-parallel all-reduces, not scaled by the profile
+    num_seqs: int = 0  # requests in the step (each costs profile.overhead_per_seq_s)
 
     def seconds(self, profile: DeviceProfile) -> float:
         """Step duration under `profile` (the same number StepCostModel.step_cost gives)."""
         linear = sum(max(c / profile.mfu, m / profile.mbu) for c, m in self.linear)
         attention = sum(max(c / profile.mfu_attn, m / profile.mbu) for c, m in self.attention)
-        return profile.overhead_s + linear + attention + self.kv_read_s / profile.mbu + self.comm_s
+        overhead = profile.overhead_s + profile.overhead_per_seq_s * self.num_seqs
+        return overhead + linear + attention + self.kv_read_s / profile.mbu + self.comm_s
 
 
 class StepCostModel:
@@ -118,6 +125,7 @@ class StepCostModel:
             2 * model.layers * ar_per_token,  # all-reduce transfer, s per token
             2 * model.layers * ALLREDUCE_LATENCY_S if k > 1 else 0.0,  # all-reduce latency, s
             profile.overhead_s,
+            profile.overhead_per_seq_s,
             model.flops_per_token_body,
             model.flops_lm_head_per_token,
             model.attn_flops_per_ctx_token,
@@ -140,6 +148,7 @@ class StepCostModel:
             ar_tok,
             ar_lat,
             overhead,
+            per_seq,
             f_body,
             f_head,
             f_pair,
@@ -185,6 +194,7 @@ class StepCostModel:
         # far below any GPU's ridge point, so it is always memory-bound.
         memory += decode_context_tokens * kv_s
         comm = ar_lat + tokens * ar_tok
+        overhead = overhead + per_seq * (num_decodes + len(prefill_chunks))
         flops = tokens * f_body + sampled * f_head + (pairs + decode_context_tokens) * f_pair
         kv_bytes = (tokens + prefix + decode_context_tokens) * kv_b  # KV written + read
         return StepCost(
@@ -219,7 +229,8 @@ class StepCostModel:
         )
         c = self._c
         comm = c[7] + tokens * c[6]
-        return RooflineTerms(tuple(linear), attention, decode_context_tokens * kv / b, comm)
+        return RooflineTerms(tuple(linear), attention, decode_context_tokens * kv / b, comm,
+                             num_decodes + len(chunks))  # fmt: skip
 
     def knee_tokens(self, effective: bool = False) -> float:
         """Tokens per step where the linear layers turn compute-bound: b_w·F/(2·BW) (§5.4).

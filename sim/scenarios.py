@@ -72,22 +72,22 @@ def _v(label: str, policy: str = "chunked", workload=None, **knobs) -> Variant:
     return Variant(label, _cfg(policy, **knobs), workload)
 
 
-def _requests(rows) -> tuple[RequestSpec, ...]:
+def requests_from_rows(rows) -> tuple[RequestSpec, ...]:
     """(arrival_s, prompt_tokens, output_tokens[, priority]) rows -> specs, ids in arrival order."""
     rows = sorted(rows, key=lambda r: r[0])
     return tuple(RequestSpec(i, *row) for i, row in enumerate(rows))
 
 
-def _chats_and_one_long(long_prompt: int, long_at_s: float, n_chats: int = 8) -> tuple:
+def chats_and_one_long(long_prompt: int, long_at_s: float, n_chats: int = 8) -> tuple:
     """n chats already streaming (500-token prompts, long answers) and one long prompt later."""
     chats = [(0.05 * i, 500, 400) for i in range(n_chats)]
-    return _requests([*chats, (long_at_s, long_prompt, 50)])
+    return requests_from_rows([*chats, (long_at_s, long_prompt, 50)])
 
 
-def _long_then_shorts(long_prompts, n_short: int = 20, gap_s: float = 0.1) -> tuple:
+def long_prompts_then_chats(long_prompts, n_short: int = 20, gap_s: float = 0.1) -> tuple:
     """Long prompts at the given times, then short chats every `gap_s` seconds."""
     shorts = [(0.05 + gap_s * i, 200, 100) for i in range(n_short)]
-    return _requests([*((t, n, 50) for t, n in long_prompts), *shorts])
+    return requests_from_rows([*((t, n, 50) for t, n in long_prompts), *shorts])
 
 
 CHAT_MIX = WorkloadConfig(rate_per_s=4.0, num_requests=200, prompt="chat", output="chat", seed=7)
@@ -103,7 +103,7 @@ _SCENARIOS = (
         "Sixteen chats decode together, then an 8k-token prompt arrives. In the steps table the "
         "decode-only steps spend their time reading weights and KV (memory_s), while steps with a "
         "big prefill chunk spend it on arithmetic (compute_s): compare the two columns.",
-        _chats_and_one_long(8192, 0.6, n_chats=16),
+        chats_and_one_long(8192, 0.6, n_chats=16),
         (_v("chunked 2048"),),
     ),
     Scenario(
@@ -125,11 +125,11 @@ _SCENARIOS = (
         "almost linearly while decode is bandwidth-bound and flattens once prefill compute "
         "saturates the GPU; 1500-token prompts saturate later than 3000-token ones (TNG's "
         "Llama-3.1-8B/H100 measurement).",
-        _requests([(0.0, 3000, 100)] * 128),
+        requests_from_rows([(0.0, 3000, 100)] * 128),
         tuple(
             _v(
                 f"{prompt} tok x {c}",
-                workload=_requests([(0.0, prompt, 100)] * 128),
+                workload=requests_from_rows([(0.0, prompt, 100)] * 128),
                 max_num_seqs=c,
                 max_num_batched_tokens=8192,
             )
@@ -154,7 +154,7 @@ _SCENARIOS = (
         "Eight chats are streaming when a 16k-token prompt arrives. Prefill-first runs its whole "
         "prefill as one step: every stream stops for that long (white stall bars). Chunked "
         "prefill lets the streams advance one token per chunk instead.",
-        _chats_and_one_long(16384, 1.0),
+        chats_and_one_long(16384, 1.0),
         (_v("prefill-first", "prefill-first"), _v("chunked 2048")),
     ),
     Scenario(
@@ -164,7 +164,7 @@ _SCENARIOS = (
         "The C5 workload under chunked prefill with budgets from 512 to 8192 tokens. Smaller "
         "chunks: the streaming chats' worst inter-token gap shrinks, the long prompt's TTFT grows "
         "(each chunk pays the step overhead and re-reads the KV before it).",
-        _chats_and_one_long(16384, 1.0),
+        chats_and_one_long(16384, 1.0),
         tuple(_v(f"chunk {b}", max_num_batched_tokens=b) for b in (512, 1024, 2048, 4096, 8192)),
     ),
     Scenario(
@@ -175,7 +175,7 @@ _SCENARIOS = (
         "(one partial prefill at a time) every chat waits for the whole long prefill. Ordering "
         "the queue by length (short-first) does not help: the long prompt is already running. "
         "Several partial prefills with a long-prompt limit (C8) do.",
-        _long_then_shorts([(0.0, 32768)]),
+        long_prompts_then_chats([(0.0, 32768)]),
         (
             _v("one prefill at a time"),
             _v("short-first", "short-first"),
@@ -195,7 +195,7 @@ _SCENARIOS = (
         "if both long prompts prefill together they slow each other; allowing at most one prompt "
         "over 10,000 tokens (vLLM PR #10235) keeps a fast lane for the chats. Chats still decode "
         "slowly while a long prefill shares their steps.",
-        _long_then_shorts([(0.0, 20000), (0.02, 20000)]),
+        long_prompts_then_chats([(0.0, 20000), (0.02, 20000)]),
         (
             _v("1 partial prefill"),
             _v(
@@ -219,7 +219,7 @@ _SCENARIOS = (
         "Chats are streaming when a 16k-token prompt arrives. Even chunked, the steps that carry "
         "its chunks are several times longer than decode-only steps, so every running stream "
         "slows (flagged 'slowed'). Disaggregated prefill/decode moves the prompt to another GPU.",
-        _chats_and_one_long(16384, 1.0),
+        chats_and_one_long(16384, 1.0),
         (_v("colocated chunked"), _v("1P1D", topology="disaggregated")),
     ),
     Scenario(
@@ -229,7 +229,7 @@ _SCENARIOS = (
         "A steady stream of short chats close to the server's capacity plus a few 12k-token "
         "prompts. Short-first serves chats before any waiting long prompt: chats gain, long "
         "prompts wait much longer. Aging (a prompt waiting over 2 s jumps the queue) bounds it.",
-        _requests(
+        requests_from_rows(
             [(0.02 * i, 600, 30) for i in range(400)]
             + [(1.0, 12000, 20), (2.0, 12000, 20), (3.0, 12000, 20)]
         ),
@@ -296,7 +296,7 @@ _SCENARIOS = (
         "A KV cache of only 24k tokens and chats with long answers. New prefills take memory at "
         "once; when a running request cannot grow, the last admitted one is preempted: its KV is "
         "dropped and recomputed later, or swapped to host memory over PCIe and back.",
-        _requests([(0.1 * i, 1500, 600) for i in range(24)]),
+        requests_from_rows([(0.1 * i, 1500, 600) for i in range(24)]),
         (
             _v("recompute", kv_capacity_tokens=24000),
             _v("swap", kv_capacity_tokens=24000, preemption_mode="swap"),
@@ -311,7 +311,7 @@ _SCENARIOS = (
         "each new prefill interrupts the streams already running; disaggregated, the decode "
         "worker never stops. Count the tokens each request makes in the first 5 seconds: every "
         "request makes more when disaggregated, and the first one gains most.",
-        _requests([(0.0, 2048, 200), (1.0, 2048, 200), (2.0, 2048, 200)]),
+        requests_from_rows([(0.0, 2048, 200), (1.0, 2048, 200), (2.0, 2048, 200)]),
         (
             _v("colocated", "prefill-first", gpu="L4"),
             _v(

@@ -1,0 +1,33 @@
+"""PD Lab: the Streamlit entry point. Run with `streamlit run app.py`.
+
+It runs on every page view: page config, the sidebar (language, shared on every page and kept in
+the URL as ?lang=), and the navigation over the lesson pages in app_pages/. (The folder is not
+called pages/: with st.navigation, a pages/ folder makes Streamlit route a freshly started
+server's first deep link without this entry point, losing the sidebar and the language.)
+"""
+
+import streamlit as st
+
+from ui.i18n import t
+from ui.widgets import lang, language_picker
+
+st.set_page_config(page_title="PD Lab", page_icon="⏱️", layout="wide")
+language_picker()
+L = lang()
+
+LESSONS = [  # (file, url path, title key, icon)
+    ("app_pages/home.py", "home", "nav.home", "🏠"),
+    ("app_pages/prefill_decode.py", "prefill-vs-decode", "nav.prefill_decode", "⚖️"),
+    ("app_pages/batching.py", "batching", "nav.batching", "📦"),
+    ("app_pages/chunked.py", "chunked-prefill", "nav.chunked", "🧩"),
+    ("app_pages/long_prompts.py", "long-prompts", "nav.long_prompts", "📜"),
+    ("app_pages/memory.py", "memory", "nav.memory", "🧠"),
+    ("app_pages/disaggregation.py", "disaggregation", "nav.disaggregation", "🔀"),
+    ("app_pages/playground.py", "playground", "nav.playground", "🧪"),
+]
+pages = [
+    st.Page(path, title=t(title, L), icon=icon, url_path=url, default=(url == "home"))
+    for path, url, title, icon in LESSONS
+]
+st.sidebar.caption(t("app.tagline", L))
+st.navigation(pages).run()

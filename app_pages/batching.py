@@ -1,0 +1,43 @@
+"""Lesson 3 (C4, C5): static batching vs continuous batching (prefill-first), same workload."""
+
+import streamlit as st
+
+from sim.config import SimConfig, with_overrides
+from sim.policies.prefill_first import PrefillFirst
+from sim.policies.static import StaticBatching
+from sim.request import RequestSpec
+from sim.workload import WorkloadConfig, generate
+from ui import widgets as w
+
+T = w.translator()
+st.title(T("batching.title"))
+st.markdown(T("batching.lead"))
+
+c1, c2, c3, c4 = st.columns(4)
+with c1:
+    batch = w.steps("batch", T("batching.batch_size"), [1, 2, 4, 8, 16, 32, 64], 8)
+with c2:
+    rate = w.slider("rate", T("common.rate"), 0.5, 16.0, 4.0, step=0.5)
+with c3:
+    n = w.slider("n", T("common.num_requests"), 4, 64, 24)
+with c4:
+    long_prompt = w.toggle("long", T("batching.long_prompt"), False)
+
+requests = generate(WorkloadConfig(rate_per_s=rate, num_requests=n, seed=3))
+if long_prompt:  # C5: one 16k-token prompt arrives while the others stream
+    t_long = requests[len(requests) // 3].arrival_s
+    requests = [*requests, RequestSpec(len(requests), t_long, 16384, 50)]
+workload = tuple(requests)
+try:
+    static = with_overrides(SimConfig(policy="static"), {"batch_size": batch})
+    continuous = SimConfig(policy="prefill-first")
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+specs = [(T("batching.static"), workload, static), (T("batching.continuous"), workload, continuous)]
+w.timeline_of(specs)
+st.caption(T("common.legend"))
+w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
+st.markdown(T("batching.takeaway"))
+w.show_code(StaticBatching)
+w.show_code(PrefillFirst)

@@ -1,0 +1,48 @@
+"""Lesson 4 (C6): chunked prefill; the chunk size trades the long prompt's TTFT against ITL."""
+
+import pandas as pd
+import streamlit as st
+
+from sim.policies.chunked import Chunked
+from ui import charts
+from ui import widgets as w
+
+T, L = w.translator(), w.lang()
+SCENARIO = "c6-chunk-size"
+SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384]
+st.title(T("chunked.title"))
+st.markdown(T("chunked.lead"))
+
+c1, c2 = st.columns(2)
+with c1:
+    chunk = w.steps("chunk", T("chunked.chunk"), SIZES, 2048)
+with c2:
+    gpu = w.select("gpu", T("common.gpu"), ["H100-SXM", "A100-80GB", "H200", "L4", "RTX-4090"],
+                   "H100-SXM")  # fmt: skip
+
+hw = (("gpu", gpu),)
+try:
+    specs = [
+        w.variant_spec("c5-long-prompt-freeze", "prefill-first", hw),
+        w.variant_spec(SCENARIO, "chunk 2048", (*hw, ("max_num_batched_tokens", chunk))),
+    ]
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+specs[1] = (f"chunked {chunk}", specs[1][1], specs[1][2])
+w.timeline_of(specs)
+st.caption(T("common.legend"))
+w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
+
+st.subheader(T("chunked.tradeoff_title"))
+st.markdown(T("chunked.tradeoff_text"))
+rows = []
+for size in SIZES:
+    run = w.run_variant(SCENARIO, "chunk 2048", (*hw, ("max_num_batched_tokens", size)))
+    q = run.requests
+    long = q.prompt_tokens == q.prompt_tokens.max()
+    rows.append({"chunk_size": size, "long_ttft_s": float(q[long].ttft_s.iloc[0]),
+                 "max_itl_s": float(q[~long].max_itl_s.max()),
+                 "p99_tpot_s": float(q[~long].tpot_s.quantile(0.99))})  # fmt: skip
+st.plotly_chart(charts.chunk_tradeoff(pd.DataFrame(rows), lang=L), width="stretch")
+w.show_code(Chunked)

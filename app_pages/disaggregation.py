@@ -1,0 +1,73 @@
+"""Lesson 7 (C9, C10b, C10c, C12, C13): colocated vs length router vs xPyD on the same GPUs."""
+
+import streamlit as st
+
+from sim.config import SimConfig, with_overrides
+from sim.hardware import GPUS, LINKS_GB_S
+from sim.sweep import goodput_of
+from sim.workload import WorkloadConfig
+from ui import charts
+from ui import widgets as w
+
+T, L = w.translator(), w.lang()
+st.title(T("disagg.title"))
+st.markdown(T("disagg.lead"))
+
+c1, c2, c3, c4, c5 = st.columns(5)
+with c1:
+    n_p = w.select("p", T("disagg.num_prefill"), [1, 2, 3], 1)
+with c2:
+    n_d = w.select("d", T("disagg.num_decode"), [1, 2, 3], 1)
+with c3:
+    link = w.steps("link", T("disagg.link"), list(LINKS_GB_S), "IB NDR")
+    st.caption(f"{LINKS_GB_S[link]:g} GB/s")
+with c4:
+    decode_gpu = w.select("dgpu", T("disagg.decode_gpu"), list(GPUS), "H100-SXM")
+with c5:
+    rate = w.slider("rate", T("common.rate"), 1.0, 16.0, 6.0, step=1.0)
+
+gpus = n_p + n_d
+workload = WorkloadConfig(rate_per_s=rate, num_requests=120, prompt="chat+longdoc", seed=11)
+try:
+    configs = {
+        T("disagg.colocated", n=gpus): with_overrides(SimConfig(), {
+            "topology": "router", "router": "least-loaded", "num_instances": gpus}),
+        T("disagg.router", n=gpus): with_overrides(SimConfig(), {
+            "topology": "router", "router": "length", "num_instances": gpus}),
+        f"{n_p}P{n_d}D": with_overrides(SimConfig(), {
+            "topology": "disaggregated", "num_prefill": n_p, "num_decode": n_d,
+            "kv_bandwidth_gb_s": LINKS_GB_S[link], "decode_gpu": decode_gpu}),
+    }  # fmt: skip
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+specs = [(label, workload, config) for label, config in configs.items()]
+w.timeline_of(specs)
+st.caption(T("common.legend"))
+runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
+w.runs_table(runs)
+st.markdown(T("disagg.takeaway"))
+
+st.subheader(T("disagg.util_title"))
+st.markdown(T("disagg.util_text"))
+st.plotly_chart(charts.worker_utilisation_bars(runs[-1][1], lang=L), width="stretch")
+
+st.subheader(T("disagg.goodput_title"))
+st.markdown(T("disagg.goodput_text"))
+if w.toggle("sweep", T("disagg.run_sweep"), False):
+    rates = [float(r) for r in range(2, 25, 2)]
+    bar = st.progress(0.0, text=T("disagg.sweeping"))
+    sweeps = {}
+    for done, (label, config) in enumerate(configs.items(), start=1):
+        sweeps[label] = w.sweep_cached(workload, config, tuple(rates))
+        bar.progress(done / len(configs), text=T("disagg.sweeping"))
+    bar.empty()
+    st.plotly_chart(charts.goodput_curves(sweeps, lang=L), width="stretch")
+    st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")
+
+with st.expander(T("disagg.formula_title")):
+    w.formula(r"t_\mathrm{KV} = \frac{n_\mathrm{prompt} \cdot 2 L \, H_\mathrm{kv} \, d_h \, b}"
+              r"{\mathrm{bandwidth}} + \mathrm{latency}", "disagg.formula_caption")  # fmt: skip
+    w.formula(r"\mathrm{goodput} = \max\{\lambda : \Pr[\mathrm{TTFT} \le S_1 \wedge "
+              r"\mathrm{TPOT} \le S_2] \ge 90\%\}")  # fmt: skip
+st.markdown(T("disagg.next"))

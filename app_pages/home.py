@@ -1,0 +1,45 @@
+"""Home: what prefill and decode are, and the hero: three requests, colocated vs disaggregated."""
+
+import streamlit as st
+
+from sim.metrics import compare_tokens_in_window
+from ui import widgets as w
+from ui.charts import tokens_in_window_bars
+
+T = w.translator()
+SCENARIO = "c12-three-requests"
+LABELS = ("colocated", "disaggregated")
+
+st.title(T("home.title"))
+st.markdown(T("home.lead"))
+left, right = st.columns(2)
+left.markdown(T("home.prefill"))
+right.markdown(T("home.decode"))
+
+st.subheader(T("home.hero_title"))
+st.markdown(T("home.hero_text"))
+w.timeline(SCENARIO, LABELS)
+st.caption(T("common.legend"))
+
+st.subheader(T("home.window_title"))
+t1 = w.slider("window", T("home.window"), 1.0, 10.0, 5.0, step=0.5)
+runs = dict(w.run_variants(SCENARIO, LABELS))
+table = compare_tokens_in_window(runs, 0.0, t1)
+col_table, col_chart = st.columns([1, 2])
+shown = table.rename(index=lambda i: f"R{i}")
+col_table.dataframe(shown, width="stretch")
+col_chart.plotly_chart(tokens_in_window_bars(table, lang=w.lang()), width="stretch")
+gain = table[LABELS[1]] - table[LABELS[0]]
+st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=f"R{int(gain.idxmax())}"))
+
+st.subheader(T("home.lessons"))
+for path, key in (
+    ("app_pages/prefill_decode.py", "nav.prefill_decode"),
+    ("app_pages/batching.py", "nav.batching"),
+    ("app_pages/chunked.py", "nav.chunked"),
+    ("app_pages/long_prompts.py", "nav.long_prompts"),
+    ("app_pages/memory.py", "nav.memory"),
+    ("app_pages/disaggregation.py", "nav.disaggregation"),
+    ("app_pages/playground.py", "nav.playground"),
+):
+    st.page_link(path, label=T(key), query_params={"lang": w.lang()})

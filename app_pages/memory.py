@@ -1,0 +1,37 @@
+"""Lesson 6 (C11): KV memory against capacity; preemption by recompute or swap."""
+
+import streamlit as st
+
+from sim.engine import Engine
+from ui import charts
+from ui import widgets as w
+
+T, L = w.translator(), w.lang()
+SCENARIO = "c11-memory-pressure"
+st.title(T("memory.title"))
+st.markdown(T("memory.lead"))
+c1, c2 = st.columns(2)
+with c1:
+    capacity = w.steps("kv", T("memory.capacity"), [8000, 12000, 16000, 24000, 32000, 48000,
+                                                   64000, 100000], 24000)  # fmt: skip
+with c2:
+    mode = w.select("mode", T("memory.mode"), ["recompute", "swap"], "recompute",
+                    help=T("memory.mode_help"))  # fmt: skip
+overrides = (("kv_capacity_tokens", capacity), ("preemption_mode", mode))
+try:
+    spec = w.variant_spec(SCENARIO, "recompute", overrides)
+    run = w.simulate_cached(spec[1], spec[2])
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+label = f"{mode}, {capacity:,} KV tokens"
+w.timeline_of([(label, spec[1], spec[2])])
+st.caption(T("common.legend"))
+q = run.requests
+m1, m2, m3 = st.columns(3)
+m1.metric(T("memory.preemptions"), int(q.preemptions.sum()))
+m2.metric(T("memory.rejected"), int((q.status == "rejected").sum()))
+m3.metric(T("memory.peak"), f"{run.steps.kv_used_tokens.max() / capacity:.0%}")
+st.plotly_chart(charts.kv_use(run, lang=L), width="stretch")
+st.markdown(T("memory.takeaway"))
+w.show_code(Engine, "memory.show_code")

@@ -1,0 +1,136 @@
+"""Lesson 8: the playground. Any workload, up to four configurations side by side, goodput."""
+
+import json
+
+import streamlit as st
+
+from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
+from sim.export import chrome_trace, to_json_dict
+from sim.metrics import summarize
+from sim.policies import POLICIES
+from sim.slo import SLO_PRESETS
+from sim.sweep import goodput_of
+from sim.workload import PRESETS, WorkloadConfig, WorkloadError, head, load_csv
+from ui import charts
+from ui import widgets as w
+
+T, L = w.translator(), w.lang()
+MAX_REQUESTS = 1000  # keeps a hosted deployment responsive and the timeline smooth
+st.title(T("play.title"))
+st.markdown(T("play.lead"))
+
+# ---- workload ----
+st.subheader(T("play.workload"))
+source = w.select("src", T("play.source"), ["generate", "upload"], "generate",
+                  help=T("play.source_help"))  # fmt: skip
+workload = None
+if source == "generate":
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        arrival = w.select("arr", T("play.arrival"), ["poisson", "gamma", "burst"], "poisson")
+        cv = w.slider("cv", T("play.cv"), 0.5, 4.0, 2.0, step=0.5, disabled=arrival != "gamma")
+    with c2:
+        rate = w.slider("rate", T("common.rate"), 0.5, 40.0, 8.0, step=0.5)
+        n = w.slider("n", T("common.num_requests"), 1, MAX_REQUESTS, 100)
+    with c3:
+        prompt = w.select("prompt", T("play.prompt"), list(PRESETS), "chat")
+        output = w.select("output", T("play.output"), list(PRESETS), "chat")
+    with c4:
+        seed = int(st.number_input(T("play.seed"), 0, 10_000, 0, key="seed", bind="query-params"))
+    workload = WorkloadConfig(arrival=arrival, rate_per_s=rate, cv=cv, num_requests=n,
+                              prompt=prompt, output=output, seed=seed)  # fmt: skip
+else:
+    upload = st.file_uploader(T("play.upload"), type=["csv"], help=T("play.upload_help"))
+    if upload is None:
+        st.info(T("play.upload_help"))
+        st.stop()
+    try:
+        requests = load_csv(upload)
+    except WorkloadError as err:
+        st.error(T("play.bad_csv", message=str(err)))
+        st.stop()
+    if len(requests) > MAX_REQUESTS:
+        st.warning(T("play.truncated", n=len(requests), limit=MAX_REQUESTS))
+        requests = head(requests, MAX_REQUESTS)
+    workload = tuple(requests)
+
+# ---- configurations ----
+st.subheader(T("play.configs"))
+count = w.select("k", T("play.count"), [1, 2, 3, 4], 2)
+defaults = [("prefill-first", "colocated"), ("chunked", "colocated"),
+            ("chunked", "disaggregated"), ("short-first", "colocated")]  # fmt: skip
+specs, columns = [], st.columns(count)
+for i, col in enumerate(columns):
+    with col:
+        policy = w.select(f"p{i}", T("play.policy"), list(POLICIES), defaults[i][0])
+        topology = w.select(f"t{i}", T("play.topology"), list(TOPOLOGY_NAMES), defaults[i][1])
+        knobs = st.text_input(T("play.knobs"), "", key=f"s{i}", bind="query-params",
+                              placeholder="max_num_batched_tokens=512, num_decode=2",
+                              help=T("play.knobs_help"))  # fmt: skip
+        try:
+            pairs = dict(p.split("=", 1) for p in knobs.replace(";", ",").split(",") if p.strip())
+        except ValueError:
+            st.error(T("play.bad_knobs", text=knobs))
+            continue
+        knob_values = {k.strip(): v.strip() for k, v in pairs.items()}
+        try:
+            config = with_overrides(SimConfig(policy=policy), {"topology": topology, **knob_values})
+        except ValueError as err:
+            w.config_error(err)
+            continue
+        specs.append((f"{i + 1}: {policy} · {topology}", workload, config))
+
+# ---- SLO ----
+c1, c2, c3 = st.columns(3)
+with c1:
+    preset = w.select("slo", T("play.slo"), [*SLO_PRESETS, "custom"], "tng-interactive")
+with c2:
+    ttft = st.number_input(T("play.ttft_slo"), 0.05, 60.0, 3.0, step=0.05, key="ttft",
+                           bind="query-params", disabled=preset != "custom")  # fmt: skip
+with c3:
+    tpot = st.number_input(T("play.tpot_slo"), 0.01, 5.0, 0.3, step=0.01, key="tpot",
+                           bind="query-params", disabled=preset != "custom")  # fmt: skip
+if preset != "custom":
+    ttft, tpot = SLO_PRESETS[preset].ttft_s, SLO_PRESETS[preset].tpot_s
+specs = [(label, wl, with_overrides(cfg, {"ttft_slo_s": ttft, "tpot_slo_s": tpot}))
+         for label, wl, cfg in specs]  # fmt: skip
+if not specs:
+    st.stop()
+
+# ---- results ----
+st.subheader(T("play.results"))
+w.timeline_of(specs)
+st.caption(T("common.legend"))
+runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
+w.runs_table(runs)
+
+st.subheader(T("play.downloads"))
+for (label, run), col in zip(runs, st.columns(len(runs)), strict=True):
+    with col:
+        st.markdown(f"**{label}**")
+        name = label.split(":")[0]
+        downloads = (  # built lazily, on click: a trace of 1,000 requests is megabytes
+            ("play.dl_requests", lambda r=run: r.requests.to_csv(index=False), "requests", "csv"),
+            ("play.dl_segments", lambda r=run: r.segments.to_csv(index=False), "segments", "csv"),
+            ("play.dl_summary", lambda r=run: json.dumps(to_json_dict(r, summarize(r))),
+             "summary", "json"),
+            ("play.dl_trace", lambda r=run: json.dumps(chrome_trace(r)), "trace", "json"),
+        )  # fmt: skip
+        for key, data, stem, ext in downloads:
+            mime = "text/csv" if ext == "csv" else "application/json"
+            st.download_button(T(key), data, f"{stem}_{name}.{ext}", mime, on_click="ignore",
+                               key=f"dl_{stem}_{name}")  # fmt: skip
+
+st.subheader(T("play.goodput"))
+if w.toggle("sweep", T("play.run_sweep"), False):
+    lo, hi = st.slider(T("play.rates"), 0.5, 60.0, (2.0, 20.0), step=0.5, key="rates",
+                       bind="query-params")  # fmt: skip
+    rates = tuple(round(lo + i * (hi - lo) / 9, 3) for i in range(10))
+    bar = st.progress(0.0, text=T("disagg.sweeping"))
+    sweeps = {}
+    for k, (label, wl, cfg) in enumerate(specs):
+        sweeps[label] = w.sweep_cached(wl, cfg, rates)
+        bar.progress((k + 1) / len(specs), text=T("disagg.sweeping"))
+    bar.empty()
+    st.plotly_chart(charts.goodput_curves(sweeps, lang=L), width="stretch")
+    st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")

@@ -1,0 +1,59 @@
+"""Lesson 2 (C1-C3): prefill is compute-bound, decode bandwidth-bound; throughput vs concurrency."""
+
+import streamlit as st
+
+from sim.hardware import GPUS, MODELS, get_gpu, get_model, kv_capacity_tokens
+from sim.scenarios import get_scenario
+from ui import charts
+from ui import widgets as w
+
+T, L = w.translator(), w.lang()
+st.title(T("pd.title"))
+st.markdown(T("pd.lead"))
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    gpu_name = w.select("gpu", T("common.gpu"), list(GPUS), "H100-SXM")
+with c2:
+    model_name = w.select("model", T("common.model"), list(MODELS), "Llama-3.1-8B")
+with c3:
+    context = w.steps("ctx", T("pd.context"), [256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
+                      2048)  # fmt: skip
+
+try:
+    gpu, model = get_gpu(gpu_name), get_model(model_name)
+    kv_capacity_tokens(gpu, model)  # does the model fit on one GPU at all?
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+
+st.subheader(T("pd.c1_title"))
+st.markdown(T("pd.c1_text"))
+left, right = st.columns(2)
+left.plotly_chart(charts.step_time_vs_prompt(gpu, model, lang=L), width="stretch")
+right.plotly_chart(charts.step_time_vs_batch(gpu, model, context, lang=L), width="stretch")
+st.plotly_chart(charts.roofline(gpu, model, lang=L), width="stretch")
+with st.expander(T("pd.formula_title")):
+    w.formula(r"t_\mathrm{step} = t_\mathrm{overhead} + \max\Big(\frac{2 N T}{F\cdot \mathrm{MFU}},"
+              r"\ \frac{W}{B\cdot \mathrm{MBU}}\Big) + \frac{\sum_i \mathrm{ctx}_i \cdot"
+              r" \mathrm{kv}}{B \cdot \mathrm{MBU}}", "pd.formula_caption")  # fmt: skip
+    w.formula(r"T^{*} \approx \frac{b_w \cdot F}{2 B}", "pd.knee_caption")
+
+st.subheader(T("pd.c2_title"))
+st.markdown(T("pd.c2_text"))
+w.formula(
+    r"\mathrm{TTFT} = t_\mathrm{queue} + t_\mathrm{prefill} \qquad "
+    r"\mathrm{TPOT} = \frac{t_\mathrm{last} - t_\mathrm{first}}{n_\mathrm{out} - 1}"
+)
+
+st.subheader(T("pd.c3_title"))
+st.markdown(T("pd.c3_text"))
+scenario = get_scenario("c3-concurrency")
+overrides = (("gpu", gpu_name), ("model", model_name))
+try:
+    runs = {v.label: w.run_variant(scenario.name, v.label, overrides) for v in scenario.variants}
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+table = charts.concurrency_table(runs)
+st.plotly_chart(charts.throughput_vs_concurrency(table, lang=L), width="stretch")

@@ -1,0 +1,124 @@
+"""Calibrate the simulator on this machine, then measure how well it predicts the live engine.
+
+Notable features
+- `calibrate()` runs a small calibration workload live (prefill-first and chunked, so it sees
+  whole prefills, chunks with a cached prefix, decode batches of several sizes and mixed steps),
+  and fits the simulator's device profile (MFU, attention MFU, MBU, per-step overhead) to the
+  measured steps with `sim.calibrate.fit_profile`.
+- Efficiencies are relative to a nominal device spec: for a CPU, `REFERENCE_CPU` (a round
+  0.5 TFLOP/s and 50 GB/s, above what this class of CPU reaches, so efficiencies stay below 1);
+  for a GPU, the catalog entry of that GPU when it has one.
+- `fidelity()` compares, request by request, the live run with the calibrated simulation of the
+  same workload and policy: TTFT and TPOT errors in %, and their medians.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.calibrate import fit_profile, fit_report
+from sim.cluster import simulate
+from sim.config import SimConfig, with_overrides
+from sim.cost import DeviceProfile
+from sim.hardware import GPUS, GpuSpec, custom_gpu, get_model
+from sim.request import RequestSpec
+from sim.trace import RunResult
+
+REFERENCE_CPU = custom_gpu(bf16_tflops=0.5, mem_bw_gb_s=50.0, mem_gb=24.0, name="this CPU")
+SIM_MODEL = {"SmolLM2-135M": "SmolLM2-135M", "smollm2-135m-shape": "SmolLM2-135M"}
+
+
+def device_spec(device_info: dict) -> GpuSpec:
+    """The nominal spec the efficiencies are relative to, for the device the live run used."""
+    name = str(device_info.get("gpu", ""))
+    for key, spec in GPUS.items():
+        if key.split("-")[0].lower() in name.lower():
+            return spec
+    return REFERENCE_CPU
+
+
+def calibration_workload() -> list[RequestSpec]:
+    """Prompts of 32..640 tokens arriving close together: varied prefills, decodes and mixes."""
+    rows = [(0.0, 96, 16), (0.05, 384, 12), (0.1, 32, 24), (0.3, 640, 8), (0.35, 192, 16),
+            (0.4, 48, 20)]  # fmt: skip
+    return [RequestSpec(i, *row) for i, row in enumerate(rows)]
+
+
+def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, GpuSpec, dict]:
+    """Fit the device profile to live steps of the calibration workload on this device."""
+    from live.engine import run_live
+
+    samples, info = [], {}
+    for policy, knobs in (("prefill-first", {}), ("chunked", {"max_num_batched_tokens": 160})):
+        config = with_overrides(SimConfig(policy=policy), knobs)
+        run, extra = run_live(calibration_workload(), config, options)
+        samples += [s[1:] for s in extra["samples"]]
+        info = run.meta.get("device", {})
+    gpu = device_spec(info)
+    model = get_model(SIM_MODEL.get(model_name or options.model, "SmolLM2-135M"))
+    profile = fit_profile(samples, gpu, model)
+    report = fit_report(samples, profile, gpu, model)
+    return profile, gpu, {"device": info, "fit": report, "samples": len(samples)}
+
+
+def calibrated_config(config: SimConfig, profile: DeviceProfile, gpu: GpuSpec,
+                      model_name: str = "SmolLM2-135M") -> SimConfig:  # fmt: skip
+    """`config` with the device replaced by the calibrated one (what the simulator predicts)."""
+    return with_overrides(config, {
+        "gpu": "custom", "gpu_tflops": gpu.bf16_tflops, "gpu_bw_gb_s": gpu.mem_bw_gb_s,
+        "gpu_mem_gb": gpu.mem_gb, "model": SIM_MODEL.get(model_name, "SmolLM2-135M"),
+        "mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
+        "overhead_ms": profile.overhead_s * 1000,
+        "overhead_per_seq_ms": profile.overhead_per_seq_s * 1000,
+    })  # fmt: skip
+
+
+def predict(requests: list[RequestSpec], config: SimConfig, profile: DeviceProfile,
+            gpu: GpuSpec, live_run: RunResult) -> RunResult:  # fmt: skip
+    """The calibrated simulation of the live run's workload (same KV capacity as the live run)."""
+    cfg = calibrated_config(config, profile, gpu)
+    capacity = live_run.meta["config"]["kv_capacity_tokens"]
+    return simulate(requests, with_overrides(cfg, {"kv_capacity_tokens": capacity}))
+
+
+def fidelity(live: RunResult, predicted: RunResult) -> pd.DataFrame:
+    """Per request: TTFT and TPOT measured vs predicted, and the absolute error in %."""
+    a = live.requests.set_index("request_id")
+    b = predicted.requests.set_index("request_id")
+    out = pd.DataFrame({
+        "ttft_live_s": a.ttft_s, "ttft_sim_s": b.ttft_s,
+        "tpot_live_s": a.tpot_s, "tpot_sim_s": b.tpot_s,
+    })  # fmt: skip
+    out["ttft_err_pct"] = (out.ttft_sim_s - out.ttft_live_s).abs() / out.ttft_live_s * 100
+    out["tpot_err_pct"] = (out.tpot_sim_s - out.tpot_live_s).abs() / out.tpot_live_s * 100
+    return out
+
+
+def medians(table: pd.DataFrame) -> dict[str, float]:
+    """Median absolute % errors of TTFT and TPOT (NaN-tolerant)."""
+    return {"ttft_median_err_pct": float(np.nanmedian(table.ttft_err_pct)),
+            "tpot_median_err_pct": float(np.nanmedian(table.tpot_err_pct))}  # fmt: skip
+
+
+def save_profile(path: Path, profile: DeviceProfile, gpu: GpuSpec, info: dict) -> None:
+    """Write the fitted profile (and what it is relative to) as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "profile": {"mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
+                    "overhead_s": profile.overhead_s,
+                    "overhead_per_seq_s": profile.overhead_per_seq_s},
+        "device_spec": {"name": gpu.name, "bf16_tflops": gpu.bf16_tflops,
+                        "mem_bw_gb_s": gpu.mem_bw_gb_s, "mem_gb": gpu.mem_gb},
+        "info": info,
+    }, indent=1, default=str))  # fmt: skip
+
+
+def load_profile(path: Path) -> tuple[DeviceProfile, GpuSpec]:
+    data = json.loads(path.read_text())
+    d = data["device_spec"]
+    gpu = custom_gpu(d["bf16_tflops"], d["mem_bw_gb_s"], d["mem_gb"], name=d["name"])
+    return DeviceProfile(**data["profile"]), gpu

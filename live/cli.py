@@ -1,0 +1,148 @@
+"""`python -m live`: the simulator's CLI, but every step runs on a real model.
+
+    python -m live run --scenario freeze --policy chunked [--topology disaggregated]
+                       [--model SmolLM2-135M | tiny | 1b-like | FOLDER] [--device auto|cpu|cuda]
+                       [--set key=value ...] [--json] [--out DIR]
+    python -m live fidelity --scenario freeze --policy prefill-first,chunked,static,short-first
+
+`--scenario` takes a live workload (freeze, three, blocking, chat) or a lesson scenario, scaled
+down to the live engine's limits; `--workload FILE.csv` reads a CSV like `python -m sim run`.
+Errors print one line on stderr and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+
+from sim.cli import CliError, _config, _Parser, _print_table
+from sim.config import SimConfig
+from sim.export import to_json_dict, write_outputs
+from sim.metrics import summarize
+from sim.workload import load_csv
+
+REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
+                "max_itl_s", "worker", "status"]  # fmt: skip
+
+
+def _requests(args):
+    from live.workloads import LIVE_WORKLOADS, live_workload
+
+    if bool(args.scenario) == bool(args.workload):
+        raise CliError(f"give exactly one of --scenario ({', '.join(LIVE_WORKLOADS)} or a lesson) "
+                       "or --workload FILE.csv")  # fmt: skip
+    return load_csv(args.workload) if args.workload else live_workload(args.scenario)
+
+
+def _sim_config(args) -> SimConfig:
+    """Policy, topology and knobs as `python -m sim run` reads them (the model is the live one)."""
+    knobs = argparse.Namespace(policy=args.policy, topology=args.topology, gpu=None, model=None,
+                               set=args.set)  # fmt: skip
+    return _config(knobs, SimConfig())
+
+
+def _options(args):
+    from live.engine import LiveOptions
+
+    return LiveOptions(model=args.model, device=args.device, threads=args.threads)
+
+
+def _progress(worker: str, steps: int) -> None:
+    print(f"\r  {steps} steps measured", end="", file=sys.stderr, flush=True)
+
+
+def cmd_run(args) -> None:
+    from live.engine import run_live
+
+    requests = _requests(args)
+    config = _sim_config(args)
+    run, info = run_live(requests, config, _options(args), progress=_progress)
+    print(file=sys.stderr)
+    summary = summarize(run)
+    if args.out:
+        write_outputs(run, args.out, summary)
+    if args.json:
+        print(json.dumps(to_json_dict(run, summary), allow_nan=False))
+        return
+    device = run.meta.get("device", {})
+    print(f"measured on {device.get('device')} ({device.get('dtype')}, {device.get('threads')} "
+          f"threads), model {args.model}, policy {config.policy}, "
+          f"topology {config.topology.topology}")  # fmt: skip
+    _print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
+    for rid, text in info["texts"].items():
+        print(f"  R{rid}: …{info['prompt_text'][rid][-40:]!r} -> {text!r}")
+
+
+def cmd_fidelity(args) -> None:
+    from live.calibrate import calibrate, fidelity, medians, predict
+    from live.engine import run_live
+
+    requests, options = _requests(args), _options(args)
+    print("calibrating on this device ...", file=sys.stderr)
+    profile, gpu, info = calibrate(options)
+    print(f"fitted profile: MFU {profile.mfu:.3f}, attention MFU {profile.mfu_attn:.3f}, "
+          f"MBU {profile.mbu:.3f}, overhead {profile.overhead_s * 1000:.1f} ms/step + "
+          f"{profile.overhead_per_seq_s * 1000:.1f} ms/request (relative to {gpu.name}); "
+          f"step fit median error {info['fit']['median_abs_pct_error']:.1f}%")  # fmt: skip
+    rows = {}
+    for policy in args.policy.split(","):
+        args.policy = policy.strip()
+        config = _sim_config(args)
+        live, _ = run_live(requests, config, options)
+        table = fidelity(live, predict(requests, config, profile, gpu, live))
+        print(f"\n{config.policy}: measured vs calibrated simulation, per request")
+        _print_table(table)
+        rows[config.policy] = medians(table)
+    print("\nmedian absolute error (%):")
+    _print_table(pd.DataFrame.from_dict(rows, orient="index"))
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="python -m live", description="PD Lab live engine")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = (
+        ("run", "serve a workload on a real model, measured"),
+        ("fidelity", "calibrate the simulator here and compare it with live runs"),
+    )
+    for name, text in commands:
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--scenario", help="freeze, three, blocking, chat, or a lesson scenario")
+        p.add_argument("--workload", help="a CSV, as for python -m sim run")
+        p.add_argument("--policy", default="chunked" if name == "run" else
+                       "prefill-first,chunked,static,short-first")  # fmt: skip
+        p.add_argument("--topology")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE")
+        p.add_argument(
+            "--model",
+            default="SmolLM2-135M",
+            help="SmolLM2-135M, tiny, smollm2-135m-shape, 1b-like, 8b-like or a folder",
+        )
+        p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+        p.add_argument("--threads", type=int, default=1, help="CPU threads per step")
+        if name == "run":
+            p.add_argument("--json", action="store_true")
+            p.add_argument("--out")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        {"run": cmd_run, "fidelity": cmd_fidelity}[args.command](args)
+    except BrokenPipeError:
+        return 0
+    except ModuleNotFoundError as err:
+        print(f"error: {err.name} is not installed: pip install -r requirements-live.txt",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except (CliError, ValueError, OSError, RuntimeError) as err:
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+__all__ = ["main"]

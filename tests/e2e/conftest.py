@@ -1,0 +1,96 @@
+"""A cold Streamlit server and Debian's chromium for the browser tests.
+
+Skipped (not failed) where /usr/bin/chromium is missing, so the fast tests still run anywhere;
+.ci/run installs chromium, so CI always runs them. Screenshots go to artifacts/screenshots/.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "artifacts" / "screenshots"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-dev-shm-usage", "--disable-component-update", "--no-first-run"]  # fmt: skip
+
+
+def chromium_path() -> str | None:
+    return (
+        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """Start `streamlit run app.py` on a free loopback port; stop it after the session."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
+         "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.25)
+    else:
+        proc.kill()
+        raise RuntimeError("streamlit did not start")
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    exe = chromium_path()
+    if not exe:
+        pytest.skip("no chromium on this machine (CI installs Debian's)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh tab that records console errors (offline font fetches excepted)."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    tab = context.new_page()
+    tab.errors = []
+
+    def on_console(msg):
+        offline = any(s in msg.text for s in ("fonts.gstatic", "ERR_NAME_NOT_RESOLVED",
+                                             "ERR_INTERNET_DISCONNECTED"))  # fmt: skip
+        # On a deep link Streamlit's frontend first probes <page>/_stcore/{health,host-config}
+        # (404), then the root: its own path discovery, not an error of the app.
+        url = (msg.location or {}).get("url", "")
+        probe = url.endswith(("/_stcore/health", "/_stcore/host-config"))
+        if msg.type == "error" and not offline and not probe:
+            tab.errors.append(f"{msg.text} ({url})")
+
+    tab.on("console", on_console)
+    tab.on("pageerror", lambda err: tab.errors.append(str(err)))
+    yield tab
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def shots() -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS

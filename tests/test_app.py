@@ -1,0 +1,112 @@
+"""Every page renders (both languages, default and extreme controls) and reacts to its controls.
+
+AppTest runs the real script in-process (no browser): it sees widgets, errors and figure JSON.
+Browser behaviour (Play, scrubbing, screenshots) is in tests/e2e/.
+"""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.i18n import t
+
+PAGES = {  # page file -> (title key, extreme query params)
+    "app_pages/home.py": ("home.title", {"window": "10.0"}),
+    "app_pages/prefill_decode.py": ("pd.title", {"gpu": "L4", "model": "Qwen2.5-0.5B",
+                                                 "ctx": "32768"}),
+    "app_pages/batching.py": ("batching.title", {"batch": "1", "rate": "16.0", "n": "64",
+                                                 "long": "true"}),
+    "app_pages/chunked.py": ("chunked.title", {"chunk": "256", "gpu": "L4"}),
+    "app_pages/long_prompts.py": ("long.title", {"long_len": "32768", "n_long": "2",
+                                                 "partial": "8", "max_long": "8",
+                                                 "threshold": "1024", "chat_rate": "60",
+                                                 "aging": "0.0"}),
+    "app_pages/memory.py": ("memory.title", {"kv": "8000", "mode": "swap"}),
+    "app_pages/disaggregation.py": ("disagg.title", {"p": "3", "d": "3", "link": "25GbE",
+                                                     "dgpu": "L4", "rate": "16.0"}),
+    "app_pages/playground.py": ("play.title", {"k": "4", "arr": "gamma", "cv": "4.0",
+                                               "n": "300", "rate": "40.0"}),
+}  # fmt: skip
+
+
+def open_page(page: str, params: dict | None = None) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(page).run()
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders_in_both_languages(page, lang):
+    at = open_page(page, {"lang": lang})
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value == t(PAGES[page][0], lang)
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_survives_extreme_controls(page):
+    at = open_page(page, PAGES[page][1])
+    assert not at.exception, at.exception
+
+
+def test_timeline_is_animated_with_play_and_a_slider():
+    fig = figures(open_page("app_pages/home.py"))[0]
+    assert len(fig["frames"]) >= 30
+    labels = [b["label"] for menu in fig["layout"]["updatemenus"] for b in menu["buttons"]]
+    assert any("▶" in label or "Play" in label for label in labels)
+    assert fig["layout"]["sliders"]
+
+
+def test_changing_the_chunk_size_changes_the_numbers():
+    small = open_page("app_pages/chunked.py", {"chunk": "512"}).dataframe[0].value
+    big = open_page("app_pages/chunked.py", {"chunk": "8192"}).dataframe[0].value
+    assert not small.iloc[1].equals(big.iloc[1])  # the chunked row differs
+    assert small.iloc[0].equals(big.iloc[0])  # the prefill-first reference does not
+
+
+def test_changing_the_window_changes_the_token_table():
+    a = open_page("app_pages/home.py", {"window": "2.0"}).dataframe[0].value
+    b = open_page("app_pages/home.py", {"window": "8.0"}).dataframe[0].value
+    assert (b.values > a.values).all()
+
+
+def test_a_model_that_does_not_fit_shows_an_error_not_a_traceback():
+    at = open_page("app_pages/prefill_decode.py", {"model": "Llama-3.3-70B", "gpu": "L4"})
+    assert not at.exception
+    assert at.error and "tensor_parallel" in at.error[0].value
+
+
+def test_bad_knobs_in_the_playground_show_an_error_and_keep_the_rest():
+    at = open_page("app_pages/playground.py", {"s0": "bogus=1", "k": "2"})
+    assert not at.exception
+    assert any("bogus" in e.value for e in at.error)
+    assert figures(at)  # the other configuration still runs and draws
+
+
+def test_language_is_in_the_url_and_survives_page_changes():
+    at = open_page("app_pages/memory.py", {"lang": "ko"})
+    assert at.query_params["lang"] == ["ko"] or at.query_params["lang"] == "ko"
+    at.switch_page("app_pages/chunked.py").run()
+    assert at.title[0].value == t("chunked.title", "ko")
+
+
+def test_pages_never_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from streamlit.testing.v1 import AppTest; "
+            "[AppTest.from_file('app.py', default_timeout=120).run() for _ in range(1)]; "
+            "print('torch' in sys.modules)")  # fmt: skip
+    from conftest import ROOT
+
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip().endswith("False"), out.stderr[-2000:]

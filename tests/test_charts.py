@@ -1,0 +1,462 @@
+"""Figure builders: the right traces, numbers that match the cost model or the input tables,
+translated titles in English and Korean, no NaN plotted, and every catalog key present."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from fake_runs import make_run, request_row, step_row
+
+from sim.cost import StepCostModel
+from sim.hardware import get_gpu, get_model
+from sim.metrics import goodput
+from ui import charts
+from ui.i18n import t
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGS = ("en", "ko")
+GPU, MODEL = "H100-SXM", "Llama-3.1-8B"
+
+
+def _cm() -> StepCostModel:
+    return StepCostModel(get_gpu(GPU), get_model(MODEL))
+
+
+def _title(fig: go.Figure) -> str:
+    return fig.layout.title.text
+
+
+def _trace(fig: go.Figure, name: str) -> go.BaseTraceType:
+    matches = [d for d in fig.data if d.name == name]
+    assert len(matches) == 1, f"expected one trace named {name!r}, got {[d.name for d in fig.data]}"
+    return matches[0]
+
+
+def _assert_no_nan(fig: go.Figure) -> None:
+    """Every numeric x / y value of every trace is finite."""
+    for trace in fig.data:
+        for axis in ("x", "y"):
+            values = getattr(trace, axis, None)
+            if values is None:
+                continue
+            arr = np.asarray(values)
+            if arr.dtype.kind in "fiu":
+                assert np.all(np.isfinite(arr)), f"{trace.name}: NaN in {axis}"
+
+
+def _vertical_lines(fig: go.Figure) -> list[float]:
+    return [s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
+
+
+def _annotation_texts(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-made inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _concurrency_table() -> pd.DataFrame:
+    """TNG-like numbers: linear growth up to a point, then flat; 1500 saturates later."""
+    rows = []
+    for prompt, tput in (
+        (3000, [3000, 5900, 11000, 20000, 22000, 22500]),
+        (1500, [1600, 3200, 6300, 12000, 21000, 22000]),
+    ):
+        for c, v in zip((1, 2, 4, 8, 16, 32), tput, strict=True):
+            rows.append({"prompt_tokens": prompt, "concurrency": c, "tokens_per_s": float(v)})
+    return pd.DataFrame(rows)
+
+
+def _chunk_table() -> pd.DataFrame:
+    return pd.DataFrame({
+        "chunk_size": [512, 2048, 8192],
+        "long_ttft_s": [0.78, 0.69, 0.67],
+        "max_itl_s": [0.03, 0.10, 0.37],
+        "p99_tpot_s": [0.011, 0.0114, 0.0115],
+    })  # fmt: skip
+
+
+def _sweeps() -> dict[str, pd.DataFrame]:
+    return {
+        "colocated x2": pd.DataFrame(
+            {
+                "rate_per_s": [1.0, 2.0, 3.0, 4.0, 5.0],
+                "attainment": [0.99, 0.95, 0.91, 0.80, 0.50],
+                "num_gpus": 2,
+            }
+        ),  # fmt: skip
+        "1P1D": pd.DataFrame(
+            {
+                "rate_per_s": [1.0, 2.0, 3.0, 4.0, 5.0],
+                "attainment": [1.0, 0.98, 0.96, 0.93, 0.70],
+                "num_gpus": 2,
+            }
+        ),  # fmt: skip
+        "never": pd.DataFrame({"rate_per_s": [1.0], "attainment": [0.5], "num_gpus": 1}),
+    }
+
+
+def _pd_run():
+    """One prefill worker (compute-bound steps) and one decode worker (bandwidth-bound)."""
+    requests = [request_row(0, 0.0, 1.0, 3.0, worker="P0>D0")]
+    steps = [
+        step_row("P0", 0, 0.0, 1.0, prefill_tokens=2000, compute_s=0.8, memory_s=0.1),
+        step_row("D0", 0, 1.0, 2.0, decode_tokens=1, compute_s=0.0, memory_s=0.9,
+                 kv_used_tokens=500, kv_capacity_tokens=1000),
+        step_row("D0", 1, 2.0, 3.0, decode_tokens=1, compute_s=0.0, memory_s=0.9,
+                 kv_used_tokens=1000, kv_capacity_tokens=1000, preempted=2, swap_s=0.05),
+    ]  # fmt: skip
+    meta = {
+        "workers": {
+            "P0": {"role": "prefill", "gpus": 1, "kv_capacity_tokens": 1000},
+            "D0": {"role": "decode", "gpus": 1, "kv_capacity_tokens": 1000},
+        }
+    }
+    return make_run(requests, steps=steps, meta=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost-model figures
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_step_time_vs_prompt_matches_cost_model(lang):
+    cm = _cm()
+    fig = charts.step_time_vs_prompt(GPU, MODEL, lang=lang)
+    assert _title(fig) == t("charts.prefill.title", lang, gpu=GPU, model=MODEL)
+    line = _trace(fig, t("charts.prefill.trace", lang))
+    x, y = np.asarray(line.x), np.asarray(line.y)
+    assert x[0] == 16 and x[-1] == 32768
+    for n, ms in zip(x[::10], y[::10], strict=True):
+        assert ms == pytest.approx(cm.prefill_s(int(n)) * 1000)
+    # The knee line sits where the linear layers switch under the profile.
+    assert _vertical_lines(fig) == [pytest.approx(cm.knee_tokens(effective=True))]
+    # Shares stack to 100% and switch from bandwidth- to compute-bound across the knee.
+    compute = np.asarray(_trace(fig, t("charts.bound.compute", lang)).y)
+    memory = np.asarray(_trace(fig, t("charts.bound.memory", lang)).y)
+    overhead = np.asarray(_trace(fig, t("charts.bound.overhead", lang)).y)
+    assert np.allclose(compute + memory + overhead, 100)
+    knee = cm.knee_tokens(effective=True)
+    assert memory[x < knee * 0.8].min() > compute[x < knee * 0.8].max()
+    assert compute[x > knee * 1.5].min() > memory[x > knee * 1.5].max()
+    texts = _annotation_texts(fig)
+    assert f"<b>{t('charts.region.memory', lang)}</b>" in texts
+    assert f"<b>{t('charts.region.compute', lang)}</b>" in texts
+    _assert_no_nan(fig)
+
+
+def test_step_time_vs_prompt_shows_communication_with_tensor_parallel():
+    fig = charts.step_time_vs_prompt("H100-SXM", "Llama-3.3-70B", tensor_parallel=2)
+    assert t("charts.bound.comm") in [d.name for d in fig.data]
+    assert t("charts.bound.comm") not in [
+        d.name for d in charts.step_time_vs_prompt(GPU, MODEL).data
+    ]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_step_time_vs_batch_matches_decode_step(lang):
+    cm, ctx = _cm(), 1024
+    fig = charts.step_time_vs_batch(GPU, MODEL, ctx, lang=lang)
+    assert _title(fig) == t("charts.decode.title", lang, gpu=GPU, model=MODEL, context=ctx)
+    step = _trace(fig, t("charts.decode.step_trace", lang))
+    x, y = np.asarray(step.x), np.asarray(step.y)
+    assert x[0] == 1 and x[-1] == 512
+    assert y[0] == pytest.approx(cm.decode_step_s(1, ctx) * 1000)
+    assert y[-1] == pytest.approx(cm.decode_step_s(512, ctx) * 1000)
+    per_token = np.asarray(_trace(fig, t("charts.decode.per_token_trace", lang)).y)
+    assert np.allclose(per_token, y / x)
+    # The stacked parts add up to the step time.
+    stacked = sum(np.asarray(d.y) for d in fig.data if d.stackgroup == "time")
+    assert np.allclose(stacked, y)
+    assert _vertical_lines(fig) == [pytest.approx(cm.knee_tokens(effective=True))]
+    _assert_no_nan(fig)
+
+
+def test_decode_step_hardly_grows_below_the_knee_without_context():
+    """With no KV to read, 64 decodes cost about what one does: the weights are read once."""
+    fig = charts.step_time_vs_batch(GPU, MODEL, 0)
+    step = _trace(fig, t("charts.decode.step_trace"))
+    y = dict(zip(step.x, step.y, strict=True))
+    assert y[64] < 1.1 * y[1]
+    assert y[512] > 1.5 * y[64]  # compute-bound past the knee (~211)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_roofline_points_come_from_step_costs(lang):
+    cm = _cm()
+    fig = charts.roofline(GPU, MODEL, lang=lang)
+    assert _title(fig) == t("charts.roofline.title", lang, gpu=GPU, model=MODEL)
+    decode = _trace(fig, t("charts.roofline.decode", lang, context=1024))
+    prefill = _trace(fig, t("charts.roofline.prefill", lang))
+    assert list(decode.text) == [
+        t("charts.roofline.decode_point", lang, size=b) for b in (1, 8, 64, 256)
+    ]
+    assert list(prefill.text) == [
+        t("charts.roofline.prefill_point", lang, size=c) for c in (512, 2048, 8192)
+    ]
+    sc = cm.step_cost((), 8, 8 * 1024)
+    assert decode.x[1] == pytest.approx(sc.flops / sc.bytes)
+    assert decode.y[1] == pytest.approx(sc.flops / sc.seconds / 1e12)
+    sc = cm.step_cost(((2048, 0, True),), 0, 0)
+    assert prefill.x[1] == pytest.approx(sc.flops / sc.bytes)
+    roof = _trace(fig, t("charts.roofline.roof", lang))
+    ridge = 989.0 / 3.35  # TFLOP/s ÷ TB/s = FLOP/byte
+    assert roof.x[1] == pytest.approx(ridge) and roof.y[1] == pytest.approx(989.0)
+    # Every step sits under the roof; decode left of the ridge, prefill chunks right of it.
+    assert all(x < ridge for x in decode.x) and all(x > ridge for x in prefill.x)
+    assert all(y < 989.0 for y in [*decode.y, *prefill.y])
+    _assert_no_nan(fig)
+
+
+def test_roofline_per_gpu_with_tensor_parallel():
+    cm = StepCostModel(get_gpu(GPU), get_model("Llama-3.3-70B"), 2)
+    points = charts.roofline_points(cm, decode_batches=(8,), prefill_chunks=())
+    sc = cm.step_cost((), 8, 8 * 1024)
+    assert points[0]["tflops"] == pytest.approx(sc.flops / sc.seconds / 2 / 1e12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Load figures
+# ---------------------------------------------------------------------------------------------
+
+
+def test_saturation_concurrency_from_marginal_gain():
+    assert charts.saturation_concurrency([1, 2, 4, 8], [100, 200, 400, 800]) is None
+    # 4 -> 8 gains 25% of linear scaling: the boundary is 4.
+    assert charts.saturation_concurrency([8, 4, 2, 1], [500, 400, 200, 100]) == 4
+    assert charts.saturation_concurrency([1, 2, 4], [100, 140, 150]) == 1
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_throughput_vs_concurrency(lang):
+    fig = charts.throughput_vs_concurrency(_concurrency_table(), lang)
+    assert _title(fig) == t("charts.concurrency.title", lang)
+    line = _trace(fig, t("charts.concurrency.line", lang, prompt=3000))
+    assert list(line.x) == [1, 2, 4, 8, 16, 32]
+    assert list(line.y) == [3000, 5900, 11000, 20000, 22000, 22500]
+    star_3000 = _trace(fig, t("charts.concurrency.saturation", lang, prompt=3000))
+    star_1500 = _trace(fig, t("charts.concurrency.saturation", lang, prompt=1500))
+    assert list(star_3000.x) == [8] and list(star_3000.y) == [20000]
+    assert list(star_1500.x) == [16]  # shorter prompts saturate at a higher concurrency (C3)
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert [r.x1 for r in rects][0] == 8 and rects[1].x0 == 16  # memory-bound .. compute-bound
+    assert fig.layout.xaxis.type == "log"
+    _assert_no_nan(fig)
+
+
+def test_concurrency_table_from_runs():
+    def run(makespan: float):
+        reqs = [request_row(i, 0.0, 0.5, makespan, prompt_tokens=1000, output_tokens=100)
+                for i in range(2)]  # fmt: skip
+        return make_run(reqs)
+
+    table = charts.concurrency_table({(1000, 1): run(2.0), (1000, 2): run(1.0)})
+    assert list(table.columns[:3]) == ["prompt_tokens", "concurrency", "tokens_per_s"]
+    assert list(table["concurrency"]) == [1, 2]
+    assert list(table["tokens_per_s"]) == [2200 / 2.0, 2200 / 1.0]
+    assert list(table["output_tokens_per_s"]) == [100.0, 200.0]
+
+
+def test_concurrency_table_reads_labelled_runs_from_the_scenario():
+    from sim.cluster import simulate
+    from sim.scenarios import get_scenario
+
+    scenario = get_scenario("c3")
+    runs = {
+        v.label: simulate(scenario.requests(v), v.config)
+        for v in scenario.variants
+        if v.label in ("3000 tok x 1", "3000 tok x 8", "1500 tok x 8")
+    }
+    table = charts.concurrency_table(runs)
+    assert list(zip(table.prompt_tokens, table.concurrency, strict=True)) == [
+        (3000, 1),
+        (3000, 8),
+        (1500, 8),
+    ]
+    assert table.tokens_per_s.iloc[1] > 3 * table.tokens_per_s.iloc[0]  # C3: batching pays
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        charts.concurrency_table({"x": make_run([request_row(0, 0.0, 1.0, 2.0)])})
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_chunk_tradeoff(lang):
+    fig = charts.chunk_tradeoff(_chunk_table(), lang)
+    assert _title(fig) == t("charts.chunk.title", lang)
+    (curve,) = fig.data
+    assert list(curve.x) == pytest.approx([30, 100, 370])  # ms
+    assert list(curve.y) == [0.78, 0.69, 0.67]  # s
+    assert list(curve.text) == [t("charts.chunk.point", lang, size=c) for c in (512, 2048, 8192)]
+    assert "lines" in curve.mode and "text" in curve.mode
+    _assert_no_nan(fig)
+
+
+def test_chunk_tradeoff_table_from_runs():
+    def run(ttft: float, itl: float):
+        reqs = [
+            request_row(0, 0.0, 0.1, 2.0, max_itl_s=itl),
+            request_row(1, 0.5, 0.5 + ttft, 3.0, prompt_tokens=16000, max_itl_s=0.01),
+        ]
+        return make_run(reqs)
+
+    table = charts.chunk_tradeoff_table({2048: run(0.7, 0.1), 512: run(0.8, 0.03)})
+    assert list(table["chunk_size"]) == [512, 2048]
+    assert list(table["long_ttft_s"]) == pytest.approx([0.8, 0.7])
+    assert list(table["max_itl_s"]) == [0.03, 0.1]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_goodput_curves(lang):
+    sweeps = _sweeps()
+    fig = charts.goodput_curves(sweeps, lang)
+    assert _title(fig) == t("charts.goodput.title", lang)
+    for label, sweep in sweeps.items():
+        best = goodput(sweep["rate_per_s"], sweep["attainment"], 0.9)
+        per_gpu = best / sweep["num_gpus"].iloc[0]
+        line = _trace(fig, t("charts.goodput.line", lang, label=label, value=per_gpu))
+        assert list(line.x) == list(sweep["rate_per_s"] / sweep["num_gpus"])
+        assert list(line.y) == pytest.approx(list(100 * sweep["attainment"]))
+        markers = [d for d in fig.data if d.name == t("charts.goodput.marker", lang, label=label)]
+        if best == 0:
+            assert markers == []  # even the lowest rate misses: nothing to mark
+            continue
+        (marker,) = markers
+        passing = sweep[sweep["attainment"] >= 0.9]
+        assert marker.x[-1] == passing["rate_per_s"].max() / 2  # highest passing rate, per GPU
+    # 1P1D holds 90% up to 4 req/s on 2 GPUs: 2.0 req/s/GPU.
+    assert _trace(fig, t("charts.goodput.marker", lang, label="1P1D")).x[-1] == 2.0
+    dashed = [s for s in fig.layout.shapes if s.line.dash == "dash"]
+    assert [s.y0 for s in dashed] == [90]
+    _assert_no_nan(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run figures
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_kv_use(lang):
+    fig = charts.kv_use(_pd_run(), lang)
+    assert _title(fig) == t("charts.kv.title", lang)
+    decode = t("charts.worker", lang, name="D0", role=t("charts.role.decode", lang))
+    line = _trace(fig, decode)
+    assert list(line.x) == [1.0, 2.0, 3.0]  # each step's start, held until the last step ends
+    assert list(line.y) == [50.0, 100.0, 100.0]
+    preempt = _trace(fig, t("charts.kv.preempted", lang, count=2))
+    assert list(preempt.x) == [2.0] and list(preempt.y) == [100.0]
+    swap = _trace(fig, t("charts.kv.swap", lang, ms=50.0))
+    assert list(swap.x) == [2.0]
+    assert [s.y0 for s in fig.layout.shapes] == [100]  # the capacity line
+    _assert_no_nan(fig)
+
+
+def test_kv_use_without_preemption_has_no_markers():
+    run = make_run([request_row(0, 0.0, 1.0, 2.0)], steps=[step_row("I0", 0, 0.0, 1.0)])
+    fig = charts.kv_use(run)
+    assert len(fig.data) == 1
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_worker_utilisation_bars(lang):
+    fig = charts.worker_utilisation_bars(_pd_run(), lang)
+    assert _title(fig) == t("charts.util.title", lang)
+    compute = _trace(fig, t("charts.util.compute", lang))
+    memory = _trace(fig, t("charts.util.memory", lang))
+    other = _trace(fig, t("charts.util.overhead", lang))
+    prefill = t("charts.worker", lang, name="P0", role=t("charts.role.prefill", lang))
+    assert list(compute.x) == [prefill, t("charts.worker", lang, name="D0",
+                                          role=t("charts.role.decode", lang))]  # fmt: skip
+    # Run lasts 3 s. P0: 1 s busy, 0.8 compute, 0.1 memory; D0: 2 s busy, 1.8 memory.
+    assert list(compute.y) == pytest.approx([80 / 3, 0])
+    assert list(memory.y) == pytest.approx([10 / 3, 180 / 3])
+    assert list(other.y) == pytest.approx([10 / 3, 20 / 3])
+    assert fig.layout.barmode == "stack"
+    _assert_no_nan(fig)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_tokens_in_window_bars(lang):
+    table = pd.DataFrame(
+        {"colocated": [9, 4, 3], "disaggregated": [22, 12, 6]},
+        index=pd.Index([0, 1, 2], name="request_id"),
+    )
+    fig = charts.tokens_in_window_bars(table, lang, window_s=(0.0, 5.0))
+    assert _title(fig) == t("charts.tokens.title_window", lang, t0=0.0, t1=5.0)
+    assert [d.name for d in fig.data] == ["colocated", "disaggregated"]
+    assert list(fig.data[0].y) == [9, 4, 3] and list(fig.data[1].y) == [22, 12, 6]
+    assert list(fig.data[1].x) == [t("charts.tokens.request", lang, id=i) for i in range(3)]
+    assert fig.layout.barmode == "group"
+    assert _title(charts.tokens_in_window_bars(table, lang)) == t("charts.tokens.title", lang)
+    _assert_no_nan(fig)
+
+
+def test_nan_in_a_table_is_refused_not_plotted():
+    table = pd.DataFrame({"a": [1.0, math.nan]}, index=pd.Index([0, 1], name="request_id"))
+    with pytest.raises(ValueError, match="NaN"):
+        charts.tokens_in_window_bars(table)
+
+
+def test_builders_run_on_a_simulated_scenario():
+    from sim.cluster import simulate
+    from sim.scenarios import get_scenario
+
+    scenario = get_scenario("c11")
+    variant = scenario.variant("swap")
+    run = simulate(scenario.requests(variant), variant.config)
+    fig = charts.kv_use(run)
+    assert any(d.name and d.name.startswith("preemption") for d in fig.data)
+    _assert_no_nan(fig)
+    _assert_no_nan(charts.worker_utilisation_bars(run))
+
+
+# ---------------------------------------------------------------------------------------------
+# Catalogs
+# ---------------------------------------------------------------------------------------------
+
+
+def _catalog(lang: str) -> dict[str, str]:
+    return json.loads((ROOT / "assets" / "i18n" / lang / "charts.json").read_text("utf-8"))
+
+
+def test_every_key_used_exists_in_english_and_korean():
+    source = "".join(p.read_text("utf-8") for p in sorted((ROOT / "ui").glob("charts*.py")))
+    literal = set(re.findall(r'"(charts\.[a-z_.]+)"', source))
+    # Keys assembled with f-strings: charts.region.{kind}, charts.bound.{kind}, ...
+    dynamic = {
+        f"charts.{family}.{kind}"
+        for family, kinds in {
+            "region": ("memory", "compute"),
+            "bound": ("compute", "memory", "weights", "kv_read", "overhead", "comm"),
+            "util": ("compute", "memory", "overhead"),
+            "role": ("colocated", "prefill", "decode"),
+            "roofline": ("decode", "prefill", "decode_point", "prefill_point"),
+        }.items()
+        for kind in kinds
+    }
+    used = literal | dynamic
+    assert len(literal) > 40
+    en, ko = _catalog("en"), _catalog("ko")
+    assert used <= set(en), sorted(used - set(en))
+    assert used <= set(ko), sorted(used - set(ko))
+    assert set(en) == set(ko)
+    assert set(en) <= used, f"unused keys: {sorted(set(en) - used)}"
+
+
+def test_korean_catalog_is_translated_with_the_same_placeholders():
+    en, ko = _catalog("en"), _catalog("ko")
+    same_ok = {"charts.roofline.decode_point", "charts.worker"}  # only placeholders and symbols
+    for key, text in en.items():
+        assert set(re.findall(r"\{(\w+)", text)) == set(re.findall(r"\{(\w+)", ko[key])), key
+        if key not in same_ok:
+            assert ko[key] != text, f"{key} is not translated"
+            assert re.search(r"[\uac00-\ud7a3]", ko[key]), f"{key} has no Hangul"

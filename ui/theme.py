@@ -1,0 +1,22 @@
+"""The one visual grammar of PD Lab: a fixed colour per phase, everywhere (the seeds' colours).
+
+prefill orange, decode blue, stall white (outlined), KV transfer green, queued light grey.
+Sizes are chosen to stay readable on a classroom projector.
+"""
+
+COLORS = {
+    "prefill": "#F28E2B",  # orange
+    "decode": "#1F77B4",  # blue
+    "stall": "#FFFFFF",  # white, drawn with an outline
+    "kv_transfer": "#2CA02C",  # green
+    "queued": "#D9D9D9",  # light grey
+    "preempted": "#B07AA1",  # muted purple: evicted, waiting to come back
+}
+OUTLINE = "#555555"  # edge of stall bars (white on white would vanish)
+SLOWED_PATTERN = "/"  # hatch on decode bars that shared their step with a prefill chunk
+CURSOR = "#D62728"  # the time cursor
+FONT_SIZE = 15  # base font of every figure (projector-readable)
+FONT_FAMILY = "Noto Sans, Noto Sans CJK KR, Malgun Gothic, Apple SD Gothic Neo, sans-serif"
+
+# Order of phases in legends and in the drawing order (later = on top).
+PHASES = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted")

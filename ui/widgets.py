@@ -1,0 +1,170 @@
+"""Streamlit glue shared by the pages: language, URL-bound controls, cached runs, show-the-code.
+
+Notable features
+- Every control is bound to the URL (`bind="query-params"`, key = the parameter name) with a
+  FIXED default, so a shared link reproduces the exact view, even on a freshly started server
+  and straight into an inner page.
+- Runs are cached by (scenario, variant, knob overrides): moving a control reruns the simulation
+  once; playing, pausing and scrubbing happen in the browser and never rerun anything.
+- `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
+  page stays usable.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+
+import streamlit as st
+
+from sim.cluster import simulate
+from sim.config import SimConfig, with_overrides
+from sim.request import RequestSpec
+from sim.scenarios import get_scenario
+from sim.trace import RunResult
+from sim.workload import WorkloadConfig, generate
+from ui.i18n import DEFAULT_LANG, LANGUAGES, t
+
+Overrides = tuple[tuple[str, object], ...]  # hashable knob overrides, e.g. (("max_num_seqs", 8),)
+
+
+def lang() -> str:
+    """The current language (bound to ?lang= by the sidebar in app.py)."""
+    value = st.session_state.get("lang") or DEFAULT_LANG
+    return value if value in LANGUAGES else DEFAULT_LANG
+
+
+def translator() -> Callable[..., str]:
+    """A t(key, **fmt) bound to the current language, for terse page code."""
+    current = lang()
+    return lambda key, **fmt: t(key, current, **fmt)
+
+
+def language_picker() -> None:
+    """The sidebar language switch; its value travels in the URL as ?lang=ko."""
+    st.sidebar.segmented_control(
+        "Language · 언어", list(LANGUAGES), default=DEFAULT_LANG, key="lang",
+        bind="query-params", required=True,
+    )  # fmt: skip
+
+
+def slider(key: str, label: str, lo, hi, default, step=None, help: str | None = None, **kw):
+    """A slider whose value lives in the URL under `key`."""
+    return st.slider(label, lo, hi, default, step=step, key=key, bind="query-params", help=help,
+                     **kw)  # fmt: skip
+
+
+# No format_func on bound widgets: Streamlit writes the FORMATTED label into the URL, so a
+# translated label would make a link shared in one language fail in the other.
+
+
+def select(key: str, label: str, options: Sequence, default, help=None, **kw):
+    """A selectbox bound to the URL under `key` (options shown as they are)."""
+    options = list(options)
+    return st.selectbox(label, options, index=options.index(default), key=key,
+                        bind="query-params", help=help, **kw)  # fmt: skip
+
+
+def steps(key: str, label: str, options: Sequence, default, help=None):
+    """A select_slider (discrete values, e.g. chunk sizes) bound to the URL under `key`."""
+    return st.select_slider(label, list(options), value=default, key=key, bind="query-params",
+                            help=help)  # fmt: skip
+
+
+def toggle(key: str, label: str, default: bool = False, help=None) -> bool:
+    return st.toggle(label, value=default, key=key, bind="query-params", help=help)
+
+
+Workload = WorkloadConfig | tuple[RequestSpec, ...]
+RunSpec = tuple[str, Workload, SimConfig]  # (label, workload, config): one line of a comparison
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def simulate_cached(workload: Workload, config: SimConfig) -> RunResult:
+    """Simulate once per (workload, config); every later view of it is a cache hit."""
+    requests = generate(workload) if isinstance(workload, WorkloadConfig) else list(workload)
+    return simulate(requests, config)
+
+
+def variant_spec(scenario: str, label: str, overrides: Overrides = ()) -> RunSpec:
+    """(label, workload, config) of a lesson scenario's variant with some knobs changed."""
+    s = get_scenario(scenario)
+    variant = s.variant(label)
+    workload = variant.workload if variant.workload is not None else s.workload
+    return label, workload, with_overrides(variant.config, dict(overrides))
+
+
+def run_variant(scenario: str, label: str, overrides: Overrides = ()) -> RunResult:
+    """Simulate one variant of a lesson scenario with some knobs changed (cached)."""
+    _, workload, config = variant_spec(scenario, label, overrides)
+    return simulate_cached(workload, config)
+
+
+def run_variants(scenario: str, labels: Sequence[str], overrides: Overrides = ()):
+    """[(label, RunResult), ...] for several variants of one scenario."""
+    return [(label, run_variant(scenario, label, overrides)) for label in labels]
+
+
+def config_error(err: Exception) -> None:
+    """Show why the simulator refused a configuration, and what to change."""
+    T = translator()
+    st.error(T("common.config_error", message=str(err).splitlines()[0]))
+
+
+def show_code(obj, title_key: str = "common.show_code") -> None:
+    """An expander with the source of the policy (or function) this lesson demonstrates."""
+    T = translator()
+    with st.expander(T(title_key, name=getattr(obj, "__name__", str(obj)))):
+        st.code(inspect.getsource(inspect.getmodule(obj)), language="python")
+
+
+def formula(latex: str, caption_key: str | None = None) -> None:
+    """A formula the lesson shows, with an optional caption."""
+    st.latex(latex)
+    if caption_key:
+        st.caption(translator()(caption_key))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _timeline(specs: tuple[RunSpec, ...], lang: str) -> dict:
+    from ui.gantt import timeline_figure  # plotly is imported only by pages that draw
+
+    runs = [(label, simulate_cached(workload, config)) for label, workload, config in specs]
+    return timeline_figure(runs, lang=lang).to_dict()
+
+
+def timeline_of(specs: Sequence[RunSpec], key=None) -> None:
+    """The animated Gantt of several runs on one shared time axis (Play runs in the browser)."""
+    st.plotly_chart(_timeline(tuple(specs), lang()), width="stretch",
+                    config={"displayModeBar": False}, key=key)  # fmt: skip
+
+
+def timeline(scenario: str, labels: Sequence[str], overrides: Overrides = (), key=None) -> None:
+    """The animated Gantt of some variants of a lesson scenario."""
+    timeline_of([variant_spec(scenario, label, overrides) for label in labels], key=key)
+
+
+def runs_table(runs, columns: Sequence[str] | None = None):
+    """One row per run: the headline numbers a lesson compares (translated column names)."""
+    import pandas as pd
+
+    from sim.metrics import summarize
+
+    T = translator()
+    keys = columns or ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "max_itl_s",
+                       "output_tokens_per_s", "slo_attainment")  # fmt: skip
+    rows = {}
+    for label, run in runs:
+        s = summarize(run)
+        rows[label] = {T(f"metric.{k}"): s.get(k) for k in keys}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    st.dataframe(frame.style.format(precision=3), width="stretch")
+    return frame
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
+    """Attainment per arrival rate (sim.sweep.sweep_rates), cached."""
+    from sim.sweep import sweep_rates
+
+    return sweep_rates(workload, config, list(rates))
