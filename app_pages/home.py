@@ -28,7 +28,7 @@ table = compare_tokens_in_window(runs, 0.0, t1)
 col_table, col_chart = st.columns([1, 2])
 shown = table.rename(index=lambda i: f"R{i}")
 col_table.dataframe(shown, width="stretch")
-col_chart.plotly_chart(tokens_in_window_bars(table, lang=w.lang()), width="stretch")
+w.chart(tokens_in_window_bars(table, lang=w.lang()), col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
 st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=f"R{int(gain.idxmax())}"))
 

@@ -68,13 +68,8 @@ for i, col in enumerate(columns):
                               placeholder="max_num_batched_tokens=512, num_decode=2",
                               help=T("play.knobs_help"))  # fmt: skip
         try:
-            pairs = dict(p.split("=", 1) for p in knobs.replace(";", ",").split(",") if p.strip())
-        except ValueError:
-            st.error(T("play.bad_knobs", text=knobs))
-            continue
-        knob_values = {k.strip(): v.strip() for k, v in pairs.items()}
-        try:
-            config = with_overrides(SimConfig(policy=policy), {"topology": topology, **knob_values})
+            knobs_dict = w.parse_knobs(knobs)
+            config = with_overrides(SimConfig(policy=policy), {"topology": topology, **knobs_dict})
         except ValueError as err:
             w.config_error(err)
             continue
@@ -132,5 +127,5 @@ if w.toggle("sweep", T("play.run_sweep"), False):
         sweeps[label] = w.sweep_cached(wl, cfg, rates)
         bar.progress((k + 1) / len(specs), text=T("disagg.sweeping"))
     bar.empty()
-    st.plotly_chart(charts.goodput_curves(sweeps, lang=L), width="stretch")
+    w.chart(charts.goodput_curves(sweeps, lang=L))
     st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")

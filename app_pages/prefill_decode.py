@@ -30,9 +30,9 @@ except ValueError as err:
 st.subheader(T("pd.c1_title"))
 st.markdown(T("pd.c1_text"))
 left, right = st.columns(2)
-left.plotly_chart(charts.step_time_vs_prompt(gpu, model, lang=L), width="stretch")
-right.plotly_chart(charts.step_time_vs_batch(gpu, model, context, lang=L), width="stretch")
-st.plotly_chart(charts.roofline(gpu, model, lang=L), width="stretch")
+w.chart(charts.step_time_vs_prompt(gpu, model, lang=L), left)
+w.chart(charts.step_time_vs_batch(gpu, model, context, lang=L), right)
+w.chart(charts.roofline(gpu, model, lang=L))
 with st.expander(T("pd.formula_title")):
     w.formula(r"t_\mathrm{step} = t_\mathrm{overhead} + \max\Big(\frac{2 N T}{F\cdot \mathrm{MFU}},"
               r"\ \frac{W}{B\cdot \mathrm{MBU}}\Big) + \frac{\sum_i \mathrm{ctx}_i \cdot"
@@ -56,4 +56,4 @@ except ValueError as err:
     w.config_error(err)
     st.stop()
 table = charts.concurrency_table(runs)
-st.plotly_chart(charts.throughput_vs_concurrency(table, lang=L), width="stretch")
+w.chart(charts.throughput_vs_concurrency(table, lang=L))

@@ -41,21 +41,25 @@ def device_spec(device_info: dict) -> GpuSpec:
     return REFERENCE_CPU
 
 
-def calibration_workload() -> list[RequestSpec]:
-    """Prompts of 32..640 tokens arriving close together: varied prefills, decodes and mixes."""
+def calibration_workload(max_len: int = 8192) -> list[RequestSpec]:
+    """Prompts of 32..640 tokens arriving close together: varied prefills, decodes and mixes.
+
+    Prompts are cut to fit a model that holds fewer than `max_len` tokens per request.
+    """
     rows = [(0.0, 96, 16), (0.05, 384, 12), (0.1, 32, 24), (0.3, 640, 8), (0.35, 192, 16),
             (0.4, 48, 20)]  # fmt: skip
-    return [RequestSpec(i, *row) for i, row in enumerate(rows)]
+    return [RequestSpec(i, t, min(p, max_len - o), o) for i, (t, p, o) in enumerate(rows)]
 
 
 def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, GpuSpec, dict]:
     """Fit the device profile to live steps of the calibration workload on this device."""
-    from live.engine import run_live
+    from live.engine import load, run_live
 
+    max_len = load(options.model, options.device)[0].shape.max_len
     samples, info = [], {}
     for policy, knobs in (("prefill-first", {}), ("chunked", {"max_num_batched_tokens": 160})):
         config = with_overrides(SimConfig(policy=policy), knobs)
-        run, extra = run_live(calibration_workload(), config, options)
+        run, extra = run_live(calibration_workload(max_len), config, options)
         samples += [s[1:] for s in extra["samples"]]
         info = run.meta.get("device", {})
     gpu = device_spec(info)

@@ -27,6 +27,8 @@ PAGES = {  # page file -> (title key, extreme query params)
                                                      "dgpu": "L4", "rate": "16.0"}),
     "app_pages/playground.py": ("play.title", {"k": "4", "arr": "gamma", "cv": "4.0",
                                                "n": "300", "rate": "40.0"}),
+    "app_pages/live.py": ("live.title", {"wl": "typed", "model": "tiny", "topo": "disaggregated",
+                                         "policy": "static", "out": "48"}),
 }  # fmt: skip
 
 
@@ -97,6 +99,26 @@ def test_language_is_in_the_url_and_survives_page_changes():
     assert at.query_params["lang"] == ["ko"] or at.query_params["lang"] == "ko"
     at.switch_page("app_pages/chunked.py").run()
     assert at.title[0].value == t("chunked.title", "ko")
+
+
+def test_goodput_sweep_draws_attainment_per_rate_and_the_goodput():
+    at = open_page("app_pages/playground.py", {"sweep": "true", "k": "1", "n": "60"})
+    assert not at.exception, at.exception
+    sweep = figures(at)[-1]
+    assert "goodput" in json.dumps(sweep["layout"]).lower()
+    assert "goodput_per_s" in at.dataframe[-1].value.index
+
+
+def test_live_page_runs_a_real_model_and_compares_with_the_simulation():
+    at = open_page("app_pages/live.py", {"model": "tiny", "wl": "chat", "policy": "chunked"})
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    errors = at.dataframe[0].value
+    assert {"ttft_err_pct", "tpot_err_pct"} <= set(errors.columns)
+    assert len(errors) == 8  # the chat workload's eight requests, measured and predicted
+    fig = figures(at)[0]
+    titles = json.dumps(fig["layout"])
+    assert t("live.measured", "en") in titles and t("live.simulated", "en") in titles
 
 
 def test_pages_never_import_torch():

@@ -60,7 +60,11 @@ def finite(values: Iterable[float]) -> np.ndarray:
 
 
 def styled(fig: go.Figure, title: str, *, height: int = 560, legend: bool = True) -> go.Figure:
-    """Apply the PD Lab style: theme font, title top left, legend in a row above the plot."""
+    """Apply the PD Lab style: theme font, title top left, legend in rows below the plot.
+
+    Below, not above: in a half-width column a long legend wraps onto several rows, and above
+    the plot those rows grew upwards into the title.
+    """
     fig.update_layout(
         template="plotly_white",
         font={"family": FONT_FAMILY, "size": FONT_SIZE, "color": INK},
@@ -75,14 +79,15 @@ def styled(fig: go.Figure, title: str, *, height: int = 560, legend: bool = True
             "font": {"size": FONT_SIZE + 5},
         },
         height=height,
-        margin={"l": 90, "r": 40, "t": 110 if legend else 80, "b": 80},
+        margin={"l": 90, "r": 40, "t": 80, "b": 190 if legend else 80},
         showlegend=legend,
         legend={
             "orientation": "h",
             "x": 0.0,
             "xanchor": "left",
-            "y": 1.01,
-            "yanchor": "bottom",
+            "y": -0.2,
+            "yref": "paper",
+            "yanchor": "top",
             "bgcolor": "rgba(255,255,255,0.85)",
             "font": {"size": FONT_SIZE - 1},
             "traceorder": "normal",

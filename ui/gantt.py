@@ -50,7 +50,7 @@ __all__ = ["CLIP_MAX_BARS", "choose_design", "frame_times", "static_timeline_fig
 Design = Literal["clip", "cursor"]
 CLIP_MAX_BARS = 1000  # above this many bars (all subplots together) frames carry layout only
 MAX_TOKEN_ROWS = 40  # per-request token counters only while every subplot has at most this
-TOKEN_ROW_PX = 13  # ... and while rows are at least this tall (px), so counters never overlap
+TOKEN_ROW_PX = 16  # ... and while rows are at least this tall (px), so counters never overlap
 MERGE_ROW_PX = 5  # rows thinner than this (px) draw back-to-back segments as one bar
 STEP_PHASES = ("prefill", "decode", "decode_slowed", "stall")  # segments that span engine steps
 TOKEN_PHASES = ("prefill", "decode", "decode_slowed", "kv_transfer")  # tokens are meaningful
@@ -154,7 +154,7 @@ def _figure_dict(
     show_tokens = design == "clip" and max(rows) <= MAX_TOKEN_ROWS and row_px >= TOKEN_ROW_PX
     token_font = min(FONT_SIZE - 2, int(row_px) - 1)  # px: one line per row, no overlap
     longest = max((len(row) for p in panels for row in p.rows), default=2)
-    geo = gl.geometry(rows, height, gl.left_margin(longest), 80 if show_tokens else 24)
+    geo = gl.geometry(rows, height, gl.left_margin(longest), 100 if show_tokens else 24)
     first_panel: dict[
         str, int
     ] = {}  # phase -> index of the first subplot that has bars of it (legend once)
