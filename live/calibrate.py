@@ -23,7 +23,7 @@ import pandas as pd
 from sim.calibrate import fit_profile, fit_report
 from sim.cluster import simulate
 from sim.config import SimConfig, with_overrides
-from sim.cost import DeviceProfile
+from sim.cost import DeviceProfile, StepCostModel
 from sim.hardware import GPUS, GpuSpec, custom_gpu, get_model
 from sim.request import RequestSpec
 from sim.trace import RunResult
@@ -51,8 +51,8 @@ def calibration_workload(max_len: int = 8192) -> list[RequestSpec]:
     return [RequestSpec(i, t, min(p, max_len - o), o) for i, (t, p, o) in enumerate(rows)]
 
 
-def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, GpuSpec, dict]:
-    """Fit the device profile to live steps of the calibration workload on this device."""
+def calibration_samples(options) -> tuple[list, dict]:
+    """Measured steps of the calibration workload (prefill-first and chunked), and device info."""
     from live.engine import load, run_live
 
     max_len = load(options.model, options.device)[0].shape.max_len
@@ -62,11 +62,29 @@ def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, Gp
         run, extra = run_live(calibration_workload(max_len), config, options)
         samples += [s[1:] for s in extra["samples"]]
         info = run.meta.get("device", {})
+    return samples, info
+
+
+def fit(samples, info: dict, model_name: str) -> tuple[DeviceProfile, GpuSpec, dict]:
+    """Fit the profile to measured steps, robustly (see below); returns it with a fit report."""
     gpu = device_spec(info)
-    model = get_model(SIM_MODEL.get(model_name or options.model, "SmolLM2-135M"))
+    model = get_model(SIM_MODEL.get(model_name, "SmolLM2-135M"))
     profile = fit_profile(samples, gpu, model)
-    report = fit_report(samples, profile, gpu, model)
-    return profile, gpu, {"device": info, "fit": report, "samples": len(samples)}
+    # A shared machine sometimes stalls a step (another process took the core): drop the 10% of
+    # steps the first fit explains worst, then fit again on the rest.
+    cost = StepCostModel(gpu, model, 1, profile)
+    errors = [abs(cost.step_cost(*s[:3]).seconds / s[3] - 1) for s in samples]
+    keep = [s for s, e in zip(samples, errors, strict=True) if e <= np.quantile(errors, 0.9)]
+    profile = fit_profile(keep, gpu, model)
+    report = fit_report(keep, profile, gpu, model)
+    return profile, gpu, {"device": info, "fit": report, "samples": len(samples),
+                          "kept": len(keep)}  # fmt: skip
+
+
+def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, GpuSpec, dict]:
+    """Fit the device profile to live steps of the calibration workload on this device."""
+    samples, info = calibration_samples(options)
+    return fit(samples, info, model_name or options.model)
 
 
 def calibrated_config(config: SimConfig, profile: DeviceProfile, gpu: GpuSpec,

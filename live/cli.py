@@ -77,25 +77,39 @@ def cmd_run(args) -> None:
 
 
 def cmd_fidelity(args) -> None:
-    from live.calibrate import calibrate, fidelity, medians, predict
+    """Calibrate, run every policy live, and predict each one with a profile fitted WITHOUT it.
+
+    The profile for policy X is fitted on the calibration workload's steps plus the steps of the
+    OTHER policies' live runs (leave-one-policy-out), so every prediction is out of sample.
+    """
+    from live.calibrate import calibration_samples, fidelity, fit, medians, predict
     from live.engine import run_live
 
     requests, options = _requests(args), _options(args)
     print("calibrating on this device ...", file=sys.stderr)
-    profile, gpu, info = calibrate(options)
-    print(f"fitted profile: MFU {profile.mfu:.3f}, attention MFU {profile.mfu_attn:.3f}, "
-          f"MBU {profile.mbu:.3f}, overhead {profile.overhead_s * 1000:.1f} ms/step + "
-          f"{profile.overhead_per_seq_s * 1000:.1f} ms/request (relative to {gpu.name}); "
-          f"step fit median error {info['fit']['median_abs_pct_error']:.1f}%")  # fmt: skip
-    rows = {}
+    base, info = calibration_samples(options)
+    lives, steps = {}, {}
     for policy in args.policy.split(","):
         args.policy = policy.strip()
         config = _sim_config(args)
-        live, _ = run_live(requests, config, options)
+        live, extra = run_live(requests, config, options, progress=_progress)
+        lives[config.policy], steps[config.policy] = (
+            (config, live),
+            [s[1:] for s in extra["samples"]],
+        )
+    print(file=sys.stderr)
+    rows = {}
+    for name, (config, live) in lives.items():
+        others = [s for other, ss in steps.items() if other != name for s in ss]
+        profile, gpu, report = fit(base + others, info, options.model)
         table = fidelity(live, predict(requests, config, profile, gpu, live))
-        print(f"\n{config.policy}: measured vs calibrated simulation, per request")
+        print(f"\n{name}: measured vs calibrated simulation, per request (profile fitted on "
+              f"{report['kept']} steps without {name}'s: MFU {profile.mfu:.3f}, MBU "
+              f"{profile.mbu:.3f}, {profile.overhead_s * 1000:.1f} ms/step + "
+              f"{profile.overhead_per_seq_s * 1000:.1f} ms/request; step fit median error "
+              f"{report['fit']['median_abs_pct_error']:.1f}%)")  # fmt: skip
         _print_table(table)
-        rows[config.policy] = medians(table)
+        rows[name] = medians(table)
     print("\nmedian absolute error (%):")
     _print_table(pd.DataFrame.from_dict(rows, orient="index"))
 

@@ -101,3 +101,17 @@ def test_swap_preemption_and_oversized_workloads_are_refused_with_a_reason():
         check_size([RequestSpec(i, 0.0, 10, 2) for i in range(100)])
     with pytest.raises(ValueError, match="unknown model"):
         run_live(WORKLOAD, SimConfig(), LiveOptions(model="gpt-5"))
+
+
+def test_live_cli_prints_the_measured_json_and_refuses_bad_input(capsys):
+    import json
+
+    from live.cli import main
+
+    assert main(["run", "--model", "tiny", "--scenario", "chat", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["requests"]) == 8 and data["summary"]["finished"] == 8
+    assert main(["run", "--model", "tiny", "--scenario", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "freeze" in err
+    assert main(["run", "--model", "gpt-5", "--scenario", "chat"]) == 2
