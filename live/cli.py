@@ -13,15 +13,12 @@ Errors print one line on stderr and exit with code 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import pandas as pd
 
-from sim.cli import CliError, _config, _Parser, _print_table
+from sim.cli import CliError, _config, _Parser, _print_table, emit_files_and_json
 from sim.config import SimConfig
-from sim.export import to_json_dict, write_outputs
-from sim.metrics import summarize
 from sim.workload import load_csv
 
 REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
@@ -61,11 +58,8 @@ def cmd_run(args) -> None:
     config = _sim_config(args)
     run, info = run_live(requests, config, _options(args), progress=_progress)
     print(file=sys.stderr)
-    summary = summarize(run)
-    if args.out:
-        write_outputs(run, args.out, summary)
+    emit_files_and_json(run, args)
     if args.json:
-        print(json.dumps(to_json_dict(run, summary), allow_nan=False))
         return
     device = run.meta.get("device", {})
     print(f"measured on {device.get('device')} ({device.get('dtype')}, {device.get('threads')} "

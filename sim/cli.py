@@ -100,6 +100,16 @@ def _print_table(frame: pd.DataFrame, limit: int = 40) -> None:
             print(frame.to_string())
 
 
+def emit_files_and_json(run, args) -> dict:
+    """--out writes the five files, --json prints the one JSON object; returns the summary."""
+    summary = summarize(run)
+    if args.out:
+        write_outputs(run, args.out, summary)
+    if args.json:
+        print(json.dumps(to_json_dict(run, summary), allow_nan=False))
+    return summary
+
+
 def cmd_list(args) -> None:
     print("Scenarios (python -m sim run --scenario NAME):")
     for s in SCENARIOS.values():
@@ -125,11 +135,8 @@ def cmd_run(args) -> None:
     requests, base, label = _workload_and_base(args)
     config = _config(args, base)
     run = simulate(requests, config)
-    summary = summarize(run)
-    if args.out:
-        write_outputs(run, args.out, summary)
+    summary = emit_files_and_json(run, args)
     if args.json:
-        print(json.dumps(to_json_dict(run, summary), allow_nan=False))
         return
     print(f"{label}: policy {config.policy}, topology {config.topology.topology}, "
           f"{run.meta['num_gpus']}x {run.meta['gpu']}, {run.meta['model']}")  # fmt: skip
