@@ -9,7 +9,7 @@ from sim.hardware import GPUS, LINKS_GB_S
 from sim.metrics import summarize
 from sim.sweep import goodput_of
 from sim.workload import WorkloadConfig
-from ui import charts
+from ui import charts, formulas
 from ui import widgets as w
 
 T, L = w.translator(), w.lang()
@@ -82,8 +82,6 @@ if w.toggle("sweep", T("disagg.run_sweep"), False):
     st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")
 
 with st.expander(T("disagg.formula_title")):
-    w.formula(r"t_\mathrm{KV} = \frac{n_\mathrm{prompt} \cdot 2 L \, H_\mathrm{kv} \, d_h \, b}"
-              r"{\mathrm{bandwidth}} + \mathrm{latency}", "disagg.formula_caption")  # fmt: skip
-    w.formula(r"\mathrm{goodput} = \max\{\lambda : \Pr[\mathrm{TTFT} \le S_1 \wedge "
-              r"\mathrm{TPOT} \le S_2] \ge 90\%\}")  # fmt: skip
+    w.formula(formulas.KV_TRANSFER, "disagg.formula_caption")
+    w.formula(formulas.GOODPUT)
 st.markdown(T("disagg.next"))

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from sim.metrics import compare_tokens_in_window
+from ui import formulas
 from ui import widgets as w
 from ui.charts import tokens_in_window_bars
 
@@ -31,6 +32,10 @@ col_table.dataframe(shown, width="stretch")
 w.chart(tokens_in_window_bars(table, lang=w.lang()), col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
 st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=f"R{int(gain.idxmax())}"))
+
+with st.expander(T("home.formula_title")):
+    w.formula(formulas.TTFT_TPOT)
+    w.formula(formulas.KV_TRANSFER, "home.formula_caption")
 
 st.subheader(T("home.lessons"))
 for path, key in (

@@ -4,7 +4,7 @@ import streamlit as st
 
 from sim.hardware import GPUS, MODELS, get_gpu, get_model, kv_capacity_tokens
 from sim.scenarios import get_scenario
-from ui import charts
+from ui import charts, formulas
 from ui import widgets as w
 
 T, L = w.translator(), w.lang()
@@ -34,17 +34,12 @@ w.chart(charts.step_time_vs_prompt(gpu, model, lang=L), left)
 w.chart(charts.step_time_vs_batch(gpu, model, context, lang=L), right)
 w.chart(charts.roofline(gpu, model, lang=L))
 with st.expander(T("pd.formula_title")):
-    w.formula(r"t_\mathrm{step} = t_\mathrm{overhead} + \max\Big(\frac{2 N T}{F\cdot \mathrm{MFU}},"
-              r"\ \frac{W}{B\cdot \mathrm{MBU}}\Big) + \frac{\sum_i \mathrm{ctx}_i \cdot"
-              r" \mathrm{kv}}{B \cdot \mathrm{MBU}}", "pd.formula_caption")  # fmt: skip
-    w.formula(r"T^{*} \approx \frac{b_w \cdot F}{2 B}", "pd.knee_caption")
+    w.formula(formulas.STEP_TIME, "pd.formula_caption")
+    w.formula(formulas.KNEE, "pd.knee_caption")
 
 st.subheader(T("pd.c2_title"))
 st.markdown(T("pd.c2_text"))
-w.formula(
-    r"\mathrm{TTFT} = t_\mathrm{queue} + t_\mathrm{prefill} \qquad "
-    r"\mathrm{TPOT} = \frac{t_\mathrm{last} - t_\mathrm{first}}{n_\mathrm{out} - 1}"
-)
+w.formula(formulas.TTFT_TPOT)
 
 st.subheader(T("pd.c3_title"))
 st.markdown(T("pd.c3_text"))

@@ -106,6 +106,15 @@ def cmd_fidelity(args) -> None:
         rows[name] = medians(table)
     print("\nmedian absolute error (%):")
     _print_table(pd.DataFrame.from_dict(rows, orient="index"))
+    # The device profile from ALL measured steps: what the simulator should use for this machine.
+    from live.calibrate import save_profile
+    from live.weights import cache_dir
+
+    everything = base + [s for ss in steps.values() for s in ss]
+    profile, gpu, report = fit(everything, info, options.model)
+    path = cache_dir() / f"profile-{info.get('device', 'cpu')}-{options.model}.json"
+    save_profile(path, profile, gpu, report)
+    print(f"\nsaved the device profile fitted on all {report['kept']} steps to {path}")
 
 
 def build_parser() -> _Parser:
