@@ -89,6 +89,7 @@ import torch  # noqa: E402
 from live.engine import LiveOptions, load, prompt_ids, run_live  # noqa: E402
 from live.kvstore import KVStore  # noqa: E402
 from live.model import LlamaModel, Segment  # noqa: E402
+from live.weights import hf_state_dict  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
 from sim.request import RequestSpec  # noqa: E402
 from sim.workload import Uniform, WorkloadConfig, generate  # noqa: E402
@@ -117,30 +118,9 @@ def to_transformers(net: LlamaModel) -> LlamaForCausalLM:
         tie_word_embeddings=s.tied, attention_bias=s.qkv_bias, mlp_bias=False, hidden_act="silu",
         bos_token_id=1, eos_token_id=EOS_ID, pad_token_id=EOS_ID,
     )  # fmt: skip
-    q_dim, kv_dim = s.heads * s.head_dim, s.kv_heads * s.head_dim
-    ours = net.state_dict()
-    hf = {
-        "model.embed_tokens.weight": ours["embed.weight"],
-        "model.norm.weight": ours["norm.weight"],
-    }
-    if not s.tied:
-        hf["lm_head.weight"] = ours["lm_head.weight"]
-    for i in range(s.layers):
-        p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
-        q, k, v = ours[f"layers.{i}.qkv.weight"].split((q_dim, kv_dim, kv_dim))  # rows = outputs
-        gate, up = ours[f"layers.{i}.gate_up.weight"].chunk(2)
-        hf |= {
-            p + "input_layernorm.weight": ours[f"layers.{i}.attn_norm.weight"],
-            a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v,
-            a + "o_proj.weight": ours[f"layers.{i}.o.weight"],
-            p + "post_attention_layernorm.weight": ours[f"layers.{i}.mlp_norm.weight"],
-            p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
-            p + "mlp.down_proj.weight": ours[f"layers.{i}.down.weight"],
-        }  # fmt: skip
+    hf = hf_state_dict(net)  # our fused q/k/v and gate/up split back under HF names
     torch.manual_seed(0)  # the random init is overwritten below; seeded so runs are identical
     model = LlamaForCausalLM(config).to(torch.float32)
-    if s.tied:  # one tensor under two names: HF's state dict lists both
-        hf["lm_head.weight"] = hf["model.embed_tokens.weight"]
     model.load_state_dict(hf, strict=True)  # copies into the model's own tensors
     if s.tied and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
         raise RuntimeError("lm_head is not tied to the embedding")

@@ -231,3 +231,33 @@ def load_hf_checkpoint(
         if shape.qkv_bias:
             state[f"layers.{i}.qkv.bias"] = torch.cat([hf[a + f"{x}_proj.bias"] for x in "qkv"])
     return model_from_state(shape, state, device, dtype)
+
+
+def hf_state_dict(model: LlamaModel) -> dict[str, Tensor]:
+    """The model's weights under Hugging Face Llama/Qwen2 names (the inverse of the loader above).
+
+    Our fused projections are split back: qkv rows are [q; k; v] and gate_up rows [gate; up].
+    """
+    s, ours = model.shape, model.state_dict()
+    q_dim, kv_dim = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    hf = {
+        "model.embed_tokens.weight": ours["embed.weight"],
+        "model.norm.weight": ours["norm.weight"],
+    }
+    hf["lm_head.weight"] = ours["embed.weight"] if s.tied else ours["lm_head.weight"]
+    for i in range(s.layers):
+        p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
+        q, k, v = ours[f"layers.{i}.qkv.weight"].split((q_dim, kv_dim, kv_dim))  # rows = outputs
+        gate, up = ours[f"layers.{i}.gate_up.weight"].chunk(2)
+        hf |= {
+            p + "input_layernorm.weight": ours[f"layers.{i}.attn_norm.weight"],
+            a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v,
+            a + "o_proj.weight": ours[f"layers.{i}.o.weight"],
+            p + "post_attention_layernorm.weight": ours[f"layers.{i}.mlp_norm.weight"],
+            p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+            p + "mlp.down_proj.weight": ours[f"layers.{i}.down.weight"],
+        }  # fmt: skip
+        if s.qkv_bias:
+            qb, kb, vb = ours[f"layers.{i}.qkv.bias"].split((q_dim, kv_dim, kv_dim))
+            hf |= {a + "q_proj.bias": qb, a + "k_proj.bias": kb, a + "v_proj.bias": vb}
+    return hf

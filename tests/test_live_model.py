@@ -21,7 +21,7 @@ from safetensors.torch import save_file  # noqa: E402
 from live.kvstore import KVStore  # noqa: E402
 from live.model import ModelShape, Segment  # noqa: E402
 from live.runner import ModelRunner, copy_kv, generate  # noqa: E402
-from live.weights import PRESETS, load_hf_checkpoint, random_model  # noqa: E402
+from live.weights import PRESETS, hf_state_dict, load_hf_checkpoint, random_model  # noqa: E402
 from sim.engine import Batch  # noqa: E402
 from sim.request import Request, RequestSpec  # noqa: E402
 
@@ -193,6 +193,10 @@ def test_hf_checkpoint_round_trip(tmp_path, kind):
         if qwen:
             for name, bias in zip("qkv", layer.qkv.bias.split((64, 32, 32)), strict=True):
                 tensors[p + f"self_attn.{name}_proj.bias"] = bias
+    exported = hf_state_dict(model)  # the library's own export: the same tensors, same names
+    assert set(tensors) | {"lm_head.weight"} == set(exported)
+    for name, tensor in tensors.items():
+        torch.testing.assert_close(exported[name], tensor, rtol=0, atol=0)
     save_file({n: t.detach().clone().contiguous() for n, t in tensors.items()},
               tmp_path / "model.safetensors")  # fmt: skip
     config = {"model_type": kind, "hidden_size": 64, "num_hidden_layers": 2,
