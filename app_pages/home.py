@@ -28,6 +28,7 @@ runs = dict(w.run_variants(SCENARIO, LABELS))
 table = compare_tokens_in_window(runs, 0.0, t1)
 col_table, col_chart = st.columns([1, 2])
 shown = table.rename(index=lambda i: f"R{i}")
+shown.index.name = T("home.request_col")
 col_table.dataframe(shown, width="stretch")
 w.chart(tokens_in_window_bars(table, lang=w.lang()), col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
