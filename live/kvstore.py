@@ -60,6 +60,13 @@ class KVStore:
         return self.k.dtype
 
     @property
+    def call_keys(self) -> float:
+        """One more decode-attention call costs about this many keys read (live/attention.py)."""
+        from live.attention import call_cost_keys
+
+        return call_cost_keys(self.shape, self.k.element_size(), self.device.type)
+
+    @property
     def num_free(self) -> int:
         return len(self._free)
 

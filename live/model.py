@@ -15,6 +15,11 @@ Notable features
 - Logits only for rows that sample: the last token of a chunk that completes its prompt, and
   every decode. For a small model the lm_head (hidden x vocab) is the largest single matmul.
 - RoPE in the Hugging Face "rotate_half" layout; GGUF weights are un-permuted to it on load.
+- `use_column_major_weights()` (the runner calls it on CPU) stores every matmul weight
+  transposed in memory, same shape: MKL then multiplies without a transpose and its small-batch
+  kernels run faster. Measured (SmolLM2, fp32, 1 thread, median of 9): decode of 8 requests
+  102 -> 87 ms, prefill of 128 tokens 243 -> 210 ms; the embedding lookup of 1024 tokens from
+  the strided (tied) matrix costs 4.4 instead of 1.3 ms.
 """
 
 from __future__ import annotations
@@ -152,6 +157,15 @@ class LlamaModel(nn.Module):
         """Recompute the RoPE tables (after `to_empty`, which leaves buffers uninitialised)."""
         self.rope = rope_tables(self.shape, self.embed.weight.device)
 
+    def use_column_major_weights(self) -> None:
+        """Store each (out, in) matmul weight column-major (strides (1, out)); values unchanged."""
+        with torch.no_grad():
+            for module in self.modules():
+                if isinstance(module, nn.Linear | nn.Embedding):  # the tied lm_head is embed
+                    w = module.weight
+                    if w.stride(0) != 1:
+                        w.data = w.data.t().contiguous().t()
+
     def logits(self, h: Tensor) -> Tensor:
         """(S, hidden) -> (S, vocab)."""
         h = self.norm(h)
@@ -160,7 +174,7 @@ class LlamaModel(nn.Module):
     @torch.inference_mode()
     def forward_step(self, segments: Sequence[Segment], kv: KVStore) -> Tensor:
         """Run one mixed step; return logits (S, vocab) of the sampling segments, in input order."""
-        layout = StepLayout.build(segments, self.shape, kv.device)
+        layout = StepLayout.build(segments, self.shape, kv.device, kv.call_keys)
         x = self.embed(layout.token_ids)  # (T, hidden)
         cos, sin = self.rope[:, layout.positions].to(x.dtype).unsqueeze(2)  # (T, 1, hd) each
         for i, layer in enumerate(self.layers):

@@ -238,7 +238,8 @@ def hf_state_dict(model: LlamaModel) -> dict[str, Tensor]:
 
     Our fused projections are split back: qkv rows are [q; k; v] and gate_up rows [gate; up].
     """
-    s, ours = model.shape, model.state_dict()
+    s = model.shape
+    ours = {k: v.contiguous() for k, v in model.state_dict().items()}  # e.g. column-major on CPU
     q_dim, kv_dim = s.heads * s.head_dim, s.kv_heads * s.head_dim
     hf = {
         "model.embed_tokens.weight": ours["embed.weight"],

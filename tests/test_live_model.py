@@ -12,12 +12,14 @@ import importlib.util
 import json
 import math
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the live engine needs torch")
 
 from safetensors.torch import save_file  # noqa: E402
 
+from live.attention import StepLayout, decode_groups  # noqa: E402
 from live.kvstore import KVStore  # noqa: E402
 from live.model import ModelShape, Segment  # noqa: E402
 from live.runner import ModelRunner, copy_kv, generate  # noqa: E402
@@ -107,6 +109,63 @@ def test_mixed_step_equals_separate_steps(tiny):
         torch.testing.assert_close(got[row], want[0], **TOL)
         torch.testing.assert_close(got[row], reference_logits(tiny, ids)[-1], **TOL)
     torch.testing.assert_close(mixed.k[:, sx, :, :32], alone.k[:, 1, :, :32], **TOL)
+
+
+def test_decodes_of_very_different_lengths_split_into_groups_and_stay_exact(tiny):
+    # One long context among short ones: one batched call would make every row read the long
+    # one's keys; the layout splits it off, and the logits must not change.
+    long, short = ids_for(5, 120), [ids_for(6 + i, 4 + i) for i in range(3)]
+    kv = KVStore(tiny.shape, 4, 128)
+    slots = [kv.allocate() for _ in range(4)]
+    for slot, ids in zip(slots, [long, *short], strict=True):
+        tiny.forward_step([Segment(slot, ids[:-1], 0, False)], kv)
+    segments = [Segment(slot, ids[-1:], len(ids) - 1, True)
+                for slot, ids in zip(slots, [long, *short], strict=True)]  # fmt: skip
+    layout = StepLayout.build(segments, tiny.shape, kv.device, call_keys=8.0)
+    assert [(g.lo, g.hi) for g in layout.dec_groups] == [(0, 1), (1, 4)]
+    got = tiny.forward_step(segments, kv)
+    for row, ids in enumerate([long, *short]):
+        torch.testing.assert_close(got[row], reference_logits(tiny, ids)[-1], **TOL)
+
+
+def test_column_major_weights_change_speed_not_logits():
+    model = random_model("tiny", seed=2)
+    ids = ids_for(9, 17)
+    before = reference_logits(model, ids)
+    model.use_column_major_weights()  # what the runner does on CPU
+    assert model.layers[0].qkv.weight.stride(0) == 1 and model.embed.weight.stride(0) == 1
+    torch.testing.assert_close(reference_logits(model, ids), before, **TOL)
+    kv = new_store(model)
+    got = model.forward_step([Segment(kv.allocate(), ids, 0, True)], kv)
+    torch.testing.assert_close(got[0], before[-1], **TOL)
+    assert all(t.is_contiguous() for t in hf_state_dict(model).values())  # safe to save
+
+
+def _partitions(n: int):
+    """Every split of 0..n-1 into consecutive runs."""
+    if n == 0:
+        yield []
+        return
+    for first in range(1, n + 1):
+        for rest in _partitions(n - first):
+            yield [range(0, first)] + [range(r.start + first, r.stop + first) for r in rest]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_decode_groups_read_the_fewest_keys(seed):
+    rng = np.random.default_rng(seed)
+    b = int(rng.integers(1, 7))
+    slots = sorted(rng.choice(12, b, replace=False).tolist())
+    contexts = rng.integers(1, 400, b).tolist()
+    call = float(rng.choice([0.0, 50.0, 300.0]))
+
+    def cost(groups):
+        return sum((slots[g.stop - 1] - slots[g.start] + 1) * max(contexts[g.start : g.stop]) + call
+                   for g in groups)  # fmt: skip
+
+    got = decode_groups(slots, contexts, call)
+    assert [i for g in got for i in g] == list(range(b))  # every decode once, in order
+    assert cost(got) == pytest.approx(min(cost(p) for p in _partitions(b)))
 
 
 def test_decode_after_prefill_equals_no_cache_reference(tiny):
