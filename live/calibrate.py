@@ -24,12 +24,40 @@ from sim.calibrate import fit_profile, fit_report
 from sim.cluster import simulate
 from sim.config import SimConfig, with_overrides
 from sim.cost import DeviceProfile, StepCostModel
-from sim.hardware import GPUS, GpuSpec, custom_gpu, get_model
+from sim.hardware import GPUS, MODELS, GpuSpec, custom_gpu, get_model
 from sim.request import RequestSpec
 from sim.trace import RunResult
 
 REFERENCE_CPU = custom_gpu(bf16_tflops=0.5, mem_bw_gb_s=50.0, mem_gb=24.0, name="this CPU")
-SIM_MODEL = {"SmolLM2-135M": "SmolLM2-135M", "smollm2-135m-shape": "SmolLM2-135M"}
+# The simulator's catalog model with the same shape as each live model: its cost twin.
+SIM_MODEL = {"smollm2-135m": "SmolLM2-135M", "smollm2-135m-shape": "SmolLM2-135M",
+             "1b-like": "Llama-3.2-1B", "8b-like": "Llama-3.1-8B"}  # fmt: skip
+
+
+def sim_model(live_model: str) -> str:
+    """The catalog model shaped like `live_model` (a name above or a checkpoint folder).
+
+    ValueError when the catalog has none: such a run can be measured but not predicted.
+    """
+    if live_model.lower() in SIM_MODEL:
+        return SIM_MODEL[live_model.lower()]
+    config = Path(live_model) / "config.json"
+    if config.is_file():
+        c = json.loads(config.read_text())
+        heads = c.get("num_attention_heads", 0)
+        shape = (c.get("num_hidden_layers"), c.get("hidden_size"), heads,
+                 c.get("num_key_value_heads", heads),
+                 c.get("head_dim") or c.get("hidden_size", 0) // max(heads, 1),
+                 c.get("intermediate_size"), c.get("vocab_size"),
+                 bool(c.get("tie_word_embeddings", False)))  # fmt: skip
+        for m in MODELS.values():
+            if (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab,
+                    m.tied_embeddings) == shape:  # fmt: skip
+                return m.name
+    raise ValueError(
+        f"the simulator's catalog has no model shaped like {live_model!r} "
+        f"({', '.join(MODELS)}): its live run can be measured, not predicted"
+    )
 
 
 def device_spec(device_info: dict) -> GpuSpec:
@@ -78,7 +106,7 @@ def calibration_samples(options) -> tuple[list, dict]:
 def fit(samples, info: dict, model_name: str) -> tuple[DeviceProfile, GpuSpec, dict]:
     """Fit the profile to measured steps, robustly (see below); returns it with a fit report."""
     gpu = device_spec(info)
-    model = get_model(SIM_MODEL.get(model_name, "SmolLM2-135M"))
+    model = get_model(sim_model(model_name))
     profile = fit_profile(samples, gpu, model)
     # A shared machine sometimes stalls a step (another process took the core): drop the steps
     # the first fit explains far worse than the rest (beyond 3 robust standard deviations of the
@@ -106,7 +134,7 @@ def calibrated_config(config: SimConfig, profile: DeviceProfile, gpu: GpuSpec,
     """`config` with the device replaced by the calibrated one (what the simulator predicts)."""
     return with_overrides(config, {
         "gpu": "custom", "gpu_tflops": gpu.bf16_tflops, "gpu_bw_gb_s": gpu.mem_bw_gb_s,
-        "gpu_mem_gb": gpu.mem_gb, "model": SIM_MODEL.get(model_name, "SmolLM2-135M"),
+        "gpu_mem_gb": gpu.mem_gb, "model": sim_model(model_name),
         "mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
         "overhead_ms": profile.overhead_s * 1000,
         "overhead_per_seq_ms": profile.overhead_per_seq_s * 1000,
@@ -116,7 +144,7 @@ def calibrated_config(config: SimConfig, profile: DeviceProfile, gpu: GpuSpec,
 def predict(requests: list[RequestSpec], config: SimConfig, profile: DeviceProfile,
             gpu: GpuSpec, live_run: RunResult) -> RunResult:  # fmt: skip
     """The calibrated simulation of the live run's workload (same KV capacity as the live run)."""
-    cfg = calibrated_config(config, profile, gpu)
+    cfg = calibrated_config(config, profile, gpu, live_run.meta.get("live_model", "SmolLM2-135M"))
     capacity = live_run.meta["config"]["kv_capacity_tokens"]
     return simulate(requests, with_overrides(cfg, {"kv_capacity_tokens": capacity}))
 

@@ -173,6 +173,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             ModelSpec("Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True),
             ModelSpec("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False),
             ModelSpec("Mistral-7B", 32, 4096, 32, 8, 128, 14336, 32768, False),  # v0.3 vocab
+            ModelSpec("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True),
             ModelSpec("SmolLM2-135M", 30, 576, 9, 3, 64, 1536, 49152, True),
         )
     }

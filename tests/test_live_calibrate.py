@@ -7,10 +7,12 @@ steps a busy machine stalled are dropped instead of bending the profile.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from live.calibrate import REFERENCE_CPU, fit
+from live.calibrate import REFERENCE_CPU, fit, sim_model
 from sim.cost import DeviceProfile, StepCostModel
 from sim.hardware import get_model
 
@@ -56,3 +58,29 @@ def test_fit_without_stalls_keeps_every_step():
     steps = measured_steps(3, stalls=0)
     _profile, _gpu, report = fit(steps, {"device": "cpu"}, "SmolLM2-135M")
     assert report["kept"] >= len(steps) - 2  # 3% noise is not an outlier
+
+
+def test_every_live_model_is_predicted_with_its_catalog_twin():
+    pytest.importorskip("torch")
+    from live.weights import PRESETS
+
+    for preset, shape in PRESETS.items():
+        if preset == "tiny":
+            with pytest.raises(ValueError, match="measured, not predicted"):
+                sim_model(preset)
+            continue
+        m = get_model(sim_model(preset))  # same shape = same FLOPs and bytes per step
+        assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab,
+                m.tied_embeddings) == (shape.layers, shape.hidden, shape.heads, shape.kv_heads,
+                                       shape.head_dim, shape.intermediate, shape.vocab,
+                                       shape.tied)  # fmt: skip
+    assert sim_model("SmolLM2-135M") == "SmolLM2-135M"
+
+
+def test_a_checkpoint_folder_is_matched_by_its_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "num_hidden_layers": 16, "hidden_size": 2048,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+        "vocab_size": 128256, "tie_word_embeddings": True,
+    }))  # fmt: skip
+    assert sim_model(str(tmp_path)) == "Llama-3.2-1B"

@@ -1,0 +1,106 @@
+"""Fidelity: does the calibrated simulator predict the live engine, request by request?
+
+Notable features
+- Calibrate once (`live.calibrate.calibration_samples`: its own small workload under
+  prefill-first, chunked and static), exactly as the Live page does; no evaluated run is ever
+  part of the fit, so every prediction is out of sample.
+- For each live workload x policy: run it live `--repeats` times, simulate it with the
+  calibrated profile, and take the median absolute % error of TTFT and TPOT over the requests
+  (`live.calibrate.fidelity`), one figure per live run.
+- The yardstick: the same median |difference| between two live runs of the same workload
+  ("live vs live"). The machine is shared and noisy, and a request that arrives near a step
+  boundary waits a whole step longer or shorter when timings shift by a millisecond, so a single
+  live run is not a fixed truth; the simulator cannot be expected to be much closer to it than
+  another live run is.
+- Prints a table and, with --json FILE, writes every figure.
+
+Run: .venv/bin/python bench/bench_fidelity.py [--repeats 2] [--workloads chat,freeze,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import live/ and sim/
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from live.calibrate import calibration_samples, fidelity, fit, medians, predict  # noqa: E402
+from live.engine import LiveOptions, run_live  # noqa: E402
+from live.workloads import LIVE_WORKLOADS, live_workload  # noqa: E402
+from sim.config import SimConfig, with_overrides  # noqa: E402
+
+POLICIES = ("prefill-first", "chunked", "static", "short-first")
+# The Live page's knob for the chunking policies: chunks sized for a CPU (see app_pages/live.py).
+SMALL_CHUNKS = {"max_num_batched_tokens": 128}
+
+
+def config_for(policy: str) -> SimConfig:
+    knobs = SMALL_CHUNKS if policy in ("chunked", "short-first") else {}
+    return with_overrides(SimConfig(policy=policy), knobs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(LIVE_WORKLOADS))
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--repeats", type=int, default=2, help="live runs per workload x policy")
+    parser.add_argument("--model", default="SmolLM2-135M")
+    parser.add_argument("--json", help="write every figure to this file")
+    args = parser.parse_args()
+    options = LiveOptions(model=args.model)
+
+    started = time.perf_counter()
+    samples, info = calibration_samples(options)
+    profile, gpu, report = fit(samples, info, options.model)
+    print(f"calibrated on {report['kept']} of {report['samples']} steps "
+          f"({time.perf_counter() - started:.0f} s): MFU {profile.mfu:.3f}, attention "
+          f"{profile.mfu_attn:.3f}, MBU {profile.mbu:.3f}, {profile.overhead_s * 1e3:.1f} ms/step"
+          f" + {profile.overhead_per_seq_s * 1e3:.1f} ms/request; step fit median error "
+          f"{report['fit']['median_abs_pct_error']:.1f}%", flush=True)  # fmt: skip
+
+    rows = []
+    for workload in args.workloads.split(","):
+        requests = live_workload(workload)
+        for policy in args.policies.split(","):
+            config = config_for(policy)
+            lives = [run_live(requests, config, options)[0] for _ in range(args.repeats)]
+            predicted = predict(requests, config, profile, gpu, lives[0])
+            sim = [medians(fidelity(live, predicted)) for live in lives]
+            noise = [medians(fidelity(a, b)) for a, b in zip(lives, lives[1:], strict=False)]
+            row = {"workload": workload, "policy": policy, "requests": len(requests),
+                   "ttft_err_pct": float(np.median([m["ttft_median_err_pct"] for m in sim])),
+                   "tpot_err_pct": float(np.median([m["tpot_median_err_pct"] for m in sim])),
+                   "per_run": sim}  # fmt: skip
+            if noise:
+                row["live_vs_live_ttft_pct"] = float(np.median(
+                    [m["ttft_median_err_pct"] for m in noise]))  # fmt: skip
+                row["live_vs_live_tpot_pct"] = float(np.median(
+                    [m["tpot_median_err_pct"] for m in noise]))  # fmt: skip
+            rows.append(row)
+            print(f"  {workload:9s} {policy:14s} TTFT {row['ttft_err_pct']:5.1f}%  TPOT "
+                  f"{row['tpot_err_pct']:5.1f}%", flush=True)  # fmt: skip
+
+    table = pd.DataFrame(rows).drop(columns="per_run").set_index(["workload", "policy"])
+    print("\nmedian |error| per request, calibrated simulation vs live (%), and live vs live:")
+    print(table.round(1).to_string())
+    by_policy = table.groupby("policy")[["ttft_err_pct", "tpot_err_pct"]].max()
+    print("\nworst workload per policy (%):")
+    print(by_policy.round(1).to_string())
+    print(f"\n{time.perf_counter() - started:.0f} s in all; device {info}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "profile": {"mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
+                        "overhead_s": profile.overhead_s,
+                        "overhead_per_seq_s": profile.overhead_per_seq_s},
+            "fit": report, "rows": rows,
+        }, indent=1, default=str))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
