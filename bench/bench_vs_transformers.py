@@ -49,14 +49,14 @@ transformers (static batching, as a server without iteration-level scheduling wo
   static batching shows up as the next batch starting late, not in this request's own times.
   TPOT = (finish - first token) / (k - 1), as in sim/trace.py.
 
-Measured on the 2-core box (rate 4 req/s, best of 2, two invocations): live chunked 50.8-50.9
-tok/s, TTFT p50 0.82-0.87 s; live prefill-first 51.4-51.7 tok/s, 0.65-0.66 s; live static
-37.7-38.1 tok/s, 4.0-4.1 s; transformers 28.9-30.2 tok/s, 5.3-5.5 s (batches of 1, 9 and 6).
-So live chunked / transformers = 1.7-1.75x tok/s and 0.15x TTFT p50, of which ~1.3x comes from
-the implementation alone (live static vs transformers): transformers pads a batch's prompts to
-the longest (24% of the prompt tokens it computed were padding, 35% in the batch of 9, whose
-prefill took 3.6 s vs 2.2 s packed) and spends ~10% more per decode step (133 vs 122 ms at
-batch 9). TPOT goes the other way: chunked steps mix prefill chunks into the decodes (0.21 s
+Measured on the 2-core box (rate 4 req/s, best of 2), after the live engine's CPU matmul weights
+went column-major and its decode attention stopped padding to the longest context: live chunked
+62.0 tok/s, TTFT p50 0.62 s; live prefill-first 61.5 tok/s, 0.45 s; live static 44.0 tok/s,
+3.4 s; transformers 30.6 tok/s, 5.5 s (batches of 1, 9 and 6). So live chunked / transformers =
+2.03x tok/s and 0.11x TTFT p50 (it was 1.7x and 0.15x before those two changes), of which 1.44x
+comes from the implementation alone (live static vs transformers): transformers pads a batch's
+prompts to the longest (24% of the prompt tokens it computed were padding) and spends more per
+decode step. TPOT goes the other way: chunked steps mix prefill chunks into the decodes (0.17 s
 per token vs 0.13 s for transformers' pure decode steps).
 
 Metrics, both systems: output tok/s = total requested output tokens / (last finish - first
