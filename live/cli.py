@@ -76,10 +76,11 @@ def cmd_fidelity(args) -> None:
     The profile for policy X is fitted on the calibration workload's steps plus the steps of the
     OTHER policies' live runs (leave-one-policy-out), so every prediction is out of sample.
     """
-    from live.calibrate import calibration_samples, fidelity, fit, medians, predict
+    from live.calibrate import calibration_samples, fidelity, fit, medians, predict, sim_model
     from live.engine import run_live
 
     requests, options = _requests(args), _options(args)
+    sim_model(options.model)  # a model the simulator cannot predict fails now, not after the runs
     print("calibrating on this device ...", file=sys.stderr)
     base, info = calibration_samples(options)
     lives, steps = {}, {}

@@ -115,3 +115,8 @@ def test_live_cli_prints_the_measured_json_and_refuses_bad_input(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "freeze" in err
     assert main(["run", "--model", "gpt-5", "--scenario", "chat"]) == 2
+    assert "unknown model 'gpt-5'" in capsys.readouterr().err
+    # fidelity needs a model the simulator knows: refused at once, before any live run
+    assert main(["fidelity", "--model", "tiny", "--scenario", "chat"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "measured, not predicted" in err and "steps measured" not in err
