@@ -183,8 +183,7 @@ if fit_err > NOISY_FIT_PCT:  # the machine was busy while calibrating: say so, o
         st.rerun()
 p = result["profile"]
 st.caption(T("live.profile", mfu=p.mfu, attn=p.mfu_attn, mbu=p.mbu, o=p.overhead_s * 1000,
-             s=p.overhead_per_seq_s * 1000, gpu=result["gpu"],
-             fit=result["info"]["fit"]["median_abs_pct_error"]))  # fmt: skip
+             s=p.overhead_per_seq_s * 1000, gpu=result["gpu"], fit=fit_err))  # fmt: skip
 if runs[0].texts:
     st.subheader(T("live.texts"))
     for rid, text in runs[0].texts.items():

@@ -1,10 +1,13 @@
 """Calibrate the simulator on this machine, then measure how well it predicts the live engine.
 
 Notable features
-- `calibrate()` runs a small calibration workload live (prefill-first and chunked, so it sees
-  whole prefills, chunks with a cached prefix, decode batches of several sizes and mixed steps),
-  and fits the simulator's device profile (MFU, attention MFU, MBU, per-step overhead) to the
-  measured steps with `sim.calibrate.fit_profile`.
+- `calibrate()` runs a small calibration workload live (prefill-first, chunked and static, so
+  it sees whole prefills up to 1024 tokens, several prompts in one step, chunks over a cached
+  prefix, decode batches of 1..10 and mixed steps), and fits the simulator's device profile
+  (MFU, attention MFU, MBU, per-step and per-request overhead) to the measured steps with
+  `sim.calibrate.fit_profile`, dropping only steps a busy machine stalled.
+- `sim_model()` names the catalog model with the live model's shape: the simulator prices the
+  same FLOPs and bytes per step.
 - Efficiencies are relative to a nominal device spec: for a CPU, `REFERENCE_CPU` (a round
   0.5 TFLOP/s and 50 GB/s, above what this class of CPU reaches, so efficiencies stay below 1);
   for a GPU, the catalog entry of that GPU when it has one.
