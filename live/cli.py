@@ -4,6 +4,11 @@
                        [--model SmolLM2-135M | tiny | 1b-like | FOLDER] [--device auto|cpu|cuda]
                        [--set key=value ...] [--json] [--out DIR]
     python -m live fidelity --scenario freeze --policy prefill-first,chunked,static,short-first
+    python -m live serve --model tiny [--policy NAME] [--set key=value ...] [--port 8000]
+    python -m live replay --endpoint http://127.0.0.1:8000 --workload FILE.csv [--predict]
+
+`serve` puts the live engine behind an OpenAI-compatible HTTP API in real time (live/serve.py);
+`replay` sends a workload to any OpenAI-compatible server and times every token (live/replay.py).
 
 `--scenario` takes a live workload (freeze, three, blocking, chat) or a lesson scenario, scaled
 down to the live engine's limits; `--workload FILE.csv` reads a CSV like `python -m sim run`.
@@ -143,15 +148,37 @@ def build_parser() -> _Parser:
         if name == "run":
             p.add_argument("--json", action="store_true")
             p.add_argument("--out")
+    from live.replay import add_arguments as replay_arguments
+    from live.serve import add_arguments as serve_arguments
+
+    serve_arguments(sub.add_parser("serve", help="serve the live engine over the OpenAI API"))
+    replay_arguments(sub.add_parser("replay", help="replay a workload against a server, timed"))
     return parser
+
+
+def cmd_serve(args) -> None:
+    from live.serve import cmd_serve as serve
+
+    serve(args)
+
+
+def cmd_replay(args) -> int:
+    from live.replay import cmd_replay as replay
+
+    return replay(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        {"run": cmd_run, "fidelity": cmd_fidelity}[args.command](args)
+        commands = {"run": cmd_run, "fidelity": cmd_fidelity, "serve": cmd_serve,
+                    "replay": cmd_replay}  # fmt: skip
+        return commands[args.command](args) or 0
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except ModuleNotFoundError as err:
         print(f"error: {err.name} is not installed: pip install -r requirements-live.txt",
               file=sys.stderr)  # fmt: skip
