@@ -25,6 +25,7 @@ LESSONS = [  # (file, url path, title key, icon)
     ("app_pages/disaggregation.py", "disaggregation", "nav.disaggregation", "🔀"),
     ("app_pages/playground.py", "playground", "nav.playground", "🧪"),
     ("app_pages/live.py", "live", "nav.live", "🔬"),
+    ("app_pages/serve.py", "serve", "nav.serve", "📡"),
 ]
 pages = [
     st.Page(path, title=t(title, L), icon=icon, url_path=url, default=(url == "home"))
