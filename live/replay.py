@@ -189,7 +189,10 @@ async def _detokenize(http, root: str, model: str, ids: list[int]) -> str | None
         response = await http.post(f"{root}/detokenize", json={"model": model, "tokens": ids})
     except Exception:  # no /detokenize
         return None
-    return response.json().get("prompt") if response.status_code == 200 else None
+    if response.status_code != 200:
+        return None
+    body = response.json()
+    return body.get("prompt", body.get("text"))  # vLLM says prompt, others text
 
 
 def _spell(number: int, alphabet: Sequence[int]) -> list[int]:
