@@ -331,6 +331,9 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
             usage = getattr(chunk, "usage", None)
             if usage is not None and usage.prompt_tokens is not None:
                 m.prompt_tokens_server = usage.prompt_tokens
+                details = getattr(usage, "prompt_tokens_details", None)
+                if details is not None and details.cached_tokens is not None:
+                    m.cached_tokens = details.cached_tokens  # vLLM, with prompt details on
             if usage is not None and usage.completion_tokens is not None:
                 new = usage.completion_tokens - seen
             elif chunk.choices:

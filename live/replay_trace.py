@@ -52,6 +52,7 @@ class Measured:
     status: str = "pending"  # finished | rejected | failed | cancelled | pending
     error: str = ""
     prompt_tokens_server: float = math.nan
+    cached_tokens: float = math.nan  # usage.prompt_tokens_details.cached_tokens, if reported
     server_request_id: float = math.nan
     text: str = ""
 
@@ -109,33 +110,24 @@ def tables(
         max_itl = float(np.max(np.diff(times))) if got > 1 else math.nan
         e2e = last - m.sent_s if finished and got else math.nan
         ok = finished and ttft <= ttft_slo_s and (math.isnan(tpot) or tpot <= tpot_slo_s)
-        rows.append(
-            (
-                s.request_id,
-                m.sent_s,
-                s.prompt_tokens,
-                s.output_tokens,
-                s.priority,
-                first if finished else math.nan,
-                last if finished else math.nan,
-                ttft,
-                tpot,
-                max_itl,
-                e2e,
-                bool(ok),
-                math.nan,
-                endpoint,
-                m.status,
-                m.error,
-                s.arrival_s,
-                got,
-                m.prompt_tokens_server,
-                m.server_request_id,
-                m.error,
-            )
-        )
+        rows.append({
+            "request_id": s.request_id, "arrival_s": m.sent_s, "prompt_tokens": s.prompt_tokens,
+            "output_tokens": s.output_tokens, "priority": s.priority,
+            "first_token_s": first if finished else math.nan,
+            "finish_s": last if finished else math.nan, "ttft_s": ttft, "tpot_s": tpot,
+            "max_itl_s": max_itl, "e2e_s": e2e, "slo_met": bool(ok),
+            "preemptions": math.nan,  # invisible to a client
+            "worker": endpoint, "status": m.status, "reject_reason": m.error,
+            "cached_tokens": m.cached_tokens,  # when the server reports it in its usage
+            "scheduled_s": s.arrival_s, "output_tokens_received": got,
+            "prompt_tokens_server": m.prompt_tokens_server,
+            "server_request_id": m.server_request_id, "error": m.error,
+        })  # fmt: skip
         segs += _segments(m, times, endpoint, threshold)
-    requests = pd.DataFrame.from_records(rows, columns=[*REQUEST_COLUMNS, *EXTRA_COLUMNS])
+    # The contract's columns (whatever this version of sim.trace lists; one a client cannot
+    # know is NaN), then the replay's own.
+    columns = [*REQUEST_COLUMNS, *(c for c in EXTRA_COLUMNS if c not in REQUEST_COLUMNS)]
+    requests = pd.DataFrame.from_records(rows, columns=columns)
     segments = pd.DataFrame.from_records(segs, columns=list(SEGMENT_COLUMNS))
     steps = pd.DataFrame({c: [] for c in STEP_COLUMNS})
     meta = {
