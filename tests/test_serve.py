@@ -223,8 +223,8 @@ def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny, tmp_pat
     finish = both["finish_s"] + offset - both["finish_s_server"]
     tolerance = summary["server_clock_rtt_s"] / 2 + 0.001
     assert (delay > -tolerance).all() and (finish > -tolerance).all(), (delay, finish)
-    assert np.median(delay) < 0.005 and delay.max() < 0.03, delay
-    assert np.median(finish) < 0.005 and finish.max() < 0.03, finish
+    assert np.median(delay) < 0.005 and delay.max() < 0.05, delay
+    assert np.median(finish) < 0.005 and finish.max() < 0.05, finish
     # ...and the request reached the server a little after the client sent it.
     sent = both["arrival_s_server"] - (both["arrival_s"] + offset)
     assert (sent > -tolerance).all() and np.median(sent) < 0.01, sent
@@ -253,6 +253,27 @@ def test_prompts_share_no_prefix_unless_the_workload_says_so():
     a, b = (prompt_ids(RequestSpec(i, 0, 300, 1), base) for i in (1, 2))
     assert len(a) == len(b) == 300 and a[0] != b[0]
     assert prompt_ids(RequestSpec(1, 0, 300, 1), base) == a  # deterministic
+
+
+def test_prompts_share_exactly_the_prefixes_the_workload_shares():
+    """Mooncake hash ids (512-token blocks) and prefix groups become identical token ids."""
+    import dataclasses
+
+    from live.replay import prompt_ids
+    from sim.request import RequestSpec
+
+    fields = {f.name for f in dataclasses.fields(RequestSpec)}
+    if "hash_ids" not in fields:
+        pytest.skip("this version of sim has no prefix sharing in its requests")
+    base = list(range(50, 90)) * 3
+    a = prompt_ids(RequestSpec(0, 0, 1200, 1, hash_ids=(1, 2, 3)), base)
+    b = prompt_ids(RequestSpec(1, 0, 1200, 1, hash_ids=(1, 2, 4)), base)
+    c = prompt_ids(RequestSpec(2, 0, 1200, 1, hash_ids=(9, 2, 3)), base)
+    assert a[:1024] == b[:1024] and a[1024:] != b[1024:]  # two shared blocks, then not
+    assert a[:512] != c[:512]  # another first block: nothing shared (hashes are chained)
+    g1 = prompt_ids(RequestSpec(3, 0, 300, 1, prefix_group="sys", prefix_tokens=100), base)
+    g2 = prompt_ids(RequestSpec(4, 0, 300, 1, prefix_group="sys", prefix_tokens=100), base)
+    assert g1[:100] == g2[:100] and g1[100:] != g2[100:]
 
 
 # ---- a second policy changes the schedule the way the simulator says --------------------------
@@ -362,6 +383,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, tiny):
     assert done.returncode == 2 and "1 of 2 requests failed" in done.stderr
     assert "maximum context length" in done.stderr
     assert (tmp_path / "o" / "requests.csv").exists()
+
+
+def test_serve_refuses_bad_settings_in_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        cases = (
+            (["--port", port], "cannot listen"),
+            (["--port", "0", "--set", "bogus=1"], "bogus"),
+            (["--port", "0", "--max-model-len", "9999"], "max_model_len"),
+        )
+        for args, words in cases:
+            done = subprocess.run(
+                [PY, "-m", "live", "serve", "--model", "tiny", *args],
+                cwd=ROOT, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 2, done.stderr
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith("error:") and words in last, done.stderr
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path, tiny):
