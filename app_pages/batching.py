@@ -38,6 +38,7 @@ specs = [(T("batching.static"), workload, static), (T("batching.continuous"), wo
 w.timeline_of(specs)
 st.caption(T("common.legend"))
 w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
+w.engine_note("static", "prefill-first")
 st.markdown(T("batching.takeaway"))
 w.show_code(StaticBatching)
 w.show_code(PrefillFirst)

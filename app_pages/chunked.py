@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from sim.policies.chunked import Chunked
+from sim.policies.vllm_v1 import Vllm
 from ui import charts
 from ui import widgets as w
 
@@ -23,15 +23,16 @@ with c2:
 hw = (("gpu", gpu),)
 try:
     specs = [
-        w.variant_spec("c5-long-prompt-freeze", "prefill-first", hw),
+        w.variant_spec("c5-long-prompt-freeze", "prefill-first (V0)", hw),
         w.variant_spec(SCENARIO, "chunk 2048", (*hw, ("max_num_batched_tokens", chunk))),
     ]
 except ValueError as err:
     w.config_error(err)
     st.stop()
-specs[1] = (f"chunked {chunk}", specs[1][1], specs[1][2])
+specs[1] = (f"vLLM V1, {chunk}", specs[1][1], specs[1][2])
 w.timeline_of(specs)
 st.caption(T("common.legend"))
+w.engine_note("prefill-first", "vllm")
 w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
 
 st.subheader(T("chunked.tradeoff_title"))
@@ -45,4 +46,4 @@ for size in SIZES:
                  "max_itl_s": float(q[~long].max_itl_s.max()),
                  "p99_tpot_s": float(q[~long].tpot_s.quantile(0.99))})  # fmt: skip
 w.chart(charts.chunk_tradeoff(pd.DataFrame(rows), lang=L))
-w.show_code(Chunked)
+w.show_code(Vllm)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from sim.config import SimConfig, with_overrides
+from sim.config import DISAGG_PROTOCOLS, SimConfig, with_overrides
 from sim.hardware import GPUS, LINKS_GB_S
 from sim.metrics import summarize
 from sim.sweep import goodput_of
@@ -17,7 +17,7 @@ LONG = 8192  # prompt tokens from which a request counts as a long document
 st.title(T("disagg.title"))
 st.markdown(T("disagg.lead"))
 
-c1, c2, c3, c4, c5 = st.columns(5)
+c1, c2, c3, c4, c5, c6 = st.columns(6)
 with c1:
     n_p = w.select("p", T("disagg.num_prefill"), [1, 2, 3], 1)
 with c2:
@@ -29,6 +29,9 @@ with c4:
     decode_gpu = w.select("dgpu", T("disagg.decode_gpu"), list(GPUS), "H100-SXM")
 with c5:
     rate = w.slider("rate", T("common.rate"), 1.0, 16.0, 6.0, step=1.0)
+with c6:
+    protocol = w.select("protocol", T("disagg.protocol"), list(DISAGG_PROTOCOLS), "vllm",
+                        help=T("disagg.protocol_help"))  # fmt: skip
 
 gpus = n_p + n_d
 workload = WorkloadConfig(rate_per_s=rate, num_requests=120, prompt="chat+longdoc", seed=11)
@@ -40,7 +43,8 @@ try:
             "topology": "router", "router": "length", "num_instances": gpus}),
         f"{n_p}P{n_d}D": with_overrides(SimConfig(), {
             "topology": "disaggregated", "num_prefill": n_p, "num_decode": n_d,
-            "kv_bandwidth_gb_s": LINKS_GB_S[link], "decode_gpu": decode_gpu}),
+            "kv_bandwidth_gb_s": LINKS_GB_S[link], "decode_gpu": decode_gpu,
+            "disagg_protocol": protocol}),
     }  # fmt: skip
 except ValueError as err:
     w.config_error(err)
@@ -48,6 +52,7 @@ except ValueError as err:
 specs = [(label, workload, config) for label, config in configs.items()]
 w.timeline_of(specs)
 st.caption(T("common.legend"))
+w.engine_note("vllm")
 runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
 rows = {}
 for label, run in runs:  # chats and long documents apart: mixing them hides the story

@@ -21,6 +21,7 @@ st.subheader(T("home.hero_title"))
 st.markdown(T("home.hero_text"))
 w.timeline(SCENARIO, LABELS)
 st.caption(T("common.legend"))
+w.engine_note("prefill-first")
 
 st.subheader(T("home.window_title"))
 t1 = w.slider("window", T("home.window"), 1.0, 10.0, 5.0, step=0.5)
@@ -45,6 +46,7 @@ for path, key in (
     ("app_pages/chunked.py", "nav.chunked"),
     ("app_pages/long_prompts.py", "nav.long_prompts"),
     ("app_pages/memory.py", "nav.memory"),
+    ("app_pages/prefix_caching.py", "nav.prefix_caching"),
     ("app_pages/disaggregation.py", "nav.disaggregation"),
     ("app_pages/playground.py", "nav.playground"),
 ):

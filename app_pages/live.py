@@ -33,7 +33,11 @@ def has_cuda() -> bool:
 # only where a GPU runs them in seconds; on a CPU a 1B prefill of 1024 tokens takes ~15 s.
 MODELS = ((["SmolLM2-135M"] if HAS_SMOLLM2 else []) + ["smollm2-135m-shape"]
           + (["1b-like", "8b-like"] if has_cuda() else []))  # fmt: skip
-POLICIES = ["prefill-first", "chunked", "static", "short-first"]
+POLICIES = ["vllm", "prefill-first", "vllm-v0", "chunked", "static", "short-first", "sglang"]
+# Chunks sized for a CPU: 128 tokens take ~0.3 s here, like a 2048-token chunk on an H100.
+CPU_CHUNKS = {name: {"max_num_batched_tokens": 128}
+              for name in ("vllm", "vllm-v0", "chunked", "short-first")}  # fmt: skip
+CPU_CHUNKS["sglang"] = {"chunked_prefill_size": 128}
 NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was busy
 if not HAS_SMOLLM2:
     st.info(T("live.no_smollm2"))
@@ -59,7 +63,7 @@ with c1:
     workload_name = w.select("wl", T("live.workload"), ["freeze", "three", "blocking", "chat",
                                                         "typed"], "freeze")  # fmt: skip
 with c2:
-    policy = w.select("policy", T("play.policy"), POLICIES, "chunked")
+    policy = w.select("policy", T("play.policy"), POLICIES, "vllm")
 with c3:
     versus = w.select("vs", T("live.versus"), ["none", *POLICIES], "prefill-first",
                       help=T("live.versus_help"))  # fmt: skip
@@ -70,7 +74,9 @@ with c5:
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])
 knobs_text = st.text_input(T("play.knobs"), "", key="knobs",
                            bind="query-params", help=T("play.knobs_help"))  # fmt: skip
-st.caption(T(f"live.about_{workload_name}") + " " + T("live.chunk_note"))
+st.caption(T(f"live.about_{workload_name}") + " " + T("live.chunk_note") + " "
+           + T("live.no_prefix_cache"))
+w.engine_note(*policies)
 
 typed_ids = None
 if workload_name == "typed":
@@ -88,8 +94,7 @@ else:
 
 
 def live_config(name: str) -> SimConfig:
-    # Chunks sized for a CPU: 128 tokens take ~0.3 s here, like a 2048-token chunk on an H100.
-    small_chunks = {"max_num_batched_tokens": 128} if name in ("chunked", "short-first") else {}
+    small_chunks = CPU_CHUNKS.get(name, {})
     return with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks, **knobs})
 
 

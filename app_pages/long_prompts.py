@@ -1,44 +1,63 @@
-"""Lesson 5 (C7, C8, C10a): prefill-queue blocking, the fast lane, short-first and starvation."""
+"""Lesson 5 (C7, C8, C10a): prefill-queue blocking, V1's and V0's fast lanes, short-first."""
 
 import streamlit as st
 
 from sim.config import SimConfig, with_overrides
-from sim.policies.chunked import Chunked
 from sim.policies.short_first import ShortFirst
+from sim.policies.vllm_v0 import VllmV0
+from sim.policies.vllm_v1 import Vllm
 from sim.scenarios import long_prompts_then_chats, requests_from_rows
 from ui import widgets as w
 
 T = w.translator()
+BUDGET = 2048  # the step's token budget in this lesson (vLLM's default on an A100 or L40S)
 st.title(T("long.title"))
 st.markdown(T("long.lead"))
 blocking, starvation = st.tabs([T("long.tab_blocking"), T("long.tab_starvation")])
 
 with blocking:
     st.markdown(T("long.blocking_text"))
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3 = st.columns(3)
     with c1:
         long_len = w.steps("long_len", T("long.long_len"), [8192, 16384, 20000, 32768], 20000)
     with c2:
         n_long = w.select("n_long", T("long.n_long"), [1, 2], 2)
     with c3:
-        partial = w.select("partial", T("long.partial"), [1, 2, 4, 8], 4)
-    with c4:
-        max_long = w.select("max_long", T("long.max_long"), [1, 2, 4, 8], 1)
-    threshold = w.steps("threshold", T("long.threshold"), [1024, 2048, 4096, 10000, 16384], 10000)
+        threshold = w.steps("v1_threshold", T("long.threshold"), [128, 256, 512, 1024, 1536],
+                            512)  # fmt: skip
+    with st.expander(T("long.v0_knobs"), expanded=True):
+        d1, d2, d3 = st.columns(3)
+        with d1:
+            partial = w.select("partial", T("long.partial"), [1, 2, 4, 8], 4)
+        with d2:
+            max_long = w.select("max_long", T("long.max_long"), [1, 2, 4, 8], 1)
+        with d3:
+            # URL key "threshold" kept from before this lesson had a V1 part: old links work.
+            v0_threshold = w.steps("threshold", T("long.v0_threshold"),
+                                   [1024, 2048, 4096, 10000, 16384], 10000)  # fmt: skip
     workload = long_prompts_then_chats([(0.02 * i, long_len) for i in range(n_long)])
     try:
-        default = SimConfig()
-        mine = with_overrides(SimConfig(), {
-            "max_num_partial_prefills": partial, "max_long_partial_prefills": max_long,
-            "long_prefill_token_threshold": threshold})  # fmt: skip
+        v1_default = with_overrides(SimConfig(), {"max_num_batched_tokens": BUDGET})
+        v1_lane = with_overrides(v1_default, {"long_prefill_token_threshold": threshold})
+        v0_lane = with_overrides(SimConfig(policy="vllm-v0"), {
+            "max_num_batched_tokens": BUDGET, "max_num_partial_prefills": partial,
+            "max_long_partial_prefills": max_long,
+            "long_prefill_token_threshold": v0_threshold})  # fmt: skip
     except ValueError as err:
         w.config_error(err)
         st.stop()
-    specs = [(T("long.vllm_default"), workload, default), (T("long.yours"), workload, mine)]
+    specs = [
+        (T("long.v1_default"), workload, v1_default),
+        (T("long.v1_lane", threshold=threshold), workload, v1_lane),
+        (T("long.v0_lane", partial=partial, max_long=max_long), workload, v0_lane),
+    ]
     w.timeline_of(specs, key="blocking")
+    st.caption(T("common.legend"))
+    w.engine_note("vllm", "vllm-v0")
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
     st.markdown(T("long.blocking_takeaway"))
-    w.show_code(Chunked)
+    w.show_code(Vllm)
+    w.show_code(VllmV0)
 
 with starvation:
     st.markdown(T("long.starvation_text"))
@@ -50,12 +69,12 @@ with starvation:
     rows = [(i / rate, 600, 30) for i in range(int(8 * rate))]
     rows += [(1.0, 12000, 20), (2.0, 12000, 20), (3.0, 12000, 20)]
     workload = requests_from_rows(rows)
-    knobs = {"max_num_partial_prefills": 2, "max_long_partial_prefills": 1,
-             "long_prefill_token_threshold": 8192}  # fmt: skip
+    knobs = {"max_num_batched_tokens": BUDGET}
     fcfs = with_overrides(SimConfig(), knobs)
     short = with_overrides(SimConfig(policy="short-first"), {**knobs, "aging_s": aging})
     specs = [("fcfs", workload, fcfs), (T("long.short_first", aging=aging), workload, short)]
     w.timeline_of(specs, key="starvation")
+    w.engine_note("vllm", "short-first")
     runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
     table = {label: run.requests for label, run in runs}
     cols = st.columns(len(table))

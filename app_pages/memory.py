@@ -17,16 +17,18 @@ with c1:
 with c2:
     mode = w.select("mode", T("memory.mode"), ["recompute", "swap"], "recompute",
                     help=T("memory.mode_help"))  # fmt: skip
-overrides = (("kv_capacity_tokens", capacity), ("preemption_mode", mode))
+overrides = (("kv_capacity_tokens", capacity),)
+variant = "recompute" if mode == "recompute" else "swap (V0)"  # swap exists only in vLLM V0
 try:
-    spec = w.variant_spec(SCENARIO, "recompute", overrides)
+    spec = w.variant_spec(SCENARIO, variant, overrides)
     run = w.simulate_cached(spec[1], spec[2])
 except ValueError as err:
     w.config_error(err)
     st.stop()
-label = f"{mode}, {capacity:,} KV tokens"
+label = f"{spec[2].policy}: {mode}, {capacity:,} KV tokens"
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))
+w.engine_note(spec[2].policy)
 q = run.requests
 m1, m2, m3 = st.columns(3)
 m1.metric(T("memory.preemptions"), int(q.preemptions.sum()))

@@ -7,7 +7,7 @@ import streamlit as st
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.export import chrome_trace, to_json_dict
 from sim.metrics import summarize
-from sim.policies import POLICIES
+from sim.policies import POLICIES, make_policy
 from sim.slo import SLO_PRESETS
 from sim.sweep import goodput_of
 from sim.workload import PRESETS, WorkloadConfig, WorkloadError, head, load_csv
@@ -57,8 +57,8 @@ else:
 # ---- configurations ----
 st.subheader(T("play.configs"))
 count = w.select("k", T("play.count"), [1, 2, 3, 4], 2)
-defaults = [("prefill-first", "colocated"), ("chunked", "colocated"),
-            ("chunked", "disaggregated"), ("short-first", "colocated")]  # fmt: skip
+defaults = [("vllm", "colocated"), ("prefill-first", "colocated"),
+            ("vllm", "disaggregated"), ("sglang", "colocated")]  # fmt: skip
 specs, columns = [], st.columns(count)
 for i, col in enumerate(columns):
     with col:
@@ -73,6 +73,9 @@ for i, col in enumerate(columns):
         except ValueError as err:
             w.config_error(err)
             continue
+        w.engine_note(policy)
+        for note in make_policy(config.policy, config.knobs).notes():
+            st.info(note)
         specs.append((f"{i + 1}: {policy} · {topology}", workload, config))
 
 # ---- SLO ----

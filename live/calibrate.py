@@ -1,7 +1,7 @@
 """Calibrate the simulator on this machine, then measure how well it predicts the live engine.
 
 Notable features
-- `calibrate()` runs a small calibration workload live (prefill-first, chunked and static, so
+- `calibrate()` runs a small calibration workload live (prefill-first, vllm and static, so
   it sees whole prefills up to 1024 tokens, several prompts in one step, chunks over a cached
   prefix, decode batches of 1..10 and mixed steps), and fits the simulator's device profile
   (MFU, attention MFU, MBU, per-step and per-request overhead) to the measured steps with
@@ -88,7 +88,7 @@ def calibration_workload(max_len: int = 8192) -> list[RequestSpec]:
 
 # Policies the calibration workload runs under: whole prompts (alone and several in one step),
 # chunks over a cached prefix mixed with decodes, and static batches (decode batches that shrink).
-CALIBRATION_RUNS = (("prefill-first", {}), ("chunked", {"max_num_batched_tokens": 160}),
+CALIBRATION_RUNS = (("prefill-first", {}), ("vllm", {"max_num_batched_tokens": 160}),
                     ("static", {}))  # fmt: skip
 
 
@@ -147,7 +147,10 @@ def calibrated_config(config: SimConfig, profile: DeviceProfile, gpu: GpuSpec,
 def predict(requests: list[RequestSpec], config: SimConfig, profile: DeviceProfile,
             gpu: GpuSpec, live_run: RunResult) -> RunResult:  # fmt: skip
     """The calibrated simulation of the live run's workload (same KV capacity as the live run)."""
-    cfg = calibrated_config(config, profile, gpu, live_run.meta.get("live_model", "SmolLM2-135M"))
+    from live.engine import without_prefix_cache
+
+    cfg = calibrated_config(without_prefix_cache(config), profile, gpu,
+                            live_run.meta.get("live_model", "SmolLM2-135M"))  # fmt: skip
     capacity = live_run.meta["config"]["kv_capacity_tokens"]
     return simulate(requests, with_overrides(cfg, {"kv_capacity_tokens": capacity}))
 

@@ -1,9 +1,9 @@
 """`python -m live`: the simulator's CLI, but every step runs on a real model.
 
-    python -m live run --scenario freeze --policy chunked [--topology disaggregated]
+    python -m live run --scenario freeze --policy vllm [--topology disaggregated]
                        [--model SmolLM2-135M | tiny | 1b-like | FOLDER] [--device auto|cpu|cuda]
                        [--set key=value ...] [--json] [--out DIR]
-    python -m live fidelity --scenario freeze --policy prefill-first,chunked,static,short-first
+    python -m live fidelity --scenario freeze --policy prefill-first,vllm,static,short-first
     python -m live serve --model tiny [--policy NAME] [--set key=value ...] [--port 8000]
     python -m live replay --endpoint http://127.0.0.1:8000 --workload FILE.csv [--predict]
 
@@ -24,6 +24,7 @@ import pandas as pd
 
 from sim.cli import CliError, _config, _Parser, _print_table, emit_files_and_json
 from sim.config import SimConfig
+from sim.policies import DEFAULT_POLICY
 from sim.workload import load_csv
 
 REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
@@ -134,8 +135,8 @@ def build_parser() -> _Parser:
         p = sub.add_parser(name, help=text)
         p.add_argument("--scenario", help="freeze, three, blocking, chat, or a lesson scenario")
         p.add_argument("--workload", help="a CSV, as for python -m sim run")
-        p.add_argument("--policy", default="chunked" if name == "run" else
-                       "prefill-first,chunked,static,short-first")  # fmt: skip
+        p.add_argument("--policy", default=DEFAULT_POLICY if name == "run" else
+                       "prefill-first,vllm,static,short-first")  # fmt: skip
         p.add_argument("--topology")
         p.add_argument("--set", action="append", metavar="KEY=VALUE")
         p.add_argument(

@@ -85,6 +85,15 @@ def check_size(requests: list[RequestSpec]) -> None:
                          f"{MAX_TOTAL_TOKENS} per run; use shorter prompts or outputs")  # fmt: skip
 
 
+def without_prefix_cache(config: SimConfig) -> SimConfig:
+    """The config with prefix caching off: the live engine keeps every request's KV in a store of
+    its own (live/kvstore.py), so it cannot serve one request's prompt from another's blocks.
+    Its predictions use the same setting, so live and simulated runs stay comparable."""
+    if getattr(config.knobs, "enable_prefix_caching", False):
+        return with_overrides(config, {"enable_prefix_caching": False})
+    return config
+
+
 def prompt_ids(requests, tokenizer, vocab: int, seed: int) -> dict[int, list[int]]:
     """Token ids of each prompt, exactly prompt_tokens long (text if there is a tokenizer)."""
     if tokenizer is None:  # random weights: random ids (timing does not depend on values)
@@ -109,6 +118,7 @@ def run_live(
     from live.runner import ModelRunner
 
     check_size(requests)
+    config = without_prefix_cache(config)
     if config.engine.preemption_mode != "recompute":
         raise ValueError("the live engine preempts by recompute only (as vLLM V1); "
                          "set preemption_mode=recompute")  # fmt: skip

@@ -17,7 +17,7 @@ def _rows(rows) -> list[RequestSpec]:
 
 
 LIVE_WORKLOADS = {
-    # C5/C6: four chats streaming, then one long prompt: prefill-first freezes them, chunked not.
+    # C5/C6: four chats streaming, then one long prompt: prefill-first freezes them, vllm not.
     "freeze": lambda: _rows([(0.1 * i, 96, 24) for i in range(4)] + [(0.6, 768, 8)]),
     # C12: three staggered requests.
     "three": lambda: _rows([(0.0, 256, 32), (0.6, 256, 32), (1.2, 256, 32)]),

@@ -60,16 +60,22 @@ def build_requests(
     prompt_tokens: Iterable[int],
     output_tokens: Iterable[int],
     priority: Iterable[int] | None = None,
+    prefixes: Iterable[tuple] | None = None,
 ) -> list[RequestSpec]:
-    """RequestSpecs sorted by arrival (ties keep input order), numbered 0..n-1 in that order."""
+    """RequestSpecs sorted by arrival (ties keep input order), numbered 0..n-1 in that order.
+
+    `prefixes` gives each request's (prefix_group, prefix_tokens, hash_ids), if any.
+    """
     arrivals = [float(t) for t in arrival_s]
     prompts = [int(p) for p in prompt_tokens]
     outputs = [int(o) for o in output_tokens]
     priorities = [0] * len(arrivals) if priority is None else [int(p) for p in priority]
-    if not len(arrivals) == len(prompts) == len(outputs) == len(priorities):
-        raise ValueError("arrival_s, prompt_tokens, output_tokens and priority differ in length")
+    shared = [("", 0, ())] * len(arrivals) if prefixes is None else list(prefixes)
+    if not len(arrivals) == len(prompts) == len(outputs) == len(priorities) == len(shared):
+        raise ValueError("arrival_s, prompt_tokens, output_tokens, priority and prefixes differ "
+                         "in length")  # fmt: skip
     order = sorted(range(len(arrivals)), key=arrivals.__getitem__)  # sorted() is stable
     return [
-        RequestSpec(new_id, arrivals[i], prompts[i], outputs[i], priorities[i])
+        RequestSpec(new_id, arrivals[i], prompts[i], outputs[i], priorities[i], *shared[i])
         for new_id, i in enumerate(order)
     ]

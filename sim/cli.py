@@ -25,11 +25,11 @@ from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.export import to_json_dict, write_outputs
 from sim.hardware import GPUS, MODELS
 from sim.metrics import compare_tokens_in_window, summarize
-from sim.policies import POLICIES, get_policy_class
+from sim.policies import POLICIES, get_policy_class, make_policy
 from sim.scenarios import SCENARIOS, get_scenario
 from sim.slo import SLO_PRESETS, get_slo
 from sim.sweep import goodput_of, parse_rates, sweep_rates
-from sim.workload import PRESETS, load_csv
+from sim.workload import PRESETS, load_workload
 
 
 class CliError(Exception):
@@ -56,9 +56,15 @@ def _config(args, base: SimConfig) -> SimConfig:
     config = base
     if args.policy:
         cls = get_policy_class(args.policy)
-        if cls.name != config.policy:  # keep the knobs the new policy shares with the old one
-            old = dataclasses.asdict(config.knobs)
-            shared = {f.name: old[f.name] for f in dataclasses.fields(cls.Knobs) if f.name in old}
+        if cls.name != config.policy:
+            # Keep only the knobs the base config CHOSE (a scenario variant's settings) that the
+            # new policy also has; the rest are the new policy's own defaults (prefill-first's
+            # budget is 131072, not another policy's 2048).
+            old = config.knobs
+            old_defaults = dataclasses.asdict(type(old)())
+            chosen = {k: v for k, v in dataclasses.asdict(old).items() if old_defaults[k] != v}
+            shared = {f.name: chosen[f.name] for f in dataclasses.fields(cls.Knobs)
+                      if f.name in chosen}  # fmt: skip
             config = dataclasses.replace(config, policy=cls.name, knobs=cls.Knobs(**shared))
     sets = {}
     if args.topology:
@@ -76,7 +82,7 @@ def _workload_and_base(args):
     if bool(args.scenario) == bool(args.workload):
         raise CliError("give exactly one of --scenario NAME or --workload FILE.csv")
     if args.workload:
-        return load_csv(args.workload), SimConfig(), args.workload
+        return load_workload(args.workload), SimConfig(), args.workload
     scenario = get_scenario(args.scenario)
     variant = scenario.variant(args.variant) if args.variant else scenario.variants[0]
     return scenario.requests(variant), variant.config, f"{scenario.name} [{variant.label}]"
@@ -119,7 +125,10 @@ def cmd_list(args) -> None:
     for name, cls in POLICIES.items():
         knobs = ", ".join(f"{f.name}={getattr(cls.Knobs(), f.name)}"
                           for f in dataclasses.fields(cls.Knobs))  # fmt: skip
-        print(f"  {name:14s} mirrors {cls.mirrors}\n  {'':14s} {knobs}")
+        alias = "   (old name of vllm-v0)" if name == "chunked" else ""
+        print(f"  {name:14s} mirrors {cls.mirrors}{alias}\n  {'':14s} {knobs}")
+    print("  (0 = the engine's own default for the GPU, e.g. vLLM on an H100: 8192 tokens and "
+          "1024 sequences; SGLang: chunked_prefill_size 8192)")
     print(f"\nTopologies (--topology NAME): {', '.join(TOPOLOGY_NAMES)}")
     print("  routers (--set router=NAME): round-robin, least-loaded, length")
     print(
@@ -131,9 +140,16 @@ def cmd_list(args) -> None:
     print(f"Length presets (workloads): {', '.join(PRESETS)}")
 
 
+def _notes(config: SimConfig) -> None:
+    """Remarks about the configuration (e.g. an old spelling), on stderr."""
+    for note in make_policy(config.policy, config.knobs).notes():
+        print(f"note: {note}", file=sys.stderr)
+
+
 def cmd_run(args) -> None:
     requests, base, label = _workload_and_base(args)
     config = _config(args, base)
+    _notes(config)
     run = simulate(requests, config)
     summary = emit_files_and_json(run, args)
     if args.json:
@@ -172,7 +188,7 @@ def cmd_compare(args) -> None:
 def cmd_sweep(args) -> None:
     rates = parse_rates(args.rate)
     if args.workload:
-        workload, base = load_csv(args.workload), SimConfig()
+        workload, base = load_workload(args.workload), SimConfig()
     else:
         if not args.scenario:
             raise CliError("give exactly one of --scenario NAME or --workload FILE.csv")
@@ -205,8 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "compare":
             p.add_argument(
                 "--workload",
-                help="a CSV: arrival_s,prompt_tokens,output_tokens or "
-                "the Azure trace's TIMESTAMP,ContextTokens,GeneratedTokens",
+                help="a CSV (arrival_s,prompt_tokens,output_tokens[,priority][,prefix_group,"
+                "prefix_tokens], or the Azure trace's TIMESTAMP,ContextTokens,GeneratedTokens) "
+                "or a Mooncake trace (.jsonl)",
             )
             p.add_argument("--variant", help="which of the scenario's variants (default: first)")
             p.add_argument("--policy", help=f"one of: {', '.join(POLICIES)}")

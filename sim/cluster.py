@@ -6,14 +6,18 @@ Notable features
   `instance_loop`: ask the engine for a batch, price it with the roofline cost model, let simpy
   time pass for that long, apply the result. The live engine runs the same Engine with a real
   model instead of the cost model.
-- Disaggregated: a request prefills on a P worker (which produces its first token, as DistServe
-  does), waits for a D worker to reserve blocks for its prompt's KV, crosses the P worker's KV link
-  (a FIFO simpy Resource, like SimPy's `Cable` example), and decodes on D. P holds its blocks until
-  the transfer ends.
+- Disaggregated: a request prefills on a P worker, waits for a D worker to reserve blocks for its
+  prompt's KV, crosses the P worker's KV link (a FIFO simpy Resource, like SimPy's `Cable`
+  example), then waits on D to be admitted like any request (so D's `max_num_seqs`, static batch
+  and token budget apply) and decodes there. P holds its blocks until the transfer ends.
+  `disagg_protocol` says who makes token 1: `vllm` (vLLM's NIXL connector: P runs with
+  max_tokens=1 and its token is dropped; D computes the last prompt token again and samples token
+  1) or `distserve` (DistServe: P's token is token 1, D only decodes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from itertools import count
 
@@ -25,6 +29,7 @@ from sim.engine import Engine, StepTiming
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens, kv_transfer_s
 from sim.kv import KVCache
 from sim.policies import make_policy
+from sim.prefix_cache import PrefixCachingKV
 from sim.recorder import TraceRecorder
 from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
@@ -169,19 +174,27 @@ class Cluster:
             for d in self.decode:
                 d.on_step = self._start_transfers
 
+    def knobs_for(self, gpu) -> object:
+        """The policy's knobs with "the engine's default" resolved for `gpu` (e.g. vLLM's
+        max_num_batched_tokens, SGLang's chunked_prefill_size)."""
+        return self.config.knobs.for_gpu(gpu.name, gpu.mem_gb)
+
     def _worker(self, name: str, role: str) -> Worker:
         c, eng = self.config, self.config.engine
         gpu, cost, kv_tokens = self.gpu, self.cost, self.kv_tokens
         if role == "decode":
             gpu, cost, kv_tokens = self.decode_gpu, self.decode_cost, self.decode_kv_tokens
+        policy = make_policy(c.policy, self.knobs_for(gpu))
+        kv_class = PrefixCachingKV if policy.prefix_caching else KVCache
         engine = Engine(
             name,
-            make_policy(c.policy, c.knobs),
-            KVCache(kv_tokens, eng.block_size),
+            policy,
+            kv_class(kv_tokens, eng.block_size),
             self.recorder,
             eng.preemption_mode,
             self.swap_tokens,
         )
+        engine.hands_off = role == "prefill"
         swap_s = self.model.kv_bytes_per_token / (gpu.host_link_gb_s * 1e9)
         w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
         w.clock = self.clock
@@ -231,7 +244,7 @@ class Cluster:
             req.reject_reason = reason
             req.state = RequestState.REJECTED
             return None
-        req.remote_decode = True
+        req.remote_decode = topo.disagg_protocol
         return p
 
     # ---- disaggregated hand-off ---------------------------------------------------------------
@@ -293,7 +306,8 @@ class Cluster:
             "policy": c.policy, "topology": c.topology.topology, "gpu": self.gpu.name,
             "model": self.model.name, "num_gpus": sum(w.gpus for w in self.workers),
             "ttft_slo_s": c.slo.ttft_slo_s, "tpot_slo_s": c.slo.tpot_slo_s,
-            "duration_s": max(finish, default=0.0), "workers": workers, "config": c.flat(),
+            "duration_s": max(finish, default=0.0), "workers": workers,
+            "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
         }  # fmt: skip
 

@@ -15,10 +15,11 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from sim.policies import POLICIES, Knobs, get_policy_class
+from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
 ROUTER_NAMES = ("round-robin", "least-loaded", "length")
+DISAGG_PROTOCOLS = ("vllm", "distserve")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -95,6 +96,7 @@ class TopologyConfig:
     max_local_prefill_length: int = 1000  # conditional: prompts up to this prefill on D
     max_prefill_queue: int = 2  # conditional: remote prefill only while P's queue is shorter
     decode_gpu: str = ""  # disaggregated: another GPU kind for D workers ("" = same as P)
+    disagg_protocol: str = "vllm"  # who samples token 1: vllm (on D, as vLLM) | distserve (on P)
 
     def __post_init__(self) -> None:
         _require(
@@ -119,6 +121,11 @@ class TopologyConfig:
         )
         _require(self.max_local_prefill_length >= 0, "max_local_prefill_length must be >= 0")
         _require(self.max_prefill_queue >= 1, "max_prefill_queue must be >= 1")
+        _require(
+            self.disagg_protocol in DISAGG_PROTOCOLS,
+            f"disagg_protocol must be one of {', '.join(DISAGG_PROTOCOLS)}, "
+            f"got {self.disagg_protocol!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,7 @@ def default_knobs(policy: str) -> Knobs:
 class SimConfig:
     """Everything a run needs besides the workload."""
 
-    policy: str = "chunked"
+    policy: str = DEFAULT_POLICY
     knobs: Knobs | None = None  # None = the policy's defaults
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -155,6 +162,11 @@ class SimConfig:
         _require(
             type(self.knobs) is cls.Knobs,
             f"knobs of type {type(self.knobs).__name__} do not belong to policy {cls.name}",
+        )
+        _require(
+            self.engine.preemption_mode != "swap" or cls.supports_swap,
+            f"preemption_mode=swap: {cls.mirrors.split(' (')[0]} preempts by recompute only; "
+            "swap is vLLM V0's (policy vllm-v0 or prefill-first)",
         )
 
     def flat(self) -> dict:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from sim.policies.base import Policy
 
 DECODE, PREFILL, STALL = KIND_CODE["decode"], KIND_CODE["prefill"], KIND_CODE["stall"]
+CACHED = KIND_CODE["cached"]
 
 
 class StepPlan:
@@ -107,6 +108,7 @@ class Engine:
         self.swapped: deque[Request] = deque()
         self.num_steps = 0
         self._worker_code = recorder.worker_code(name)
+        self.hands_off = False  # a disaggregated prefill (P) worker: prompts leave for D
         self._admit_counter = 0
         self._now = 0.0
 
@@ -128,20 +130,32 @@ class Engine:
     def add_prefilled(self, req: Request, now: float) -> None:
         """A request whose prompt KV was transferred here (disaggregated decode side).
 
-        Its blocks were reserved by `reserve_transfer` before the copy began; it joins the running
-        batch as a decode at the next step.
+        Its blocks were reserved by `reserve_transfer` before the copy began. It waits to be
+        admitted like any request (so `max_num_seqs`, a static batch and the token budget still
+        apply), ahead of requests that hold no KV yet: vLLM V1 drains its KV-holding waiting
+        queue first (vllm/v1/core/sched/scheduler.py, `schedule`, "Requests holding KV blocks
+        are always drained first").
         """
-        req.state = RequestState.RUNNING
-        req.admit_seq = self._next_admit()
-        self.running.append(req)
+        req.state = RequestState.WAITING
+        req.kv_holding = True
+        req.wait_kind, req.wait_since = "queued", now
+        i = 0
+        while i < len(self.waiting) and self.waiting[i].kv_holding:
+            i += 1
+        self.waiting.insert(i, req)
 
     def reserve_transfer(self, req: Request) -> bool:
-        """Reserve blocks for an incoming prompt's KV (vLLM reserves D's blocks before the read)."""
+        """Reserve blocks for an incoming prompt's KV (vLLM reserves D's blocks before the read).
+
+        vLLM's protocol (`remote_decode == "vllm"`): the prompt's KV arrives, the LAST prompt
+        token is computed again on D to sample token 1 (`_update_waiting_for_remote_kv`:
+        num_computed_tokens = num_tokens - 1). DistServe's: P made token 1; D only decodes.
+        """
         if not self.kv.grow(req, req.prompt_tokens):
             return False
-        req.num_computed = req.prompt_tokens
         req.high_water = req.prompt_tokens
-        req.sync_phase()  # it arrives as a decode
+        req.num_computed = req.prompt_tokens - (1 if req.remote_decode == "vllm" else 0)
+        req.sync_phase()
         return True
 
     def release(self, req: Request) -> None:
@@ -217,6 +231,9 @@ class Engine:
                 else:
                     add(req, wid, DECODE, start_s, end_s, n, slowed, step)
             else:
+                if req.pending_cached:  # the prompt's start came from the prefix cache
+                    add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
+                    req.pending_cached = 0
                 flags = RECOMPUTE if offset < req.high_water else 0
                 add(req, wid, PREFILL, start_s, end_s, n, flags, step)
             req.num_computed += n
@@ -225,6 +242,20 @@ class Engine:
             if req.num_computed != req.prompt_tokens + req.num_generated:
                 req.sync_phase()  # a chunk that samples nothing (a recompute may end as decode)
                 continue
+            # A prefill worker finished this prompt. vLLM: P ran with max_tokens=1 and its token
+            # is dropped (D samples token 1); DistServe: P's token is token 1.
+            if self.hands_off and (
+                req.remote_decode == "vllm"
+                or (req.remote_decode == "distserve" and req.output_tokens > 1)
+            ):
+                if req.remote_decode == "distserve":
+                    req.num_generated = 1
+                    req.token_times.append(end_s)
+                    req.first_token_s = end_s
+                self.running.remove(req)  # keeps its blocks until D has read them
+                req.state = RequestState.TRANSFERRING
+                handoffs.append(req)
+                continue
             req.num_generated += 1  # the model samples a token at the end of this step
             req.is_decoding = True  # (until it finishes or is preempted)
             req.token_times.append(end_s)
@@ -232,10 +263,6 @@ class Engine:
                 req.first_token_s = end_s
             if req.num_generated >= req.output_tokens:
                 self._finish(req, end_s)
-            elif req.remote_decode and not is_decode:
-                self.running.remove(req)  # keeps its blocks until the D worker has read them
-                req.state = RequestState.TRANSFERRING
-                handoffs.append(req)
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
                 add(req, wid, STALL, start_s, end_s, 0, 0, step)
@@ -261,6 +288,21 @@ class Engine:
         req.admit_seq = self._next_admit()
         self.running.append(req)
 
+    def admit_with_cache(
+        self, req: Request, tokens: int, hits=(), full_sequence_must_fit: bool = False
+    ) -> bool:
+        """Admit `req` with `tokens` to compute this step after the prefix-cache `hits` (block
+        ids from `kv.lookup`). False, with nothing changed, if its blocks do not fit."""
+        hit_tokens = len(hits) * self.kv.block_size
+        if not self.kv.allocate_slots(req, tokens, hits, full_sequence_must_fit):
+            return False
+        if hit_tokens:
+            req.pending_cached = hit_tokens
+            if req.preemptions == 0:
+                req.cached_tokens = hit_tokens  # what the cache saved its first prefill
+        self.admit(req)
+        return True
+
     def allocate(self, req: Request, tokens: int) -> bool:
         """Blocks for `tokens` more tokens of `req`; False if memory is short (nothing changes)."""
         return self.kv.grow(req, req.num_computed + tokens)
@@ -276,7 +318,7 @@ class Engine:
         (or the policy's lowest-priority one); if that is itself, it stops.
         """
         kv = self.kv
-        if req.num_computed + tokens <= req.blocks * kv.block_size:
+        if not kv.caching and req.num_computed + tokens <= req.blocks * kv.block_size:
             return True  # fast path: its last block still has room (most decode steps)
         while not kv.grow(req, req.num_computed + tokens):
             victim = self.policy.pick_victim(self.running)
@@ -305,8 +347,12 @@ class Engine:
         else:  # recompute (also the fallback when host swap space is full)
             victim.num_computed = 0
             victim.is_decoding = False
+            victim.kv_holding = False
             victim.state = RequestState.WAITING
-            self.waiting.appendleft(victim)  # first in line to come back
+            if self.policy.requeue_preempted_first:
+                self.waiting.appendleft(victim)  # first in line to come back (vLLM)
+            else:
+                self.waiting.append(victim)  # SGLang: back of the line
         self.kv.free(victim)
         victim.wait_kind, victim.wait_since = "preempted", self._now
 

@@ -14,7 +14,9 @@ from sim.request import Request
 
 
 class KVCache:
-    """Free-block counter of one worker's KV cache."""
+    """Free-block counter of one worker's KV cache (no prefix caching)."""
+
+    caching = False  # sim/prefix_cache.py is the variant with vLLM's prefix cache
 
     def __init__(self, capacity_tokens: int, block_size: int = 16) -> None:
         if block_size < 1:
@@ -60,3 +62,18 @@ class KVCache:
         """Return all of `req`'s blocks."""
         self.free_blocks += req.blocks
         req.blocks = 0
+
+    # The same calls as the prefix-caching variant, without a cache.
+
+    def lookup(self, req: Request) -> list[int]:
+        """Cached blocks matching `req`'s first tokens: none without prefix caching."""
+        return []
+
+    def allocate_slots(
+        self, req: Request, new_tokens: int, hits=(), full_sequence_must_fit: bool = False
+    ) -> bool:
+        """Blocks for `new_tokens` more tokens; with `full_sequence_must_fit`, only if the whole
+        request (prompt + tokens generated so far) fits (vLLM 0.33's admission check)."""
+        if full_sequence_must_fit and self.extra_blocks(req, req.num_tokens) > self.free_blocks:
+            return False
+        return self.grow(req, req.num_computed + new_tokens)

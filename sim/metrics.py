@@ -412,6 +412,10 @@ def summarize(run: RunResult, ttft_s: float | None = None, tpot_s: float | None 
     out["output_tokens_per_s"] = _ratio(finished["output_tokens"].sum(), duration)
     out["requests_per_s"] = _ratio(len(finished), duration)  # finished requests per second
     out["preemptions_total"] = int(req["preemptions"].sum())
+    # Prefix caching: share of prompt tokens the cache served at each request's first admission.
+    if "cached_tokens" in req:
+        out["prefix_cache_hit_rate"] = _ratio(req["cached_tokens"].sum(),
+                                              req["prompt_tokens"].sum())  # fmt: skip
 
     # SLO attainment (share of ALL requests).
     slo = _resolve_slo(run.meta, ttft_s, tpot_s)

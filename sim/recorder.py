@@ -129,7 +129,7 @@ class TraceRecorder:
                 r.request_id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.priority,
                 r.first_token_s if finished else math.nan, r.finish_s if finished else math.nan,
                 ttft, tpot, max_itl, e2e, bool(slo_met), r.preemptions, ">".join(r.workers),
-                "finished" if finished else "rejected", r.reject_reason,
+                "finished" if finished else "rejected", r.reject_reason, r.cached_tokens,
             ))  # fmt: skip
         req_df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
         step_df = pd.DataFrame.from_records(self.step_rows, columns=list(STEP_COLUMNS))

@@ -1,7 +1,10 @@
 """Requests: what a client sends (RequestSpec) and what the engine tracks (Request).
 
 Notable features
-- `RequestSpec` is the immutable input: arrival time, prompt length, output length, priority.
+- `RequestSpec` is the immutable input: arrival time, prompt length, output length, priority, and
+  what its prompt shares with other prompts (for prefix caching): a named prefix group whose first
+  `prefix_tokens` tokens are the same for every member, or Mooncake-style `hash_ids` (one id per
+  512-token block of the prompt; equal ids at equal positions = equal tokens up to that block).
 - `Request` is the engine's mutable state for one request, with ONE scheduling rule shared by
   prefill and decode (vLLM V1's design): the request has `num_tokens` (prompt + tokens generated
   so far) and `num_computed` (tokens whose KV is in the cache). A step gives it n new tokens to
@@ -16,6 +19,8 @@ from array import array
 from dataclasses import dataclass
 from enum import Enum
 
+HASH_BLOCK = 512  # tokens per hash id in the Mooncake traces (FAST'25 artifact README)
+
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
@@ -26,6 +31,9 @@ class RequestSpec:
     prompt_tokens: int
     output_tokens: int
     priority: int = 0  # lower value = served earlier (vLLM's convention)
+    prefix_group: str = ""  # requests of one group start with the same prefix_tokens tokens
+    prefix_tokens: int = 0  # length of that shared prefix (0 = nothing shared)
+    hash_ids: tuple[int, ...] = ()  # Mooncake traces: chained hash of each 512-token block
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.arrival_s) and self.arrival_s >= 0):
@@ -40,6 +48,32 @@ class RequestSpec:
             raise ValueError(
                 f"request {self.request_id}: output_tokens must be >= 1, got {self.output_tokens}"
             )
+        if not 0 <= self.prefix_tokens <= self.prompt_tokens:
+            raise ValueError(
+                f"request {self.request_id}: prefix_tokens must be between 0 and prompt_tokens "
+                f"({self.prompt_tokens}), got {self.prefix_tokens}"
+            )
+        if self.prefix_tokens and not self.prefix_group:
+            raise ValueError(
+                f"request {self.request_id}: prefix_tokens needs a prefix_group naming "
+                "which requests share those tokens"
+            )
+
+    def block_key(self, index: int, block_size: int) -> tuple:
+        """What identifies the tokens of KV block `index` AND of every block before it.
+
+        vLLM hashes each full block together with its parent block's hash (a hash chain), so two
+        requests can share block i only if all their tokens up to the end of block i agree. Here:
+        - inside a shared prefix group: ("g", group, i), the same for every member;
+        - inside Mooncake hash blocks: ("m", hash id of the 512-token block holding its end, i);
+        - otherwise the tokens are this request's own: ("r", request_id, i).
+        """
+        end = (index + 1) * block_size
+        if self.hash_ids and end <= min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK):
+            return ("m", self.hash_ids[(end - 1) // HASH_BLOCK], index)
+        if end <= self.prefix_tokens:
+            return ("g", self.prefix_group, index)
+        return ("r", self.request_id, index)
 
 
 class RequestState(Enum):
@@ -61,7 +95,8 @@ class Request:
         "state", "num_computed", "num_generated", "blocks", "prompt_done_once",
         "first_token_s", "finish_s", "preemptions", "reject_reason", "remote_decode",
         "token_times", "workers", "wait_kind", "wait_since", "admit_seq", "last_segment",
-        "swapped_tokens", "high_water", "is_decoding",
+        "swapped_tokens", "high_water", "is_decoding", "block_ids", "num_cached_blocks",
+        "cached_tokens", "pending_cached", "kv_holding",
     )  # fmt: skip
 
     def __init__(self, spec: RequestSpec) -> None:
@@ -80,7 +115,9 @@ class Request:
         self.finish_s = math.nan
         self.preemptions = 0
         self.reject_reason = ""
-        self.remote_decode = False  # disaggregated: prefill here, decode on a D worker
+        # Disaggregated: prefill on a P worker, decode on a D worker, by which protocol
+        # ("" = not disaggregated, "vllm" = token 1 sampled on D, "distserve" = on P).
+        self.remote_decode = ""
         self.token_times = array("d")  # emission time (s) of each output token
         self.workers: list[str] = []  # workers that served it, in order
         self.wait_kind = "queued"  # segment kind shown while it waits: queued | preempted
@@ -92,6 +129,15 @@ class Request:
         # One token to go and at least one already generated: a plain decode. Kept as a field
         # (read millions of times a run) and refreshed by sync_phase() whenever counts change.
         self.is_decoding = False
+        # Prefix caching (sim/prefix_cache.py): the ids of the blocks it holds, in order, and how
+        # many of them are registered in the cache; tokens the cache served at first admission.
+        self.block_ids: list[int] = []
+        self.num_cached_blocks = 0
+        self.cached_tokens = 0
+        self.pending_cached = 0  # cache-hit tokens to draw beside its next prefill chunk
+        # Disaggregated decode side: its prompt KV arrived from a P worker and sits in blocks it
+        # holds while it waits to be admitted (vLLM's KV-holding waiting requests).
+        self.kv_holding = False
 
     @property
     def num_tokens(self) -> int:

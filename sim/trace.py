@@ -6,16 +6,19 @@ requests  one row per request
   request_id, arrival_s, prompt_tokens, output_tokens, priority,
   first_token_s, finish_s, ttft_s, tpot_s, max_itl_s, e2e_s, slo_met, preemptions,
   worker (e.g. "I0", or "P0>D1" when prefilled on P0 and decoded on D1),
-  status ("finished" | "rejected"), reject_reason ("" when finished)
+  status ("finished" | "rejected"), reject_reason ("" when finished),
+  cached_tokens (prompt tokens the prefix cache served at its first admission; 0 without one)
   Rejected requests have NaN times and slo_met False.
   tpot_s = (finish_s - first_token_s) / (output_tokens - 1), NaN when output_tokens == 1.
 
 segments  the Gantt: one row per contiguous stretch of one kind for one request
   request_id, worker, kind, start_s, end_s, tokens, slowed, recompute, step_first, step_last
   kind in SEGMENT_KINDS. tokens = tokens computed in the stretch (prefill chunk tokens, decode
-  tokens, KV tokens transferred; 0 for queued/stall/preempted). slowed = a decode that shared its
-  step with another request's prefill chunk. recompute = a prefill that recomputes KV lost to a
-  preemption.
+  tokens, KV tokens transferred; 0 for queued/stall/preempted). A `cached` segment spans the
+  step in which a request's prompt started after a prefix-cache hit; its tokens were NOT
+  computed (they came from the cache) and it overlaps that step's `prefill` segment in time.
+  slowed = a decode that shared its step with another request's prefill chunk. recompute = a
+  prefill that recomputes KV lost to a preemption.
 
 steps     one row per engine step (one model forward pass) per worker
   worker, step, start_s, end_s, prefill_tokens, decode_tokens, batch_size, num_prefills,
@@ -31,12 +34,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-SEGMENT_KINDS = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted")
+SEGMENT_KINDS = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted", "cached")
 
 REQUEST_COLUMNS = (
     "request_id", "arrival_s", "prompt_tokens", "output_tokens", "priority",
     "first_token_s", "finish_s", "ttft_s", "tpot_s", "max_itl_s", "e2e_s", "slo_met",
-    "preemptions", "worker", "status", "reject_reason",
+    "preemptions", "worker", "status", "reject_reason", "cached_tokens",
 )  # fmt: skip
 SEGMENT_COLUMNS = (
     "request_id", "worker", "kind", "start_s", "end_s", "tokens", "slowed", "recompute",

@@ -1,10 +1,17 @@
-"""Read and write workload CSV files: PD Lab's own schema and the Azure LLM inference trace.
+"""Read and write workload files: PD Lab's CSV, the Azure LLM inference trace, Mooncake JSONL.
 
 Notable features
 - `load_csv(source)` takes a path or an open file (text or bytes, e.g. a Streamlit upload) and
   detects the schema from the header (names match ignoring case and spaces, in any order):
-    PD Lab  arrival_s,prompt_tokens,output_tokens[,priority]   (seconds, tokens)
+    PD Lab  arrival_s,prompt_tokens,output_tokens[,priority][,prefix_group,prefix_tokens]
+            (seconds, tokens; the first prefix_tokens tokens of every request of one
+            prefix_group are the same tokens, e.g. a shared system prompt)
     Azure   TIMESTAMP,ContextTokens,GeneratedTokens            (date-times, tokens)
+- `load_mooncake(source)` reads the Mooncake FAST'25 traces (JSON lines: timestamp in ms,
+  input_length, output_length, hash_ids = one chained hash per 512-token prompt block).
+  `load_workload(path)` picks the reader by the file's extension (.jsonl = Mooncake).
+- `max_rows` stops reading after that many requests (a hosted page never parses more than it
+  will simulate; the rest of the file is not read).
 - Azure timestamps become seconds since the earliest row; rows may come in any order and are
   sorted by arrival (ties keep file order), then numbered 0..n-1.
 - Every problem raises `WorkloadError` with ONE line naming the file line (header = line 1) and
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 from collections.abc import Iterable
@@ -39,7 +47,10 @@ ACCEPTED_HEADERS = (
 )
 # schema -> (required columns, optional columns)
 _SCHEMAS = {
-    "pdlab": (("arrival_s", "prompt_tokens", "output_tokens"), ("priority",)),
+    "pdlab": (
+        ("arrival_s", "prompt_tokens", "output_tokens"),
+        ("priority", "prefix_group", "prefix_tokens"),
+    ),
     "azure": (("TIMESTAMP", "ContextTokens", "GeneratedTokens"), ()),
 }
 
@@ -135,15 +146,46 @@ def _timestamp(text: str, line: int) -> datetime:
     return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts  # compare as naive UTC
 
 
-def load_csv(source: Source) -> list[RequestSpec]:
-    """Read a PD Lab or Azure-trace CSV (path or file-like) into sorted, numbered RequestSpecs."""
-    text = _read_text(source)
-    if not text.strip():
-        problem = f"the file is empty; expected a header: {ACCEPTED_HEADERS}"
-        raise WorkloadError(1, "header", problem)
-    reader = csv.reader(io.StringIO(text))
+def _prefix(cells: list[str], col: dict[str, int], line: int, prompt: int) -> tuple:
+    """(prefix_group, prefix_tokens, ()) of a PD Lab row (both columns, or neither)."""
+    if "prefix_group" not in col and "prefix_tokens" not in col:
+        return ("", 0, ())
+    if not ("prefix_group" in col and "prefix_tokens" in col):
+        raise WorkloadError(line, "prefix_group", "prefix_group and prefix_tokens go together: "
+                            "add both columns")  # fmt: skip
+    group = cells[col["prefix_group"]].strip()
+    text = cells[col["prefix_tokens"]]
+    value = _float(text) if text.strip() else 0.0
+    if not (math.isfinite(value) and value == int(value) and 0 <= value <= prompt):
+        raise WorkloadError(line, "prefix_tokens", "prefix_tokens must be a whole number between "
+                            f"0 and prompt_tokens ({prompt}), got {text!r}")  # fmt: skip
+    if value and not group:
+        raise WorkloadError(line, "prefix_group", "prefix_tokens > 0 needs a prefix_group")
+    return (group, int(value), ())
+
+
+def _lines_of(source: Source, max_bytes: int | None = None):
+    """The text, line by line, read lazily from a path or decoded from a file-like object."""
+    if isinstance(source, str | os.PathLike):
+        with open(source, encoding="utf-8-sig", errors="strict", newline="") as fh:
+            try:
+                yield from fh
+            except UnicodeDecodeError:
+                raise WorkloadError(1, "encoding", "the text encoding is not UTF-8; save the "
+                                    "file as CSV UTF-8") from None  # fmt: skip
+        return
+    yield from io.StringIO(_read_text(source), newline="")
+
+
+def load_csv(source: Source, max_rows: int | None = None) -> list[RequestSpec]:
+    """Read a PD Lab or Azure-trace CSV (path or file-like) into sorted, numbered RequestSpecs.
+
+    With `max_rows`, only the first `max_rows` request rows are read.
+    """
+    reader = csv.reader(_lines_of(source))
     schema, col, width = "", {}, 0
     arrivals, stamps, lines, prompts, outputs, priorities = [], [], [], [], [], []
+    prefixes = []
     try:
         for cells in reader:
             line = reader.line_num
@@ -153,6 +195,8 @@ def load_csv(source: Source) -> list[RequestSpec]:
                 schema, col = _match_header(cells, line)
                 width = len(cells)
                 continue
+            if max_rows is not None and len(lines) >= max_rows:
+                break
             if len(cells) != width:
                 problem = f"row has {len(cells)} values, expected {width} ({', '.join(col)})"
                 raise WorkloadError(line, "row", problem)
@@ -167,9 +211,13 @@ def load_csv(source: Source) -> list[RequestSpec]:
                 outputs.append(_tokens(cells[col["output_tokens"]], line, "output_tokens"))
                 if "priority" in col:
                     priorities.append(_priority(cells[col["priority"]], line))
+                prefixes.append(_prefix(cells, col, line, prompts[-1]))
             lines.append(line)
     except csv.Error as e:
         raise WorkloadError(reader.line_num, "csv", f"malformed CSV: {e}") from None
+    if not col:
+        problem = f"the file is empty; expected a header: {ACCEPTED_HEADERS}"
+        raise WorkloadError(1, "header", problem)
     if not lines:
         raise WorkloadError(reader.line_num + 1, "rows", "no request rows after the header")
     if schema == "azure":
@@ -180,15 +228,54 @@ def load_csv(source: Source) -> list[RequestSpec]:
             raise WorkloadError(
                 lines[last], "TIMESTAMP", "TIMESTAMP is more than 30 days after the earliest row"
             )
-    return build_requests(arrivals, prompts, outputs, priorities or None)
+    return build_requests(arrivals, prompts, outputs, priorities or None, prefixes or None)
+
+
+def load_mooncake(source: Source, max_rows: int | None = None) -> list[RequestSpec]:
+    """Read a Mooncake trace (JSON lines) into sorted, numbered RequestSpecs with hash ids."""
+    arrivals, prompts, outputs, prefixes = [], [], [], []
+    for line, text in enumerate(_lines_of(source), start=1):
+        if not text.strip():
+            continue
+        if max_rows is not None and len(arrivals) >= max_rows:
+            break
+        try:
+            row = json.loads(text)
+            stamp, n_in, n_out = row["timestamp"], row["input_length"], row["output_length"]
+            hashes = tuple(int(h) for h in row.get("hash_ids", ()))
+        except (ValueError, KeyError, TypeError) as e:
+            problem = f"expected timestamp, input_length, output_length, hash_ids ({e})"
+            raise WorkloadError(line, "json", problem) from None
+        arrivals.append(_arrival(str(stamp / 1000 if _is_number(stamp) else stamp), line))
+        prompts.append(_tokens(str(n_in), line, "input_length"))
+        outputs.append(_tokens(str(n_out), line, "output_length", zero_means_one=True))
+        prefixes.append(("", 0, hashes))
+    if not arrivals:
+        raise WorkloadError(1, "rows", "no requests in the file")
+    start = min(arrivals)
+    return build_requests([a - start for a in arrivals], prompts, outputs, None, prefixes)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def load_workload(source: Source, max_rows: int | None = None) -> list[RequestSpec]:
+    """A workload file by its extension: .jsonl = Mooncake trace, anything else = CSV."""
+    name = str(source) if isinstance(source, str | os.PathLike) else getattr(source, "name", "")
+    if name.lower().endswith((".jsonl", ".json")):
+        return load_mooncake(source, max_rows)
+    return load_csv(source, max_rows)
 
 
 def to_csv_text(requests: Iterable[RequestSpec]) -> str:
     """The requests as PD Lab CSV text (e.g. for a download button)."""
-    rows = [PDLAB_HEADER]
-    rows += [
-        f"{float(r.arrival_s)!r},{r.prompt_tokens},{r.output_tokens},{r.priority}" for r in requests
-    ]
+    requests = list(requests)
+    shared = any(r.prefix_tokens for r in requests)
+    rows = [PDLAB_HEADER + (",prefix_group,prefix_tokens" if shared else "")]
+    for r in requests:
+        row = f"{float(r.arrival_s)!r},{r.prompt_tokens},{r.output_tokens},{r.priority}"
+        rows.append(row + (f",{r.prefix_group},{r.prefix_tokens}" if shared else ""))
     return "\n".join(rows) + "\n"
 
 

@@ -40,12 +40,20 @@ from sim.lengths import (
     resolve_length,
 )
 from sim.request import RequestSpec
-from sim.trace_import import WorkloadError, load_csv, save_csv, to_csv_text
+from sim.trace_import import (
+    WorkloadError,
+    load_csv,
+    load_mooncake,
+    load_workload,
+    save_csv,
+    to_csv_text,
+)
 
 __all__ = [
     "PRESETS", "Fixed", "LengthDist", "LogNormal", "Mixture", "Uniform", "WorkloadConfig",
     "WorkloadError", "build_requests", "burst_arrivals", "fixed_arrivals", "gamma_arrivals",
-    "generate", "head", "load_csv", "mean_rate", "poisson_arrivals", "save_csv", "scale_to_rate",
+    "generate", "head", "load_csv", "load_mooncake", "load_workload", "mean_rate",
+    "poisson_arrivals", "save_csv", "scale_to_rate",
     "time_window", "to_csv_text", "with_rate",
 ]  # fmt: skip
 

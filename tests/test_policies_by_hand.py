@@ -96,44 +96,50 @@ def test_chunked_one_partial_prefill_blocks_the_queue_and_fast_lane_unblocks_it(
     assert row(fast, 0).ttft_s > row(blocked, 0).ttft_s  # the long one pays a little
 
 
-def test_v1_packs_prefills_up_to_the_budget():
+def test_v1_packs_prefills_up_to_the_budget_and_spares_a_lone_request_the_threshold():
     reqs = [RequestSpec(0, 0.0, 3000, 2), RequestSpec(1, 0.1, 50, 2)]
-    v1 = run(
-        "chunked",
-        reqs,
-        max_num_batched_tokens=1000,
-        max_num_partial_prefills=0,
-        long_prefill_token_threshold=800,
-    )
-    # 0-0.81: L 800 (threshold caps it). 0.81-1.67: L 800 + S 50 (0.86 s) -> S's token at 1.67.
-    assert row(v1, 1).ttft_s == pytest.approx(1.67 - 0.1)
+    v1 = run("vllm", reqs, max_num_batched_tokens=1000, long_prefill_token_threshold=800)
+    # 0-1.01: L alone in the scheduler, so the threshold does not apply (vLLM PR #57951): L 1000.
+    # 1.01-1.87: L 800 (now capped: S waits too) + S's whole 50 in the same step (0.86 s).
+    assert row(v1, 1).ttft_s == pytest.approx(1.87 - 0.1)
+    steps = v1.steps.prefill_tokens.tolist()
+    assert steps[:2] == [1000, 850]
 
 
 def test_short_first_lets_short_prompts_pass_waiting_long_ones():
-    # Three prompts arrive together while the server is busy with X; budget = one slot.
+    # X runs alone first; then a 2000-token and a 100-token prompt wait together. The budget
+    # (1024) fits only one of them at a time.
     reqs = [
         RequestSpec(0, 0.0, 500, 2),
         RequestSpec(1, 0.01, 2000, 2),
         RequestSpec(2, 0.02, 100, 2),
     ]
-    fcfs = run("chunked", reqs, max_num_batched_tokens=4096)
-    short = run("short-first", reqs, max_num_batched_tokens=4096)
-    # FCFS: 0-0.51 X; then 1 (2000 tok): 0.51-2.521 (with X's decode); then 2: after.
-    # short-first: 2 (100 tok) goes before 1 (2000 tok).
-    assert row(short, 2).ttft_s < row(fcfs, 2).ttft_s
+    fcfs = run("vllm", reqs, max_num_batched_tokens=1024)
+    short = run("short-first", reqs, max_num_batched_tokens=1024)
+    # FCFS: 0-0.51 X; 0.51-1.543 X's decode + 1023 of prompt 1; 1.543-2.577 the rest of 1 (977)
+    # + the first 47 of prompt 2; 2.577-2.64 its last 53 -> token 1 at 2.64.
+    # short-first: at 0.51 prompt 2 (100) goes first, prompt 1 gets the rest (923): 1.543.
+    assert row(fcfs, 2).ttft_s == pytest.approx(2.64 - 0.02)
+    assert row(short, 2).ttft_s == pytest.approx(1.543 - 0.02)
     assert row(short, 1).ttft_s > row(fcfs, 1).ttft_s  # the long prompt pays (C10a)
 
 
-def test_disaggregated_decode_is_not_disturbed_by_prefill():
+def _disaggregated(protocol):
     # KV link sized so 100 tokens of Llama-3.1-8B KV (128 KiB each) take exactly 1 ms.
     bandwidth = 100 * 131072 / 1e-3 / 1e9
-    r = run(
-        "chunked",
+    return run(
+        "vllm",
         max_num_batched_tokens=4096,
         topology="disaggregated",
         kv_bandwidth_gb_s=bandwidth,
         kv_latency_ms=0,
+        disagg_protocol=protocol,
+        enable_prefix_caching=False,
     )
+
+
+def test_disaggregated_decode_is_not_disturbed_by_prefill():
+    r = _disaggregated("distserve")
     a, b = row(r, 0), row(r, 1)
     # A: P prefill 0-0.11 (token 1), KV 0.11-0.111, D decodes every 10 ms: 0.121 ... 0.151.
     assert a.ttft_s == pytest.approx(0.11)
@@ -146,3 +152,28 @@ def test_disaggregated_decode_is_not_disturbed_by_prefill():
     transfer = r.segments[(r.segments.request_id == 1) & (r.segments.kind == "kv_transfer")]
     assert transfer.tokens.tolist() == [1000]
     assert (transfer.end_s - transfer.start_s).iloc[0] == pytest.approx(0.010)
+
+
+def test_vllm_hand_off_makes_token_1_on_the_decode_worker():
+    r = _disaggregated("vllm")
+    a, b = row(r, 0), row(r, 1)
+    # A: P prefills 0-0.11 and drops its token (max_tokens=1); KV 0.11-0.111; D computes the
+    # last prompt token again (a 1-token prefill, 0.011 s) and samples token 1 at 0.122.
+    assert a.ttft_s == pytest.approx(0.122)
+    assert a.finish_s == pytest.approx(0.162)  # then 4 decodes of 10 ms
+    seg = r.segments[r.segments.request_id == 0]
+    d_prefill = seg[(seg.worker == "D0") & (seg.kind == "prefill")]
+    assert d_prefill.tokens.tolist() == [1] and d_prefill.recompute.all()
+    # B's first token also comes from D: P 0.11-1.12, KV 10 ms, D's 1-token step.
+    assert b.ttft_s == pytest.approx(1.13 + 0.011 - 0.05)
+    assert len(r.token_times[1]) == 3  # all of B's tokens, none from P
+
+
+def test_decode_worker_admits_no_more_than_max_num_seqs():
+    specs = [RequestSpec(i, 0.0, 100, 20) for i in range(8)]
+    config = with_overrides(SimConfig(policy="vllm"), {
+        "topology": "disaggregated", "max_num_seqs": 2, "max_num_batched_tokens": 4096})
+    r = simulate(specs, config, cost_model=ToyClock())
+    d = r.steps[r.steps.worker == "D0"]
+    assert d.batch_size.max() == 2  # 8 requests handed over, at most 2 decode together
+    assert (r.requests.status == "finished").all()

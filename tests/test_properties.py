@@ -1,8 +1,9 @@
 """Invariants that must hold for EVERY policy and topology, on random workloads and knobs.
 
 - every request finishes exactly once, or is rejected with a reason;
-- every prompt token is prefilled once and every output token after the first is decoded once
-  (recomputation after a preemption is flagged and counted apart);
+- every prompt token is prefilled once or served by the prefix cache, and every output token
+  after the first is decoded once (recomputation after a preemption is flagged and counted
+  apart; vLLM recomputes prompt + output in one prefill, so it may also compute the newest token);
 - a request's segments never overlap; a worker's steps never overlap;
 - KV in use never exceeds the worker's capacity;
 - the same inputs give the identical trace.
@@ -23,33 +24,50 @@ EPS = 1e-9
 @st.composite
 def workloads(draw):
     n = draw(st.integers(1, 20))
-    rows = sorted(
-        (draw(st.floats(0, 3)), draw(st.integers(1, 6000)), draw(st.integers(1, 200)),
-         draw(st.integers(0, 3)))
-        for _ in range(n)
-    )  # fmt: skip
+    rows = []
+    for _ in range(n):
+        prompt = draw(st.integers(1, 6000))
+        group = draw(st.sampled_from(["", "", "a", "b"]))  # some share a prefix
+        prefix = min(prompt, draw(st.sampled_from([16, 300, 2000]))) if group else 0
+        rows.append((draw(st.floats(0, 3)), prompt, draw(st.integers(1, 200)),
+                     draw(st.integers(0, 3)), group, prefix))  # fmt: skip
+    rows.sort(key=lambda r: r[0])
     return [RequestSpec(i, *r) for i, r in enumerate(rows)]
 
 
 @st.composite
 def configs(draw):
-    policy = draw(st.sampled_from(["static", "prefill-first", "chunked", "short-first"]))
+    policy = draw(st.sampled_from(["static", "prefill-first", "vllm", "vllm-v0", "short-first",
+                                   "sglang"]))  # fmt: skip
     knobs: dict = {}
     if policy == "static":
         knobs["batch_size"] = draw(st.integers(1, 12))
+    elif policy == "sglang":
+        knobs["chunked_prefill_size"] = draw(st.sampled_from([-1, 64, 1024, 8192]))
+        knobs["max_running_requests"] = draw(st.integers(0, 48))
+        knobs["enable_mixed_chunk"] = draw(st.booleans())
+        knobs["enable_prefix_caching"] = draw(st.booleans())
+        knobs["schedule_policy"] = draw(st.sampled_from(["fcfs", "lpm"]))
     else:
-        knobs["max_num_seqs"] = draw(st.integers(1, 48))
-        knobs["max_num_batched_tokens"] = draw(st.sampled_from([64, 256, 1024, 4096, 8192]))
-        if policy == "prefill-first":
-            knobs["max_num_batched_tokens"] = 8192
-        else:
-            partial = draw(st.integers(0, 4))
+        budget = draw(st.sampled_from([64, 256, 1024, 4096, 8192]))
+        knobs["max_num_batched_tokens"] = 8192 if policy == "prefill-first" else budget
+        knobs["max_num_seqs"] = min(knobs["max_num_batched_tokens"], draw(st.integers(1, 48)))
+        if policy == "vllm-v0":
+            partial = draw(st.integers(1, 4))
             knobs["max_num_partial_prefills"] = partial
-            knobs["max_long_partial_prefills"] = draw(st.integers(1, max(1, partial)))
+            knobs["max_long_partial_prefills"] = draw(st.integers(1, partial))
             knobs["long_prefill_token_threshold"] = draw(st.sampled_from([0, 100, 2000]))
-            knobs["scheduling_policy"] = draw(st.sampled_from(["fcfs", "priority"]))
-        if policy == "short-first":
-            knobs["aging_s"] = draw(st.sampled_from([0.0, 0.5]))
+        elif policy != "prefill-first":  # vLLM V1 and short-first
+            knobs["long_prefill_token_threshold"] = draw(st.sampled_from([0, 100, 2000]))
+            knobs["enable_prefix_caching"] = draw(st.booleans())
+            chunked = draw(st.booleans())
+            knobs["enable_chunked_prefill"] = chunked
+            if not chunked:
+                knobs["max_num_batched_tokens"] = 8192
+            if policy == "vllm":
+                knobs["scheduling_policy"] = draw(st.sampled_from(["fcfs", "priority"]))
+            else:
+                knobs["aging_s"] = draw(st.sampled_from([0.0, 0.5]))
     topology = draw(st.sampled_from(["colocated", "router", "disaggregated"]))
     knobs["topology"] = topology
     if topology == "router":
@@ -63,8 +81,10 @@ def configs(draw):
         knobs["kv_bandwidth_gb_s"] = draw(st.sampled_from([3.1, 50.0]))
     # Small KV caches force preemption (and rejection of requests that can never fit).
     knobs["kv_capacity_tokens"] = draw(st.sampled_from([0, 3000, 8000, 20000]))
-    knobs["preemption_mode"] = draw(st.sampled_from(["recompute", "swap"]))
-    knobs["swap_space_gb"] = draw(st.sampled_from([0.0, 1.0]))
+    if policy in ("vllm-v0", "prefill-first"):  # only vLLM V0 could swap
+        knobs["preemption_mode"] = draw(st.sampled_from(["recompute", "swap"]))
+        knobs["swap_space_gb"] = draw(st.sampled_from([0.0, 1.0]))
+    knobs["disagg_protocol"] = draw(st.sampled_from(["vllm", "distserve"]))
     return with_overrides(SimConfig(policy=policy), knobs)
 
 
@@ -86,13 +106,27 @@ def check_invariants(specs, run):
         assert r.first_token_s == times[0] and r.finish_s == times[-1]
         assert r.first_token_s > s.arrival_s
         fresh = mine[(mine.kind == "prefill") & ~mine.recompute].tokens.sum()
-        assert fresh == s.prompt_tokens  # each prompt token prefilled once (recompute apart)
-        assert mine[mine.kind == "decode"].tokens.sum() == s.output_tokens - 1
-        if r.preemptions == 0:
+        again = mine[(mine.kind == "prefill") & mine.recompute].tokens.sum()
+        decoded = mine[mine.kind == "decode"].tokens.sum()
+        cached = mine[mine.kind == "cached"].tokens.sum()
+        assert 0 <= r.cached_tokens < s.prompt_tokens  # the last prompt token is always computed
+        if r.preemptions == 0 and "kv_transfer" not in set(mine.kind):
             assert not mine.recompute.any()
+            assert fresh + r.cached_tokens == s.prompt_tokens  # each prompt token once
+            assert decoded == s.output_tokens - 1  # each later token decoded once
+        else:  # recomputed work is flagged; nothing is computed for the first time twice
+            assert fresh + r.cached_tokens <= s.prompt_tokens
+            assert decoded <= s.output_tokens - 1
+            assert fresh + again + decoded + cached >= s.prompt_tokens + s.output_tokens - 1
         if "kv_transfer" in set(mine.kind):
             assert mine[mine.kind == "kv_transfer"].tokens.sum() == s.prompt_tokens
-        ordered = mine.sort_values("start_s")
+        # A cached segment is drawn over the step of the prefill chunk it came with; the rest
+        # of a request's segments never overlap.
+        for c in mine[mine.kind == "cached"].itertuples():
+            same = mine[(mine.kind == "prefill") & (mine.start_s <= c.start_s + EPS)
+                        & (mine.end_s >= c.end_s - EPS)]  # fmt: skip
+            assert len(same) >= 1
+        ordered = mine[mine.kind != "cached"].sort_values("start_s")
         assert np.all(ordered.start_s.values[1:] >= ordered.end_s.values[:-1] - EPS)
         assert ordered.start_s.min() >= s.arrival_s - EPS
     for _, steps in run.steps.groupby("worker"):

@@ -29,14 +29,15 @@ def decode_only_step_s(result):
 
 def test_every_scenario_names_a_claim_and_runs():
     claims = {s.claim for s in SCENARIOS.values()}
-    assert claims == {f"C{i}" for i in range(1, 14) if i != 10} | {"C10a", "C10b", "C10c"}
+    seeds = {f"C{i}" for i in range(1, 14) if i != 10} | {"C10a", "C10b", "C10c"}
+    assert claims == seeds | {"PC1", "PC2", "PC3"}
     for s in SCENARIOS.values():
         assert s.description and s.variants
         assert get_scenario(s.claim) is s  # "C5" finds c5-long-prompt-freeze
 
 
 def test_c1_prefill_is_compute_bound_decode_is_bandwidth_bound():
-    steps = run("c1-prefill-vs-decode", "chunked 2048").steps
+    steps = run("c1-prefill-vs-decode", "vLLM 2048").steps
     big_prefill = steps[steps.prefill_tokens >= 2000]
     decode_only = steps[steps.prefill_tokens == 0]
     assert len(big_prefill) >= 4 and len(decode_only) > 100
@@ -66,7 +67,7 @@ def test_c3_throughput_grows_with_concurrency_then_saturates():
             c: throughput(run("c3-concurrency", f"{prompt} tok x {c}")) for c in (1, 2, 16, 64, 128)
         }
         assert t[2] / t[1] > 1.7  # bandwidth-bound: almost linear
-        assert t[128] / t[64] < 1.1  # compute-bound: flat
+        assert t[128] / t[64] < 1.15  # compute-bound: flat (doubling adds < 15%, not ~2x)
     short = throughput(run("c3-concurrency", "1500 tok x 64")) / throughput(
         run("c3-concurrency", "1500 tok x 16")
     )
@@ -85,7 +86,7 @@ def test_c4_static_has_best_tpot_and_worst_ttft():
 
 
 def test_c5_prefill_first_freezes_streams_for_the_whole_long_prefill():
-    result = run("c5-long-prompt-freeze", "prefill-first")
+    result = run("c5-long-prompt-freeze", "prefill-first (V0)")
     q, seg = result.requests, result.segments
     long_id = q.loc[q.prompt_tokens.idxmax(), "request_id"]
     prefill = seg[(seg.request_id == long_id) & (seg.kind == "prefill")]
@@ -95,7 +96,7 @@ def test_c5_prefill_first_freezes_streams_for_the_whole_long_prefill():
     # A chat's worst gap = the prefill step plus the decode step after it.
     assert chats.max_itl_s.max() == pytest.approx(freeze + decode_only_step_s(result), rel=0.05)
     assert freeze > 0.5
-    chunked = run("c5-long-prompt-freeze", "chunked 2048").requests
+    chunked = run("c5-long-prompt-freeze", "vLLM 2048").requests
     assert chunked[chunked.request_id != long_id].max_itl_s.max() < freeze / 4
 
 
@@ -117,7 +118,7 @@ def shorts(result, limit=1000):
 
 
 def test_c7_a_long_prompt_blocks_the_queue_and_priority_cannot_fix_it():
-    blocked = run("c7-prefill-queue-blocking", "one prefill at a time")
+    blocked = run("c7-prefill-queue-blocking", "vLLM, threshold 0")
     seg = blocked.segments
     long_prefill_end = seg[(seg.request_id == 0) & (seg.kind == "prefill")].end_s.max()
     during = shorts(blocked)[shorts(blocked).arrival_s < long_prefill_end]
@@ -126,14 +127,18 @@ def test_c7_a_long_prompt_blocks_the_queue_and_priority_cannot_fix_it():
     assert (during.arrival_s + during.ttft_s >= long_prefill_end).all()
     short_first = shorts(run("c7-prefill-queue-blocking", "short-first"))
     assert short_first.ttft_s.median() == pytest.approx(shorts(blocked).ttft_s.median(), rel=0.02)
-    fast = shorts(run("c7-prefill-queue-blocking", "fast lane"))
-    assert fast.ttft_s.median() < shorts(blocked).ttft_s.median() / 4
+    for lane in ("vLLM, threshold 512", "V0 fast lane"):
+        fast = shorts(run("c7-prefill-queue-blocking", lane))
+        assert fast.ttft_s.median() < shorts(blocked).ttft_s.median() / 4, lane
+    # The mechanism: under V1 with threshold 0 the long prompt takes the whole budget.
+    steps = blocked.steps
+    assert (steps[steps.num_prefills == 1].prefill_tokens.head(8) >= 2047).all()
 
 
 def test_c8_fast_lane_cuts_short_ttft_and_long_prompts_slow_each_other():
-    one = run("c8-fast-lane", "1 partial prefill")
-    all_long = run("c8-fast-lane", "4 partial, 4 long")
-    fast = run("c8-fast-lane", "4 partial, 1 long")
+    one = run("c8-fast-lane", "V0: 1 partial prefill")
+    all_long = run("c8-fast-lane", "V0: 4 partial, 4 long")
+    fast = run("c8-fast-lane", "V0: 4 partial, 1 long")
     assert shorts(fast).ttft_s.median() < shorts(one).ttft_s.median() / 4
     first_long = lambda r: r.requests.loc[0, "ttft_s"]  # noqa: E731
     assert first_long(all_long) > 1.3 * first_long(fast)  # two long prefills share the budget
@@ -142,7 +147,7 @@ def test_c8_fast_lane_cuts_short_ttft_and_long_prompts_slow_each_other():
 
 
 def test_c9_a_long_prefill_slows_every_running_decode_unless_disaggregated():
-    colocated = run("c9-mixing-flaw", "colocated chunked")
+    colocated = run("c9-mixing-flaw", "colocated")
     seg = colocated.segments
     chats = shorts(colocated).request_id.tolist()
     slowed = seg[seg.request_id.isin(chats) & seg.slowed]
@@ -159,7 +164,7 @@ def test_c10a_short_first_helps_chats_and_starves_long_prompts_until_aging():
     short = run("c10a-short-first-starvation", "short-first").requests
     aged = run("c10a-short-first-starvation", "short-first + aging 2 s").requests
     is_long = lambda q: q.prompt_tokens > 10000  # noqa: E731
-    assert short[~is_long(short)].ttft_s.median() < fcfs[~is_long(fcfs)].ttft_s.median() / 3
+    assert short[~is_long(short)].ttft_s.median() < fcfs[~is_long(fcfs)].ttft_s.median() / 2
     assert short[is_long(short)].ttft_s.mean() > 3 * fcfs[is_long(fcfs)].ttft_s.mean()
     assert aged[is_long(aged)].ttft_s.max() < short[is_long(short)].ttft_s.max() / 2
 
@@ -195,7 +200,7 @@ def test_c10c_disaggregation_smooths_decodes_and_prefill_saturates_first():
 
 def test_c11_memory_pressure_preempts_by_recompute_or_swap():
     recompute = run("c11-memory-pressure", "recompute")
-    swap = run("c11-memory-pressure", "swap")
+    swap = run("c11-memory-pressure", "swap (V0)")
     for result in (recompute, swap):
         assert result.requests.preemptions.sum() > 0
         assert (result.requests.status == "finished").all()
@@ -225,3 +230,35 @@ def test_c13_decode_on_a_bandwidth_gpu_and_the_cost_of_a_slow_link():
     duration = lambda s: (s.end_s - s.start_s).sum()  # noqa: E731
     assert duration(transfer(slow)) > 10 * duration(transfer(base))
     assert summarize(slow)["tpot_p99_s"] > summarize(base)["tpot_p99_s"]
+
+
+def hit_rate(result):
+    q = result.requests
+    return q.cached_tokens.sum() / q.prompt_tokens.sum()
+
+
+def test_pc1_a_shared_system_prompt_is_prefilled_once():
+    on, off = run("pc1-shared-system-prompt", "caching on"), run(
+        "pc1-shared-system-prompt", "caching off")
+    q = on.requests
+    # Every request after the first finds the 2,000-token system prompt (whole 16-token blocks).
+    assert (q.cached_tokens.iloc[1:] == 2000 // 16 * 16).all() and q.cached_tokens.iloc[0] == 0
+    assert hit_rate(off) == 0
+    assert on.steps.prefill_tokens.sum() < 0.3 * off.steps.prefill_tokens.sum()
+    assert summarize(on)["ttft_p50_s"] < summarize(off)["ttft_p50_s"] / 2
+    cached = on.segments[on.segments.kind == "cached"]
+    assert len(cached) == len(q) - 1 and (cached.tokens == 2000).all()
+
+
+def test_pc2_real_conversations_reuse_half_their_prompts():
+    on, off = run("pc2-multi-turn", "caching on"), run("pc2-multi-turn", "caching off")
+    assert 0.35 < hit_rate(on) < 0.75
+    assert summarize(on)["ttft_p50_s"] < summarize(off)["ttft_p50_s"] / 2
+
+
+def test_pc3_memory_pressure_evicts_the_cache():
+    roomy, tight = run("pc3-cache-eviction", "KV 200k tokens"), run(
+        "pc3-cache-eviction", "KV 24k tokens")
+    # With room, each of the 8 documents is prefilled once and found by its 5 later visits.
+    assert hit_rate(roomy) > 0.75
+    assert hit_rate(tight) < hit_rate(roomy) / 2

@@ -42,7 +42,7 @@ from ui import gantt_frames as gf
 from ui import gantt_layout as gl
 from ui.gantt_frames import TRACE_PHASES, frame_times
 from ui.i18n import t
-from ui.theme import COLORS, FONT_SIZE, OUTLINE, SLOWED_PATTERN
+from ui.theme import CACHED_PATTERN, COLORS, FONT_SIZE, OUTLINE, SLOWED_PATTERN
 
 __all__ = ["CLIP_MAX_BARS", "choose_design", "frame_times", "static_timeline_figure",
            "timeline_figure"]  # fmt: skip
@@ -53,7 +53,8 @@ MAX_TOKEN_ROWS = 40  # per-request token counters only while every subplot has a
 TOKEN_ROW_PX = 16  # ... and while rows are at least this tall (px), so counters never overlap
 MERGE_ROW_PX = 5  # rows thinner than this (px) draw back-to-back segments as one bar
 STEP_PHASES = ("prefill", "decode", "decode_slowed", "stall")  # segments that span engine steps
-TOKEN_PHASES = ("prefill", "decode", "decode_slowed", "kv_transfer")  # tokens are meaningful
+TOKEN_PHASES = ("prefill", "decode", "decode_slowed", "kv_transfer", "cached")  # tokens shown
+CACHED_BAND = 0.35  # height of the cached band, as a share of a row (it sits on the prefill bar)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,11 @@ def _marker(phase: str) -> dict:
         return {"color": COLORS["decode"], "pattern": pattern, "line": {"width": 0}}
     if phase == "stall":
         return {"color": COLORS["stall"], "line": {"color": OUTLINE, "width": 1}}
+    if phase == "cached":
+        pattern = {"shape": CACHED_PATTERN, "fillmode": "overlay", "fgcolor": COLORS["prefill"],
+                   "solidity": 0.3, "size": 6}  # fmt: skip
+        return {"color": COLORS["cached"], "pattern": pattern, "line": {"color": OUTLINE,
+                                                                        "width": 0.5}}
     return {"color": COLORS[phase], "line": {"width": 0}}
 
 
@@ -171,7 +177,9 @@ def _figure_dict(
         width = 0.8 if row_px >= 4 else 1.0  # sub-4-px rows: no gap, or they look striped
         for phase in TRACE_PHASES:
             shown = first_panel.get(phase) == i
-            data.append(_bar_trace(p.bars[phase], phase, lang, axes, showlegend=shown, width=width))
+            band = {"width": CACHED_BAND, "offset": -width / 2} if phase == "cached" else {}
+            extra = {"width": width, **band}
+            data.append(_bar_trace(p.bars[phase], phase, lang, axes, showlegend=shown, **extra))
         if show_tokens:
             counts = gf.tokens_per_request(p.run, p.ids, times)
             token_counts.append(counts)

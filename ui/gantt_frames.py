@@ -31,9 +31,10 @@ import pandas as pd
 from sim.trace import RunResult
 
 # Drawn phases in drawing order (later = on top). "decode_slowed" is a decode segment with
-# slowed=True, drawn blue with a hatch.
+# slowed=True, drawn blue with a hatch. "cached" spans the same step as the prefill chunk it
+# preceded, so it is drawn last, as a thin band over that orange bar.
 TRACE_PHASES = (
-    "queued", "prefill", "decode", "decode_slowed", "stall", "kv_transfer", "preempted",
+    "queued", "prefill", "decode", "decode_slowed", "stall", "kv_transfer", "preempted", "cached",
 )  # fmt: skip
 WAITING_KINDS = ("queued", "preempted")  # counted in the queue length
 RUNNING_KINDS = ("prefill", "decode", "stall")  # counted in the running batch

@@ -11,12 +11,14 @@ COLORS = {
     "kv_transfer": "#2CA02C",  # green
     "queued": "#D9D9D9",  # light grey
     "preempted": "#B07AA1",  # muted purple: evicted, waiting to come back
+    "cached": "#FBD3A9",  # pale orange: prompt tokens served from the prefix cache, not computed
 }
 OUTLINE = "#555555"  # edge of stall bars (white on white would vanish)
 SLOWED_PATTERN = "/"  # hatch on decode bars that shared their step with a prefill chunk
+CACHED_PATTERN = "x"  # cross-hatch on cached bars (drawn as a thin band over the prefill bar)
 CURSOR = "#D62728"  # the time cursor
 FONT_SIZE = 15  # base font of every figure (projector-readable)
 FONT_FAMILY = "Noto Sans, Noto Sans CJK KR, Malgun Gothic, Apple SD Gothic Neo, sans-serif"
 
 # Order of phases in legends and in the drawing order (later = on top).
-PHASES = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted")
+PHASES = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted", "cached")

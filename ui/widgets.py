@@ -111,6 +111,28 @@ def config_error(err: Exception) -> None:
     st.error(T("common.config_error", message=str(err).splitlines()[0]))
 
 
+# Which real scheduler each policy's step sequence is checked against (tests/test_vllm_differential
+# .py); the key of the sentence a lesson shows under a picture drawn with that policy.
+VERIFIED = {"vllm": "common.verified_v1", "short-first": "common.verified_v1",
+            "vllm-v0": "common.verified_v0", "chunked": "common.verified_v0",
+            "prefill-first": "common.verified_v0", "sglang": "common.sglang_source"}  # fmt: skip
+
+
+def engine_note(*policies: str) -> None:
+    """One caption per policy shown: which engine and version it is, and how we know."""
+    from sim.policies import get_policy_class
+
+    T = translator()
+    seen = set()
+    for name in policies:
+        cls = get_policy_class(name)
+        if cls.name in seen:
+            continue
+        seen.add(cls.name)
+        proof = T(VERIFIED[cls.name]) if cls.name in VERIFIED else ""
+        st.caption(T("common.engine_note", policy=cls.name, mirrors=cls.mirrors, proof=proof))
+
+
 def show_code(obj, title_key: str = "common.show_code") -> None:
     """An expander with the source of the policy (or function) this lesson demonstrates."""
     T = translator()

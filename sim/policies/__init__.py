@@ -18,6 +18,9 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+DEFAULT_POLICY = "vllm"  # vLLM V1, what a student who types `vllm serve` gets
+
+
 def get_policy_class(name: str) -> type[Policy]:
     """The policy class called `name` (case-insensitive); ValueError listing the known names."""
     key = name.strip().lower()
@@ -31,7 +34,8 @@ def make_policy(name: str, knobs: Knobs | None = None) -> Policy:
     return get_policy_class(name)(knobs)
 
 
-# Importing the modules registers them, in the order lessons introduce them.
-from sim.policies import static, prefill_first, chunked, short_first  # noqa: E402, F401, I001
+# Importing the modules registers them, in the order lessons introduce them; `chunked` (in
+# vllm_v0) is the old name of `vllm-v0`, kept for shared links and scripts.
+from sim.policies import vllm_v1, vllm_v0, prefill_first, static, short_first, sglang  # noqa: E402, F401, I001
 
 __all__ = ["POLICIES", "Knobs", "Policy", "get_policy_class", "make_policy", "register"]

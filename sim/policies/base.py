@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 class Knobs:
     """Base of every policy's knobs. Subclasses are frozen dataclasses validated on creation."""
 
+    def for_gpu(self, gpu_name: str, mem_gb: float) -> Knobs:
+        """These knobs with any "engine default" (0) resolved for a GPU; most have none."""
+        return self
+
     def check_positive(self, *names: str) -> None:
         for name in names:
             value = getattr(self, name)
@@ -32,13 +36,24 @@ class Policy:
     name: ClassVar[str] = ""
     Knobs: ClassVar[type[Knobs]] = Knobs
     mirrors: ClassVar[str] = ""  # the real system whose behaviour this copies (shown in the UI)
+    requeue_preempted_first: ClassVar[bool] = True  # vLLM: a preempted request waits at the front
+    supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
 
     def __init__(self, knobs: Knobs | None = None) -> None:
         self.knobs = knobs if knobs is not None else self.Knobs()
 
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether the engine keeps a prefix cache (sim/prefix_cache.py) for this policy."""
+        return bool(getattr(self.knobs, "enable_prefix_caching", False))
+
     def schedule(self, engine: Engine, plan: StepPlan, now: float) -> None:
         """Fill `plan` with the next step's work (may admit and preempt through `engine`)."""
         raise NotImplementedError
+
+    def notes(self) -> list[str]:
+        """Remarks a user should see about this configuration (e.g. an old spelling)."""
+        return []
 
     def pick_victim(self, running: list[Request]) -> Request:
         """Whom to preempt when memory runs out: by default the last admitted (vLLM FCFS)."""

@@ -1,27 +1,34 @@
-"""Continuous batching, prefill-first: vLLM V0's default scheduler (no chunking) and TGI (C5, C9).
+"""Continuous batching, prefill-first: vLLM V0's default scheduler, chunked prefill off (C5, C9).
 
-Each step is EITHER a prefill step or a decode step:
-1. If waiting prompts fit (token budget, `max_num_seqs`, KV blocks for the whole prompt), admit as
-   many as fit, FCFS, and run a prefill-only step. Every running decode STALLS for that step.
-2. Otherwise run one decode token for every running request (preempting the last admitted
-   request when KV runs out).
-
-So a new request gets its first token as soon as possible (best TTFT), but while someone's long
-prompt is prefilled every stream freezes: the step lasts as long as the whole prefill.
+Mirrors `Scheduler._schedule_default` in vllm/core/scheduler.py (vllm 0.10.2 wheel, 1217-1343):
+1. Unless a request is swapped out, admit waiting prompts WHOLE, in order, while their tokens
+   fit `max_num_batched_tokens`, the running requests plus the new ones fit `max_num_seqs`, and
+   the whole prompt's KV fits above the 1% watermark (`_schedule_prefills`, 1027-1214). If any
+   was admitted the step is prefill-only: "Don't schedule decodes if prefills are scheduled"
+   (line 1253), so every running stream STALLS for the whole prefill.
+2. Otherwise every running request decodes one token (`_schedule_running`, 640-810); one whose
+   KV cannot grow preempts the last request not yet walked (or itself).
+TGI behaves alike (a prefill pauses the running batch). So a new request gets its first token as
+soon as possible (best TTFT), and a long prompt freezes every stream for its whole prefill.
+Without chunking V0 sets the budget to max_model_len (131072 for Llama-3.1), so any prompt fits;
+a smaller value caps how many prompts one prefill step batches. One deviation: a request
+preempted for recompute whose prompt + output outgrew the budget runs alone instead of being
+dropped. Checked against the real V0 scheduler in tests/test_vllm_differential.py.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from sim.policies import register
 from sim.policies.base import Knobs, Policy
+from sim.policies.vllm_v0 import can_allocate, never_fits_reason, run_decodes_v0
 
 
 @dataclass(frozen=True)
 class PrefillFirstKnobs(Knobs):
-    # Prompt tokens one prefill step may hold. V0 without chunking sets it to max_model_len
-    # (131072 for Llama-3.1), so any prompt fits; a smaller value caps how many prompts batch.
+    # Prompt tokens one prefill step may hold: V0 without chunking sets max_model_len.
     max_num_batched_tokens: int = 131072
     max_num_seqs: int = 256  # running requests at most
 
@@ -34,8 +41,9 @@ class PrefillFirst(Policy):
     """Prefill whenever a prompt fits; decode otherwise."""
 
     name = "prefill-first"
+    supports_swap = True  # V0 could swap preempted KV to host memory
     Knobs = PrefillFirstKnobs
-    mirrors = "vLLM V0 default scheduler (chunked prefill off); TGI"
+    mirrors = "vLLM V0 default scheduler, chunked prefill off (vllm 0.10.2); TGI alike"
 
     def reject_reason(self, req, engine):
         if req.prompt_tokens > self.knobs.max_num_batched_tokens:
@@ -43,25 +51,23 @@ class PrefillFirst(Policy):
                 f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens "
                 f"({self.knobs.max_num_batched_tokens}) and this policy cannot chunk it"
             )
-        return ""
+        return never_fits_reason(engine.kv, req)
 
     def schedule(self, engine, plan, now):
-        k = self.knobs
+        k, kv = self.knobs, engine.kv
         if not engine.swapped:  # V0 schedules no new prefill while anything is swapped out
-            while engine.waiting and len(engine.running) < k.max_num_seqs:
+            num_seqs = len(engine.running)
+            while engine.waiting and num_seqs < k.max_num_seqs:
                 req = engine.waiting[0]
-                need = req.schedulable
-                # A recompute longer than the budget may still run alone, or it would never run.
+                need = req.remaining
                 if plan.items and plan.num_tokens + need > k.max_num_batched_tokens:
                     break
-                if not engine.allocate(req, need):
-                    break  # head-of-line: the first prompt that does not fit stops admission
+                if can_allocate(kv, req) != "ok":
+                    break  # head of line: the first prompt that does not fit stops admission
+                kv.grow(req, req.num_tokens)
                 engine.admit(req)
                 plan.add(req, need)
+                num_seqs += 1
             if plan.items:
                 return  # a prefill-only step: running decodes stall
-        for req in list(engine.running):
-            if req.state.value != "running":
-                continue  # preempted earlier in this loop
-            if engine.allocate_or_preempt(req, 1, plan):
-                plan.add(req, req.schedulable)
+        run_decodes_v0(engine, plan, deque(engine.running), lambda req: req.remaining)

@@ -1,13 +1,16 @@
-"""Short prompts first: chunked prefill with a priority that penalises long prompts (C10a).
+"""Short prompts first: vLLM V1 with priority scheduling, priority = prompt length (C10a).
 
-Everything of `chunked` (it takes all its knobs), but the waiting queue is ordered by prompt
-length, shortest first: a long prompt waits while shorter work waits. Its own preemption victim
-is the running request with the longest prompt.
+Everything of `vllm` (it takes the same knobs), but run as vLLM's `--scheduling-policy priority`
+with each request's priority set to its prompt length: the waiting queue is ordered shortest
+first (vllm/v1/core/sched/request_queue.py, `PriorityRequestQueue`: a heap by (priority,
+arrival)), and when KV runs out the running request with the longest prompt is preempted
+(scheduler.py line 930: `max(running, key=(priority, arrival_time))`). A long prompt waits while
+shorter work waits.
 
-What it cannot fix (C7): a long prompt that is ALREADY prefilling keeps its slot; running requests
-come first in every step. And under steady load of short prompts a long one may wait forever
-(starvation). `aging_s` fixes that: a request that has waited `aging_s` seconds goes to the front
-(FCFS among the aged). 0 = no aging.
+What it cannot fix (C7): a long prompt that is ALREADY prefilling keeps its place in the running
+list, which comes first in every step. And under steady load of short prompts a long one may wait
+forever (starvation). `aging_s` is PD Lab's own addition, not vLLM's: a request that has waited
+`aging_s` seconds goes to the front (FCFS among the aged). 0 = no aging.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.policies import register
-from sim.policies.chunked import Chunked, ChunkedKnobs
+from sim.policies.vllm_v1 import Vllm, VllmEngineKnobs
 
 
 @dataclass(frozen=True)
-class ShortFirstKnobs(ChunkedKnobs):
+class ShortFirstKnobs(VllmEngineKnobs):
     aging_s: float = 0.0  # seconds of waiting after which a prompt jumps the queue (0 = never)
 
     def __post_init__(self) -> None:
@@ -29,21 +32,27 @@ class ShortFirstKnobs(ChunkedKnobs):
 
 
 @register
-class ShortFirst(Chunked):
+class ShortFirst(Vllm):
     """Waiting prompts by length (shortest first), with optional aging against starvation."""
 
     name = "short-first"
     Knobs = ShortFirstKnobs
-    mirrors = "vLLM --scheduling-policy priority with priority = prompt length"
+    mirrors = ("vLLM V1 (vllm 0.33.0) --scheduling-policy priority with priority = prompt "
+               "length; aging is PD Lab's own")  # fmt: skip
 
-    def waiting_order(self, engine, now):
+    @property
+    def by_priority(self) -> bool:
+        return True
+
+    def next_waiting(self, engine, now):
         aging = self.knobs.aging_s
 
         def key(r):
             aged = aging > 0 and now - r.arrival_s >= aging
-            return (0, r.arrival_s, 0) if aged else (1, r.prompt_tokens, r.arrival_s)
+            rank = (0, r.arrival_s, 0) if aged else (1, r.prompt_tokens, r.arrival_s)
+            return (not r.kv_holding, *rank, r.request_id)
 
-        return iter(sorted(engine.waiting, key=key))
+        return min(engine.waiting, key=key)
 
     def pick_victim(self, running):
-        return max(running, key=lambda r: (r.prompt_tokens, r.arrival_s))
+        return max(running, key=lambda r: (r.prompt_tokens, r.arrival_s, r.request_id))

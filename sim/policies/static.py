@@ -29,6 +29,7 @@ class StaticBatching(Policy):
     """Batch, prefill together, decode to the end; then the next batch."""
 
     name = "static"
+    supports_swap = True  # it never preempts (all KV reserved up front): either mode is moot
     Knobs = StaticKnobs
     mirrors = "FasterTransformer-style static batching (no iteration-level scheduling)"
 

@@ -1,0 +1,189 @@
+"""SGLang's default scheduler (sglang 0.5.23): prefill batches first, decodes wait (C5, C7, C9).
+
+Mirrors python/sglang/srt/managers/scheduler.py and schedule_policy.py of the sglang 0.5.23
+wheel:
+- `Scheduler.get_next_batch_to_run` (scheduler.py 3894-4020): try to form a new PREFILL batch
+  (`get_new_batch_prefill`); "Run prefill first if possible"; only when none can be formed run a
+  DECODE batch of every running request (`update_running_batch`). Prefill and decode are separate
+  forward passes, so running streams STALL during every prefill step: unlike vLLM V1, the
+  decodes do not ride along with the chunks of a long prompt.
+- `_get_new_batch_prefill_raw` (4079-4330) with a `PrefillAdder` (schedule_policy.py 607-1706):
+  the one unfinished chunked request continues first (`add_chunked_req`), then waiting requests
+  in order (`fcfs`, or `lpm`: longest cached prefix first while the queue holds at most 128).
+  Each takes its uncached tokens while `chunked_prefill_size` (per batch) and
+  `max_prefill_tokens` (per batch) last; one that does not fit whole is cut at the chunk budget
+  and becomes the new chunked request (only one at a time). `max_running_requests` caps the
+  running plus new requests (`get_num_allocatable_reqs`, 4027-4050).
+- KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
+  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving the same for
+  every running request's remaining output (ratio 1.0: PD Lab's workloads have fixed output
+  lengths, i.e. `ignore_eos`, which SGLang reserves in full).
+- `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
+  taking one token of the chunk budget (`num_mixed_decode_tokens`).
+- When a decode step's KV does not fit, `retract_decode` (schedule_batch.py 3451-3540) sends back
+  the request with the fewest output tokens (then the longest prompt) to the END of the waiting
+  queue, to be recomputed.
+Simplified here: page size = the KV block size (16; SGLang's default page is 1 token), the radix
+prefix cache is matched in whole 16-token blocks, and SGLang's decaying `new_token_ratio` is
+used only at ratio 1.0 (exact for fixed-length outputs). Not checked against the real SGLang
+scheduler step by step in CI; tests/test_policies_by_hand.py traces the cases
+../shared/reference/vllm-real-scheduler.md observed on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sim.policies import register
+from sim.policies.base import Knobs, Policy
+from sim.request import RequestState
+
+CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
+LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this many waiting
+
+
+def sglang_chunk_default(mem_gb: float) -> int:
+    """`chunked_prefill_size` SGLang picks by GPU memory (srt/arg_groups/memory_hook.py 89-170).
+
+    < 20 GiB: 2048; < 60 GiB (A10, RTX 4090, L40S, A100-40GB): 4096; < 160 GiB (H100, H200,
+    A100-80GB): 8192; otherwise (B200, MI300): 16384.
+    """
+    mib = mem_gb * 1e9 / 2**20
+    if mib < 20 * 1024:
+        return 2048
+    if mib < 60 * 1024:
+        return 4096
+    if mib < 160 * 1024:
+        return 8192
+    return 16384
+
+
+@dataclass(frozen=True)
+class SglangKnobs(Knobs):
+    chunked_prefill_size: int = 0  # tokens per prefill batch; 0 = SGLang's default for the GPU
+    max_prefill_tokens: int = 16384  # prompt tokens one prefill batch may take (SGLang default)
+    max_running_requests: int = 0  # 0 = no cap but KV memory
+    enable_mixed_chunk: bool = False  # decodes ride along in prefill batches
+    enable_prefix_caching: bool = True  # the radix cache (SGLang: --disable-radix-cache off)
+    schedule_policy: str = "fcfs"  # fcfs | lpm (longest cached prefix first)
+
+    def __post_init__(self) -> None:
+        self.check_positive("max_prefill_tokens")
+        if self.chunked_prefill_size < -1:
+            raise ValueError("chunked_prefill_size must be -1 (no chunking), 0 (auto) or > 0")
+        if self.max_running_requests < 0:
+            raise ValueError("max_running_requests must be >= 0 (0 = no cap)")
+        if self.schedule_policy not in ("fcfs", "lpm"):
+            raise ValueError(f"schedule_policy must be fcfs or lpm, got {self.schedule_policy!r}")
+
+    def for_gpu(self, gpu_name: str, mem_gb: float) -> SglangKnobs:
+        if self.chunked_prefill_size:
+            return self
+        return replace(self, chunked_prefill_size=sglang_chunk_default(mem_gb))
+
+
+@register
+class Sglang(Policy):
+    """SGLang: prefill batches whenever one can be formed; decode batches otherwise."""
+
+    name = "sglang"
+    Knobs = SglangKnobs
+    requeue_preempted_first = False  # retracted requests join the END of the waiting queue
+    mirrors = "SGLang scheduler (sglang 0.5.23, python/sglang/srt/managers/scheduler.py)"
+
+    def __init__(self, knobs=None) -> None:
+        super().__init__(knobs)
+        self.chunked = None  # the one request whose prompt is being prefilled in chunks
+
+    def pick_victim(self, running):
+        # retract_decode: the fewest output tokens, then the longest prompt, goes first.
+        return min(running, key=lambda r: (r.num_generated, -r.prompt_tokens, -r.admit_seq))
+
+    def _order(self, engine):
+        waiting = list(engine.waiting)
+        holding = [r for r in waiting if r.kv_holding]
+        rest = [r for r in waiting if not r.kv_holding]
+        if (
+            self.knobs.schedule_policy == "lpm"
+            and self.knobs.enable_prefix_caching
+            and len(rest) <= LPM_MAX_QUEUE
+        ):
+            rest.sort(key=lambda r: -len(engine.kv.lookup(r)))  # stable: ties stay FCFS
+        return holding + rest
+
+    def schedule(self, engine, plan, now):
+        k, kv = self.knobs, engine.kv
+        if self.chunked is not None and self.chunked.state is not RequestState.RUNNING:
+            self.chunked = None  # retracted meanwhile
+        decodes = [r for r in engine.running if r is not self.chunked]
+        mixed = len(decodes) if k.enable_mixed_chunk else 0
+        chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
+        rem_chunk = None if chunk is None else chunk - mixed
+        rem_input = k.max_prefill_tokens - mixed
+        # KV tokens free for new work after every running request's remaining output.
+        rem_total = kv.free_blocks * kv.block_size - sum(
+            min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes
+        )
+        block = kv.block_size
+        new = []
+
+        if self.chunked is not None:  # add_chunked_req: the chunked request goes first
+            req = self.chunked
+            n = req.remaining if rem_chunk is None else min(req.remaining, rem_chunk)
+            if n < req.remaining:
+                n = n // block * block or n
+            if engine.allocate_or_preempt(req, n, plan):
+                plan.add(req, n)
+                new.append(req)
+                rem_input -= n
+                if rem_chunk is not None:
+                    rem_chunk -= n
+                if n == req.remaining:
+                    self.chunked = None
+                    rem_total -= min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
+
+        for req in self._order(engine):
+            if rem_total <= 0 or rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+                break  # budget_state: NO_TOKEN / OTHER
+            running = len(decodes) + len(new) + (self.chunked is not None and
+                                                  self.chunked not in new)  # fmt: skip
+            if k.max_running_requests and running >= k.max_running_requests:
+                break  # the batch is full
+            hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
+            extend = req.num_tokens - req.num_computed - len(hits) * block
+            max_new = min(req.output_tokens - req.num_generated, CLIP_MAX_NEW_TOKENS)
+            if extend + max_new > rem_total:
+                break  # NO_TOKEN: not enough KV for its prompt and output
+            if rem_chunk is None and new and extend >= rem_input:
+                break  # without chunking only the first prompt may exceed the input cap
+            n, chunked = extend, False
+            if rem_chunk is not None and extend > rem_chunk:
+                if self.chunked is not None:
+                    break  # only one chunked request at a time
+                n = rem_chunk // block * block
+                if n <= 0:
+                    break
+                chunked = True
+            if not engine.admit_with_cache(req, n, hits):
+                break
+            plan.add(req, n)
+            new.append(req)
+            rem_input -= n
+            if rem_chunk is not None:
+                rem_chunk -= n
+            rem_total -= n + (0 if chunked else max_new)
+            if chunked:
+                self.chunked = req
+
+        if plan.items:
+            if k.enable_mixed_chunk:  # mix_with_running: decodes join the prefill batch
+                self._decode(engine, plan, decodes)
+            return  # a prefill (extend) batch: running decodes wait
+        self._decode(engine, plan, decodes)
+
+    def _decode(self, engine, plan, decodes):
+        for req in decodes:
+            if req.state is not RequestState.RUNNING or req in plan.items:
+                continue
+            if engine.allocate_or_preempt(req, 1, plan):
+                plan.add(req, 1)

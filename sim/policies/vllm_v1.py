@@ -1,0 +1,189 @@
+"""vLLM V1's scheduler, as of vllm 0.33.0: one token budget, running requests first (C5-C9).
+
+Mirrors `Scheduler.schedule()` in vllm/v1/core/sched/scheduler.py (vllm 0.33.0 wheel):
+- lines 753-763: `long_prefill_token_threshold` applies only when more than one request is
+  running or waiting at the start of the step (PR #57951: a lone request takes the whole budget).
+- lines 793-1040, the RUNNING loop, in list (= admission) order while budget is left: each
+  request gets `num_tokens - num_computed` tokens (1 for a decode; a partial prefill its rest),
+  capped by the threshold and by the budget left. If its KV blocks do not fit, the last request
+  in the running list (FCFS, line 938) or the worst (priority, arrival) one (priority) is
+  preempted by recompute and put back at the FRONT of the waiting queue (`_preempt_request`,
+  1799-1843), until the blocks fit or the request preempted itself (FCFS: stop; priority: go on
+  with the next one, 985-995).
+- lines 1049-1560, the WAITING loop, only in a step that preempted nobody, while budget is left
+  and fewer than `max_num_seqs` requests run: take the head of the queue (FCFS, or the heap of
+  (priority, arrival)); look its prompt up in the prefix cache (`get_computed_blocks`, at most
+  num_tokens - 1 tokens); schedule `num_tokens - cached` tokens capped by the threshold and the
+  budget left (with chunked prefill off, a prompt that does not fit whole stops admission, 1338);
+  allocate its blocks, checking that the WHOLE prompt fits (`scheduler_reserve_full_isl`, line
+  1449; vllm/config/scheduler.py line 190, default True); the first request that does not fit
+  stops admission.
+So several prompts share a step (the leftover budget starts the next prompt as a partial chunk),
+and a long prompt first in line takes the whole budget step after step: prefill-queue blocking
+(C7). `long_prefill_token_threshold` below the budget is V1's fast lane.
+
+What vLLM does and this does not: speculative decoding, encoder inputs, LoRA limits, pipeline
+parallelism and async scheduling (async_scheduling=False is the reference). The step sequence is
+checked against the real scheduler in tests/test_vllm_differential.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sim.policies import register
+from sim.policies.base import Knobs, Policy
+from sim.request import RequestState
+
+GIB = 1024**3
+MAX_MODEL_LEN = 131072  # Llama-3.1's context, the catalog models' max_model_len
+
+
+def vllm_batch_defaults(gpu_name: str, mem_gb: float) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for a GPU.
+
+    vllm/engine/arg_utils.py, `EngineArgs.get_batch_defaults` (OPENAI_API_SERVER column):
+    >= 160 GiB (B200, B300): 16384 / 1024; >= 70 GiB and not an A100 (H100, H200): 8192 / 1024;
+    otherwise (A100, L40S, RTX 4090, ...): 2048 / 256. (The offline `LLM` class uses larger
+    budgets; PD Lab models a server.)
+    """
+    mem = mem_gb * 1e9
+    if mem >= 160 * GIB:
+        return 16384, 1024
+    if mem >= 70 * GIB and "a100" not in gpu_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+@dataclass(frozen=True)
+class VllmEngineKnobs(Knobs):
+    """vLLM V1's scheduler settings shared by `vllm` and `short-first` (vLLM's names)."""
+
+    max_num_batched_tokens: int = 0  # token budget per step; 0 = vLLM's default for the GPU
+    max_num_seqs: int = 0  # running requests at most; 0 = vLLM's default for the GPU
+    long_prefill_token_threshold: int = 0  # cap on one request's tokens per step (0 = none)
+    enable_chunked_prefill: bool = True  # False: a prompt that does not fit whole waits
+    enable_prefix_caching: bool = True  # vLLM V1's default
+    scheduler_reserve_full_isl: bool = True  # admit only if the whole prompt's KV fits
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 = vLLM's default), got "
+                                 f"{getattr(self, name)}")  # fmt: skip
+        if 0 < self.max_num_batched_tokens < self.max_num_seqs:
+            # vllm/config/scheduler.py refuses it too.
+            raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                             f"max_num_seqs ({self.max_num_seqs})")  # fmt: skip
+
+    def for_gpu(self, gpu_name: str, mem_gb: float) -> VllmEngineKnobs:
+        """These knobs with 0 ("vLLM's default") replaced by what vLLM picks on that GPU.
+
+        vllm/engine/arg_utils.py `_set_default_max_num_seqs_and_batched_tokens_args`
+        (3151-3240): without chunked prefill the default budget is at least max_model_len; a
+        default max_num_seqs never exceeds the budget.
+        """
+        tokens, seqs = vllm_batch_defaults(gpu_name, mem_gb)
+        if not self.max_num_batched_tokens and not self.enable_chunked_prefill:
+            tokens = max(tokens, MAX_MODEL_LEN)
+        budget = self.max_num_batched_tokens or tokens
+        return replace(
+            self,
+            max_num_batched_tokens=budget,
+            max_num_seqs=self.max_num_seqs or min(seqs, budget),
+        )
+
+
+@dataclass(frozen=True)
+class VllmKnobs(VllmEngineKnobs):
+    scheduling_policy: str = "fcfs"  # fcfs | priority (lower priority value first)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise ValueError(
+                f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}"
+            )
+
+
+@register
+class Vllm(Policy):
+    """vLLM V1: one budget, running requests first, then waiting ones while budget is left."""
+
+    name = "vllm"
+    Knobs = VllmKnobs
+    mirrors = "vLLM V1 scheduler (vllm 0.33.0, vllm/v1/core/sched/scheduler.py)"
+
+    def reject_reason(self, req, engine):
+        k = self.knobs
+        if not k.enable_chunked_prefill and req.prompt_tokens > k.max_num_batched_tokens:
+            # vLLM refuses such a config outright (max_num_batched_tokens < max_model_len).
+            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens "
+                    f"({k.max_num_batched_tokens}) with enable_chunked_prefill=false")  # fmt: skip
+        return ""
+
+    # ---- ordering hooks (short-first overrides them) ----
+
+    @property
+    def by_priority(self) -> bool:
+        """vLLM's scheduling_policy=priority: a heap for waiting, the worst request preempted."""
+        return self.knobs.scheduling_policy == "priority"
+
+    def next_waiting(self, engine, now):
+        """The request the waiting loop looks at next (the queue's head)."""
+        if self.by_priority:
+            return min(engine.waiting, key=lambda r: (not r.kv_holding, r.priority, r.arrival_s,
+                                                      r.request_id))  # fmt: skip
+        return engine.waiting[0]
+
+    def pick_victim(self, running):
+        if self.by_priority:
+            return max(running, key=lambda r: (r.priority, r.arrival_s))  # first of equals
+        return running[-1]
+
+    # ---- the step ----
+
+    def schedule(self, engine, plan, now):
+        k = self.knobs
+        budget = k.max_num_batched_tokens
+        # A lone request is not capped by the threshold (scheduler.py 753-763, PR #57951).
+        alone = len(engine.running) + len(engine.waiting) <= 1
+        threshold = 0 if alone else k.long_prefill_token_threshold
+        priority = self.by_priority
+
+        # (1) RUNNING requests, in admission order.
+        for req in list(engine.running):
+            left = budget - plan.num_tokens
+            if left <= 0:
+                break  # budget gone: the rest of the running list stalls this step
+            if req.state is not RequestState.RUNNING:
+                continue  # preempted by an earlier request of this loop
+            n = req.remaining
+            if 0 < threshold < n:
+                n = threshold
+            n = min(n, left)
+            if not engine.allocate_or_preempt(req, n, plan):
+                if priority:
+                    continue  # it was the worst running request; better ones may still fit
+                break  # FCFS: it preempted itself, nothing after it can run
+            plan.add(req, n)
+
+        # (2) WAITING requests, unless this step preempted someone.
+        if plan.preempted:
+            return
+        kv, block = engine.kv, engine.kv.block_size
+        while engine.waiting and plan.num_tokens < budget:
+            if len(engine.running) >= k.max_num_seqs:
+                break
+            req = self.next_waiting(engine, now)
+            hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
+            n = req.num_tokens - req.num_computed - len(hits) * block
+            if 0 < threshold < n:
+                n = threshold
+            left = budget - plan.num_tokens
+            if not k.enable_chunked_prefill and n > left:
+                break  # without chunking a prompt runs whole or waits
+            n = min(n, left)
+            if not engine.admit_with_cache(req, n, hits, k.scheduler_reserve_full_isl):
+                break  # head of line: the first request whose blocks do not fit stops admission
+            plan.add(req, n)
