@@ -132,7 +132,7 @@ with replay_tab:
             "wl", T("play.workload"), ["freeze", "three", "blocking", "chat", "upload"], "freeze"
         )
     with c2:
-        gpu = w.select("gpu", T("common.gpu"), list(GPUS), defaults.hardware.gpu)
+        gpu = w.select("gpu", T("common.gpu"), [*GPUS, "custom"], defaults.hardware.gpu)
     with c3:
         sim_model = w.select("model", T("common.model"), list(MODELS), defaults.hardware.model)
     with c4:
@@ -201,7 +201,7 @@ with replay_tab:
             "result": result,
             "summary": summary_of(result),
             "predicted": predict(requests, config),
-            "label": f"{policy} · {gpu} · {sim_model}",
+            "label": f"{config.policy} · {config.hardware.gpu}",
         }
 
     done = st.session_state.get("serve_replay")
@@ -222,7 +222,7 @@ with replay_tab:
             st.warning(T("serve.request_failed", id=m.spec.request_id, message=m.error))
         w.timeline_runs(
             [
-                (T("serve.measured", url=endpoint.url), result.run),
+                (T("serve.measured", url=endpoint.host), result.run),
                 (T("serve.predicted", label=done["label"]), predicted),
             ],
             key="serve_replay_timeline",
@@ -230,7 +230,7 @@ with replay_tab:
         st.caption(T("serve.measured_note", factor=result.run.meta.get("stall_factor", 3.0)))
         w.runs_table(
             [
-                (T("serve.measured", url=endpoint.url), result.run),
+                (T("serve.measured", url=endpoint.host), result.run),
                 (T("serve.predicted", label=done["label"]), predicted),
             ]
         )
