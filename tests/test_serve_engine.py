@@ -186,3 +186,27 @@ def test_snapshot_shows_requests_in_flight_and_keeps_only_the_last():
     assert run.segments["kind"].tolist() == ["queued"]  # an open wait, drawn up to now
     assert run.meta["load"]["waiting"] == 1
     assert len(engine.snapshot(last=1).requests) == 1
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [{"kv_capacity_tokens": 96}, {"topology": "router", "router": "round-robin"}],
+    ids=["preemption", "router"],
+)
+def test_preemption_and_routing_still_give_every_request_its_tokens(knobs):
+    """Short of KV memory the engine preempts (recompute); a router spreads requests."""
+    engine = make(**knobs)
+    engine.start()
+    try:
+        pairs = [submit(engine, [20 + i] * 24, 30) for i in range(3)]
+        results = [collect(engine, events, timeout=30) for _, events in pairs]
+        run = engine.snapshot()
+    finally:
+        engine.stop()
+    for events in results:
+        times = [e[2] for e in events if e[0] == "token"]
+        assert len(times) == 30 and times == sorted(times)
+    if "kv_capacity_tokens" in knobs:
+        assert run.requests["preemptions"].sum() > 0
+    else:
+        assert set(run.requests["worker"]) == {"I0", "I1"}
