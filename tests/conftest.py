@@ -7,6 +7,19 @@ sys.path.insert(0, str(ROOT))  # import sim/ from the checkout without installin
 sys.path.insert(0, str(ROOT / "tests"))
 
 TRACES = ROOT.parent / "shared" / "data" / "traces"  # the real Azure traces stay outside
+EXCERPTS = ROOT / "tests" / "data"  # their first 1,000 rows, shipped (tests/data/README.md)
+FULL_TRACES = (TRACES / "AzureLLMInferenceTrace_conv.csv").exists()
+NEEDS_FULL_TRACES = (
+    f"needs the full Azure traces at {TRACES} (the checkout's sibling ../shared); "
+    "tests/data/ has only their first 1,000 rows"
+)
+
+
+def azure_trace(name: str) -> Path:
+    """The Azure trace `name` ("conv" or "code"): the full hour from ../shared where it is there,
+    else the excerpt in tests/data/ (its first 1,000 rows)."""
+    full = TRACES / f"AzureLLMInferenceTrace_{name}.csv"
+    return full if full.exists() else EXCERPTS / f"AzureLLMInferenceTrace_{name}_head1000.csv"
 
 # CI runs the property tests with a fixed seed (reproducible: a red CI is never a dice roll);
 # local runs keep exploring new examples.

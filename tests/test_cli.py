@@ -6,7 +6,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import ROOT, TRACES
+from conftest import ROOT, azure_trace
 
 from sim.cli import main
 from sim.trace import REQUEST_COLUMNS
@@ -62,7 +62,7 @@ def test_out_writes_the_five_files(tmp_path, capsys):
 
 def test_run_imports_the_azure_trace(capsys, tmp_path):
     sample = tmp_path / "azure.csv"
-    lines = (TRACES / "AzureLLMInferenceTrace_code.csv").read_text().splitlines()[:101]
+    lines = azure_trace("code").read_text().splitlines()[:101]
     sample.write_text("\n".join(lines) + "\n")
     code, out, _ = cli(capsys, "run", "--workload", str(sample), "--json")
     assert code == 0
