@@ -177,3 +177,48 @@ def test_decode_worker_admits_no_more_than_max_num_seqs():
     d = r.steps[r.steps.worker == "D0"]
     assert d.batch_size.max() == 2  # 8 requests handed over, at most 2 decode together
     assert (r.requests.status == "finished").all()
+
+
+# ---- SGLang: the decisions ../shared/reference/vllm-real-scheduler.md saw its real scheduler
+# (sglang 0.5.23) make on 1 x 3000-token prompt A + 6 x 300 (b0..b5), 4 output tokens each,
+# chunked_prefill_size 2048, all arriving at once. PD Lab's sglang policy must make the same.
+
+DOC = [RequestSpec(0, 0.0, 3000, 4)] + [RequestSpec(i, 0.0, 300, 4) for i in range(1, 7)]
+
+
+def sglang_steps(**knobs):
+    from sim.stepper import run_steps
+
+    config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": False, **knobs})
+    steps, outputs = run_steps([(0, spec) for spec in DOC], config, kv_blocks=20_000)
+    assert outputs == {i: 4 for i in range(7)}
+    return [s.scheduled for s in steps]
+
+
+def test_sglang_prefill_batches_take_priority_over_decodes():
+    steps = sglang_steps(chunked_prefill_size=2048)
+    assert steps[0] == {0: 2048}  # EXTEND A:2048 (A becomes the chunked request)
+    assert steps[1] == {0: 952, 1: 300, 2: 300, 3: 300, 4: 196}  # A's rest, b0-b2, b3 cut
+    assert steps[2] == {4: 104, 5: 300, 6: 300}  # A and b0-b2 wait: prefill first
+    assert all(set(n.values()) == {1} for n in steps[3:])  # then DECODE batches only
+
+
+def test_sglang_mixed_chunk_lets_decodes_ride_along():
+    steps = sglang_steps(chunked_prefill_size=2048, enable_mixed_chunk=True)
+    assert steps[:2] == sglang_steps(chunked_prefill_size=2048)[:2]
+    assert steps[2] == {4: 104, 5: 300, 6: 300, 0: 1, 1: 1, 2: 1, 3: 1}  # MIXED
+
+
+def test_sglang_max_running_requests_caps_the_batch():
+    steps = sglang_steps(chunked_prefill_size=2048, max_running_requests=3)
+    assert steps[0] == {0: 2048}
+    assert steps[1] == {0: 952, 1: 300, 2: 300}
+    assert steps[2:5] == [{0: 1, 1: 1, 2: 1}] * 3  # A, b0, b1 decode to the end
+    assert steps[5] == {3: 300, 4: 300, 5: 300}
+    assert steps[9] == {6: 300}
+
+
+def test_sglang_without_chunking_caps_a_prefill_batch_at_max_prefill_tokens():
+    steps = sglang_steps(chunked_prefill_size=-1, max_prefill_tokens=4096)
+    assert steps[0] == {0: 3000, 1: 300, 2: 300, 3: 300}
+    assert steps[1] == {4: 300, 5: 300, 6: 300}  # no decodes between the prefill batches

@@ -157,9 +157,13 @@ def _random_case(seed: int, policy: str) -> Case:
     longest = max(p + o for _, p, o, *_ in rows)
     tight = rng.random() < 0.4
     blocks = (longest // 16 + 8) if tight else PLENTY
+    if policy == "prefill-first":
+        budget = 4096  # V0 without chunking: every prompt must fit the budget whole
     knobs = {"max_num_batched_tokens": budget,
              "max_num_seqs": min(budget, rng.choice([4, 16, 256]))}
-    if policy == "vllm":
+    if policy == "prefill-first":
+        pass
+    elif policy == "vllm":
         knobs["long_prefill_token_threshold"] = rng.choice([0, 0, 48, 300])
         knobs["scheduling_policy"] = rng.choice(["fcfs", "priority"])
     else:
@@ -230,7 +234,7 @@ V1_CASES = [
     Case("lone-request-ignores-threshold", "vllm", {"max_num_batched_tokens": 1024,
                                                     "long_prefill_token_threshold": 100},
          PLENTY, [R(0, 3000, 2), R(12, 50, 2)]),
-    *[_random_case(seed, "vllm") for seed in range(16)],
+    *[_random_case(seed, "vllm") for seed in range(40)],
 ]
 
 V0_CASES = [
@@ -252,7 +256,8 @@ V0_CASES = [
     Case("v0-prefill-first-seqs", "prefill-first", {"max_num_batched_tokens": 2048,
                                                     "max_num_seqs": 3}, PLENTY,
          [R(i // 2, 300, 7) for i in range(9)]),
-    *[_random_case(seed, "vllm-v0") for seed in range(100, 108)],
+    *[_random_case(seed, "vllm-v0") for seed in range(100, 124)],
+    *[_random_case(seed, "prefill-first") for seed in range(200, 208)],
 ]
 
 

@@ -23,11 +23,11 @@ wheel:
 - When a decode step's KV does not fit, `retract_decode` (schedule_batch.py 3451-3540) sends back
   the request with the fewest output tokens (then the longest prompt) to the END of the waiting
   queue, to be recomputed.
-Simplified here: page size = the KV block size (16; SGLang's default page is 1 token), the radix
-prefix cache is matched in whole 16-token blocks, and SGLang's decaying `new_token_ratio` is
-used only at ratio 1.0 (exact for fixed-length outputs). Not checked against the real SGLang
-scheduler step by step in CI; tests/test_policies_by_hand.py traces the cases
-../shared/reference/vllm-real-scheduler.md observed on it.
+Simplified here: chunks are cut at any token (SGLang's default page size of 1), but KV memory
+and the radix prefix cache are counted in 16-token blocks, and SGLang's decaying
+`new_token_ratio` is used only at ratio 1.0 (exact for fixed-length outputs). Not checked
+against the real SGLang scheduler step by step in CI; tests/test_policies_by_hand.py replays
+the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
 """
 
 from __future__ import annotations
@@ -130,8 +130,6 @@ class Sglang(Policy):
         if self.chunked is not None:  # add_chunked_req: the chunked request goes first
             req = self.chunked
             n = req.remaining if rem_chunk is None else min(req.remaining, rem_chunk)
-            if n < req.remaining:
-                n = n // block * block or n
             if engine.allocate_or_preempt(req, n, plan):
                 plan.add(req, n)
                 new.append(req)
@@ -160,10 +158,7 @@ class Sglang(Policy):
             if rem_chunk is not None and extend > rem_chunk:
                 if self.chunked is not None:
                     break  # only one chunked request at a time
-                n = rem_chunk // block * block
-                if n <= 0:
-                    break
-                chunked = True
+                n, chunked = rem_chunk, True  # page size 1 (SGLang's default): cut anywhere
             if not engine.admit_with_cache(req, n, hits):
                 break
             plan.add(req, n)
