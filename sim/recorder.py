@@ -31,7 +31,7 @@ class TraceRecorder:
         self.worker_names: list[str] = []
         self._worker_code: dict[str, int] = {}
         self.req = array("q")  # request_id
-        self.worker = array("h")  # code into worker_names
+        self.worker = array("i")  # code into worker_names (int32: any number of workers)
         self.kind = array("b")  # code into SEGMENT_KINDS
         self.start = array("d")  # seconds
         self.end = array("d")
@@ -94,7 +94,7 @@ class TraceRecorder:
         frame = pd.DataFrame({
             "request_id": np.frombuffer(self.req, dtype=np.int64),
             "worker": np.array(self.worker_names, dtype=object)[
-                np.frombuffer(self.worker, dtype=np.int16)],
+                np.frombuffer(self.worker, dtype=np.int32)],
             "kind": np.array(SEGMENT_KINDS, dtype=object)[np.frombuffer(self.kind, dtype=np.int8)],
             "start_s": np.frombuffer(self.start, dtype=np.float64),
             "end_s": np.frombuffer(self.end, dtype=np.float64),
