@@ -505,6 +505,7 @@ def cmd_serve(args) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((args.host, args.port))
+        sock.listen(2048)  # from now on a client's connection waits in the backlog, not refused
     except OSError as err:
         raise OSError(f"cannot listen on {args.host}:{args.port}: {err.strerror}") from None
     # Two threads share the GIL: the engine (Python between torch calls) and the event loop that

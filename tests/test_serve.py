@@ -69,6 +69,11 @@ class Server:
     def trace(self) -> dict:
         return self.get("/pdlab/trace").json()
 
+    def log_text(self) -> str:
+        """What the server wrote on stderr (for a failing test's message)."""
+        self.log.seek(0)
+        return self.log.read()[-4000:]
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
@@ -450,5 +455,7 @@ def test_smollm2_answers_in_words():
                                            max_tokens=8, stream=True)  # fmt: skip
         text = "".join(c.choices[0].text for c in stream if c.choices)
         assert any(ch.isalpha() for ch in text), text
+    except openai.APIConnectionError as err:
+        raise AssertionError(f"{err}; exit {server.proc.poll()}; {server.log_text()}") from err
     finally:
         server.stop()
