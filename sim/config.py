@@ -7,14 +7,21 @@ Notable features
   strings (the CLI, URLs): the knob is found by name in whichever section owns it, converted to
   that field's type, and validated; a wrong name or value raises ONE clear ValueError.
 - Knob names follow vLLM where vLLM has one (max_num_batched_tokens, max_num_seqs, ...).
+- Every number must be finite and within a range that still describes a server (`_within`):
+  names that exist (GPUs, models), at most MAX_INSTANCES instances, a KV link no slower than
+  1 MB/s (slower freezes the clock: t + a step == t in float64), and so on. The message is one
+  line that names the knob and says what to change. A visitor's tighter limits (steps, requests,
+  instances) are sim/budget.py's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 
+from sim.hardware import get_gpu, get_model, kv_capacity_tokens
 from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
@@ -22,9 +29,39 @@ ROUTER_NAMES = ("round-robin", "least-loaded", "length")
 DISAGG_PROTOCOLS = ("vllm", "distserve")
 
 
+MAX_INSTANCES = 1024  # per topology (instances, or P and D workers each)
+MAX_WHOLE = 10**9  # the largest whole number a knob may take (token counts, queue lengths)
+
+
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ValueError(message)
+
+
+def _within(name: str, value, lo: float, hi: float, unit: str = "", lo_open: bool = False) -> None:
+    """`value` is a finite number in [lo, hi] (or (lo, hi]); else one line saying what to set."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > lo if lo_open else value >= lo) and value <= hi
+    if not ok:
+        unit = f" {unit}" if unit else ""
+        low = f"more than {lo:g}" if lo_open else f"{lo:g}"
+        raise ValueError(f"{name} must be from {low} to {hi:g}{unit}, got {value!r}: "
+                         f"set {name} within that range")  # fmt: skip
+
+
+def _known(knob: str, lookup, name: str) -> None:
+    """`lookup(name)` finds a catalog entry; else one line naming the knob and the choices."""
+    try:
+        lookup(name)
+    except ValueError as err:
+        raise ValueError(f"{knob}: {err}") from None
+
+
+def _reserve_gb() -> float:
+    """GB per GPU the cost model keeps for activations (sim.hardware.kv_capacity_tokens)."""
+    import inspect
+
+    return inspect.signature(kv_capacity_tokens).parameters["activation_reserve_gb"].default
 
 
 @dataclass(frozen=True)
@@ -44,19 +81,24 @@ class HardwareConfig:
     gpu_mem_gb: float = 0.0  # custom GPU only: memory, GB
 
     def __post_init__(self) -> None:
-        _require(self.tensor_parallel >= 1, "tensor_parallel must be >= 1")
-        for name in ("mfu", "mfu_attn", "mbu"):
-            v = getattr(self, name)
-            _require(0 < v <= 1, f"{name} must be in (0, 1], got {v}")
-        _require(self.overhead_ms >= 0, f"overhead_ms must be >= 0, got {self.overhead_ms}")
-        _require(self.overhead_per_seq_ms >= 0, "overhead_per_seq_ms must be >= 0")
+        _within("tensor_parallel", self.tensor_parallel, 1, 64, "GPUs")
+        for name in ("mfu", "mfu_attn", "mbu"):  # below 0.1% a step lasts hours
+            _within(name, getattr(self, name), 0.001, 1)
+        _within("overhead_ms", self.overhead_ms, 0, 10_000, "ms")
+        _within("overhead_per_seq_ms", self.overhead_per_seq_ms, 0, 1_000, "ms")
         if self.gpu.lower() == "custom":
-            for name in ("gpu_tflops", "gpu_bw_gb_s", "gpu_mem_gb"):
+            for name, lo, hi, unit in (("gpu_tflops", 0.1, 1e5, "TFLOP/s"),
+                                       ("gpu_bw_gb_s", 1, 1e6, "GB/s"),
+                                       ("gpu_mem_gb", 1, 1e5, "GB")):  # fmt: skip
                 v = getattr(self, name)
                 _require(
-                    math.isfinite(v) and v > 0,
+                    isinstance(v, numbers.Real) and math.isfinite(v) and v > 0,
                     f"gpu=custom needs {name} > 0 (e.g. --set {name}=...), got {v}",
                 )
+                _within(name, v, lo, hi, unit)
+        else:
+            _known("gpu", get_gpu, self.gpu)
+        _known("model", get_model, self.model)
 
 
 @dataclass(frozen=True)
@@ -70,14 +112,20 @@ class EngineConfig:
     swap_space_gb: float = 4.0  # host memory for swapped KV per instance (vLLM V0: 4 GiB)
 
     def __post_init__(self) -> None:
-        _require(self.kv_capacity_tokens >= 0, "kv_capacity_tokens must be >= 0 (0 = auto)")
-        _require(0 < self.mem_utilization <= 1, "mem_utilization must be in (0, 1]")
-        _require(self.block_size >= 1, "block_size must be >= 1")
+        _within("kv_capacity_tokens", self.kv_capacity_tokens, 0, 10**8, "tokens (0 = auto)")
+        _require(
+            self.kv_capacity_tokens == 0 or self.kv_capacity_tokens >= self.block_size,
+            f"kv_capacity_tokens={self.kv_capacity_tokens} is less than one KV block "
+            f"({self.block_size} tokens): set kv_capacity_tokens to 0 (auto) or at least "
+            f"{self.block_size}",
+        )
+        _within("mem_utilization", self.mem_utilization, 0, 1, lo_open=True)
+        _within("block_size", self.block_size, 1, 1024, "tokens")
         _require(
             self.preemption_mode in ("recompute", "swap"),
             f"preemption_mode must be recompute or swap, got {self.preemption_mode!r}",
         )
-        _require(self.swap_space_gb >= 0, "swap_space_gb must be >= 0")
+        _within("swap_space_gb", self.swap_space_gb, 0, 10_000, "GB")
 
 
 @dataclass(frozen=True)
@@ -107,20 +155,20 @@ class TopologyConfig:
             self.router in ROUTER_NAMES,
             f"unknown router {self.router!r}; choose one of: {', '.join(ROUTER_NAMES)}",
         )
-        _require(self.num_instances >= 1, "num_instances must be >= 1")
-        _require(
-            self.num_prefill >= 1 and self.num_decode >= 1,
-            "num_prefill and num_decode must be >= 1",
-        )
-        _require(self.length_threshold >= 1, "length_threshold must be >= 1 token")
-        _require(self.kv_bandwidth_gb_s > 0, "kv_bandwidth_gb_s must be > 0 GB/s")
-        _require(self.kv_latency_ms >= 0, "kv_latency_ms must be >= 0")
+        for name in ("num_instances", "num_prefill", "num_decode"):
+            _within(name, getattr(self, name), 1, MAX_INSTANCES)
+        _within("length_threshold", self.length_threshold, 1, MAX_WHOLE, "tokens")
+        # 1 MB/s at the slowest: a slower link's transfers outgrow float64's resolution of a step
+        _within("kv_bandwidth_gb_s", self.kv_bandwidth_gb_s, 0.001, 1e6, "GB/s")
+        _within("kv_latency_ms", self.kv_latency_ms, 0, 60_000, "ms")
         _require(
             self.disagg_mode in ("always", "conditional"),
             "disagg_mode must be always or conditional",
         )
-        _require(self.max_local_prefill_length >= 0, "max_local_prefill_length must be >= 0")
-        _require(self.max_prefill_queue >= 1, "max_prefill_queue must be >= 1")
+        _within("max_local_prefill_length", self.max_local_prefill_length, 0, MAX_WHOLE, "tokens")
+        _within("max_prefill_queue", self.max_prefill_queue, 1, MAX_WHOLE)
+        if self.decode_gpu:
+            _known("decode_gpu", get_gpu, self.decode_gpu)
         _require(
             self.disagg_protocol in DISAGG_PROTOCOLS,
             f"disagg_protocol must be one of {', '.join(DISAGG_PROTOCOLS)}, "
@@ -136,7 +184,8 @@ class SLOConfig:
     tpot_slo_s: float = 0.3  # TNG interactive: 100-300 ms per output token
 
     def __post_init__(self) -> None:
-        _require(self.ttft_slo_s > 0 and self.tpot_slo_s > 0, "SLO targets must be > 0 seconds")
+        _within("ttft_slo_s", self.ttft_slo_s, 0, 1e6, "s", lo_open=True)
+        _within("tpot_slo_s", self.tpot_slo_s, 0, 1e6, "s", lo_open=True)
 
 
 def default_knobs(policy: str) -> Knobs:
@@ -168,6 +217,16 @@ class SimConfig:
             f"preemption_mode=swap: {cls.mirrors.split(' (')[0]} preempts by recompute only; "
             "swap is vLLM V0's (policy vllm-v0 or prefill-first)",
         )
+        if self.engine.kv_capacity_tokens == 0:  # auto: the share of memory must exceed the reserve
+            hw = self.hardware
+            mem = hw.gpu_mem_gb if hw.gpu.lower() == "custom" else get_gpu(hw.gpu).mem_gb
+            usable, reserve = self.engine.mem_utilization * mem, _reserve_gb()
+            _require(
+                usable > reserve,
+                f"mem_utilization={self.engine.mem_utilization:g} leaves {usable:.3g} GB of the "
+                f"GPU's {mem:g} GB, not more than the {reserve:g} GB kept for activations: raise "
+                f"mem_utilization (vLLM's default is 0.9) or set kv_capacity_tokens",
+            )
 
     def flat(self) -> dict:
         """All knobs as one flat dict (for summaries and file names)."""
@@ -193,13 +252,17 @@ def _convert(name: str, raw, default):
             raise ValueError
         if isinstance(default, int):
             as_float = float(raw)
-            if not as_float.is_integer():
+            if not as_float.is_integer() or abs(as_float) > MAX_WHOLE:
                 raise ValueError
             return int(as_float)
         if isinstance(default, float):
-            return float(raw)
+            value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError
+            return value
     except ValueError:
-        kind = {bool: "true/false", int: "whole number", float: "number"}[type(default)]
+        kind = {bool: "true/false", int: f"whole number up to {MAX_WHOLE:,}",
+                float: "finite number"}[type(default)]  # fmt: skip
         raise ValueError(f"{name} must be a {kind}, got {raw!r}") from None
     return raw
 

@@ -33,6 +33,8 @@ def parse_rates(text: str) -> list[float]:
         start, stop, step = (float(p) for p in parts)
     except ValueError:
         raise ValueError(f"--rate must look like A:B:STEP, e.g. 1:10:1; got {text!r}") from None
+    if not all(np.isfinite((start, stop, step))):
+        raise ValueError(f"--rate needs finite numbers A:B:STEP, e.g. 1:10:1; got {text!r}")
     if not (0 < start <= stop and step > 0):
         raise ValueError(f"--rate needs 0 < A <= B and STEP > 0; got {text!r}")
     count = int(np.floor((stop - start) / step + 1e-9)) + 1

@@ -70,21 +70,6 @@ class WorkloadError(ValueError):
         return (WorkloadError, (self.line, self.field, self.problem))
 
 
-def _read_text(source: Source) -> str:
-    if isinstance(source, str | os.PathLike):
-        data: str | bytes = Path(source).read_bytes()
-    else:  # BytesIO/StringIO (Streamlit uploads) have getvalue(), which ignores the position
-        data = source.getvalue() if hasattr(source, "getvalue") else source.read()
-    if isinstance(data, str):
-        return data.removeprefix("\ufeff")
-    try:
-        return data.decode("utf-8-sig")  # -sig drops the byte-order mark Excel writes
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        problem = "the text encoding is not UTF-8; save the file as CSV UTF-8"
-        raise WorkloadError(line, "encoding", problem) from None
-
-
 def _match_header(cells: list[str], line: int) -> tuple[str, dict[str, int]]:
     names = [c.strip().lower() for c in cells]
     for schema, (required, optional) in _SCHEMAS.items():
@@ -137,13 +122,18 @@ def _arrival(text: str, line: int) -> float:
 def _timestamp(text: str, line: int) -> datetime:
     try:
         ts = datetime.fromisoformat(text.strip())
+        # compare as naive UTC; a time zone can push year 1 or 9999 out of range (OverflowError)
+        ts = ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
+    except OverflowError:
+        problem = f"TIMESTAMP {text.strip()!r} is out of range once converted to UTC"
+        raise WorkloadError(line, "TIMESTAMP", problem) from None
     except ValueError:
         raise WorkloadError(
             line,
             "TIMESTAMP",
             f"TIMESTAMP must be a date-time like '2023-11-16 18:15:46.6805900', got {text!r}",
         ) from None
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts  # compare as naive UTC
+    return ts
 
 
 def _prefix(cells: list[str], col: dict[str, int], line: int, prompt: int) -> tuple:
@@ -174,7 +164,19 @@ def _lines_of(source: Source, max_bytes: int | None = None):
                 raise WorkloadError(1, "encoding", "the text encoding is not UTF-8; save the "
                                     "file as CSV UTF-8") from None  # fmt: skip
         return
-    yield from io.StringIO(_read_text(source), newline="")
+    data = source.getvalue() if hasattr(source, "getvalue") else source.read()
+    if isinstance(data, str):
+        yield from io.StringIO(data.removeprefix("\ufeff"), newline="")
+        return
+    # Bytes (a Streamlit upload): decoded line by line as the rows are read, so that a reader
+    # stopping at max_rows never decodes (or holds as text) the rest of a large file.
+    for number, raw in enumerate(io.BytesIO(data), start=1):
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise WorkloadError(number, "encoding", "the text encoding is not UTF-8; save the "
+                                "file as CSV UTF-8") from None  # fmt: skip
+        yield from io.StringIO(text, newline="")  # a lone \r still ends a line
 
 
 def load_csv(source: Source, max_rows: int | None = None) -> list[RequestSpec]:

@@ -118,3 +118,43 @@ def test_python_dash_m_sim_exits_2_without_traceback():
                           cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and done.stderr.startswith("error:")
+
+
+AZURE_YEAR_ONE = "TIMESTAMP,ContextTokens,GeneratedTokens\n0001-01-01T00:00:00+05:00,10,5\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["sweep", "--scenario", "c2", "--rate", "1:inf:1"], "--rate"),
+        (["sweep", "--scenario", "c2", "--rate", "nan:2:1"], "--rate"),
+        (["run", "--workload", "AZURE"], "TIMESTAMP"),
+        (["run", "--scenario", "c10b", "--set", "num_instances=40000"], "num_instances"),
+        (["run", "--scenario", "c11", "--set", "swap_space_gb=inf"], "swap_space_gb"),
+        (["run", "--scenario", "c2", "--set", "mem_utilization=1e-9"], "mem_utilization"),
+        (["run", "--scenario", "c12", "--topology", "disaggregated", "--set",
+          "kv_bandwidth_gb_s=1e-15"], "kv_bandwidth_gb_s"),  # fmt: skip
+        (["run", "--scenario", "c2", "--set", "overhead_ms=inf"], "overhead_ms"),
+        (["run", "--scenario", "c2", "--set", "kv_latency_ms=inf"], "kv_latency_ms"),
+        (["run", "--scenario", "c2", "--set", "kv_capacity_tokens=1"], "kv_capacity_tokens"),
+        (["run", "--scenario", "c2", "--set", "decode_gpu=nope"], "decode_gpu"),
+        (["run", "--scenario", "c2", "--gpu", "RTX9090"], "gpu"),
+        (["run", "--scenario", "c2", "--model", "nope"], "model"),
+        (["run", "--scenario", "c2", "--set", "max_num_seqs=1e300"], "max_num_seqs"),
+        (["run", "--scenario", "c2", "--set", "mfu=1e-300"], "mfu"),
+    ],
+)
+def test_extremes_exit_2_with_one_line_naming_the_knob(capsys, tmp_path, args, names):
+    azure = tmp_path / "azure.csv"
+    azure.write_text(AZURE_YEAR_ONE)
+    args = [str(azure) if a == "AZURE" else a for a in args]
+    code, out, err = cli(capsys, *args)
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err  # one line, no traceback
+    assert names in err
+    if "--set" in args:  # the knob it names exists: the message's first word that is a knob
+        from sim.config import SimConfig, knob_names
+
+        knob = args[args.index("--set") + 1].split("=")[0]
+        assert knob in knob_names(SimConfig().policy)
+        assert "activation_reserve_gb" not in err  # a knob that does not exist (issue 9)
