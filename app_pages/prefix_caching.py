@@ -34,7 +34,7 @@ with system_tab:
     with c2:
         rate = w.slider("rate", T("common.rate"), 1.0, 16.0, 4.0, step=1.0)
     specs = on_and_off(shared_system_prompt(60, rate, system), T("prefix.on"), T("prefix.off"))
-    w.timeline_of(specs, key="system")
+    w.timeline_of(specs, key="tl_system")
     st.caption(T("prefix.legend"))
     w.engine_note("vllm")
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs], KEYS)
@@ -44,7 +44,7 @@ with trace_tab:
     st.markdown(T("prefix.trace_text"))
     rate = w.slider("trace_rate", T("common.rate"), 0.1, 0.5, 0.25, step=0.05)
     specs = on_and_off(mooncake_excerpt(rate), T("prefix.on"), T("prefix.off"))
-    w.timeline_of(specs, key="trace")
+    w.timeline_of(specs, key="tl_trace")
     st.caption(T("prefix.legend"))
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs], KEYS)
     st.markdown(T("prefix.trace_takeaway"))
@@ -55,7 +55,7 @@ with evict_tab:
                        24000)  # fmt: skip
     chosen = (("kv_capacity_tokens", capacity),)
     spec = w.variant_spec("pc3-cache-eviction", "KV 24k tokens", chosen)
-    w.timeline_of([(f"{capacity:,} KV", spec[1], spec[2])], key="evict")
+    w.timeline_of([(f"{capacity:,} KV", spec[1], spec[2])], key="tl_evict")
     st.caption(T("prefix.legend"))
     rows = []
     for size in (12000, 24000, 48000, 100000, 200000):

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # Debian's chromium drives the browser tests (Playwright's own browser download is not used);
 # the fonts make Korean text and emoji readable in the screenshots.
-if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi nanum; then
+if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi nanum \
+    || ! fc-list 2>/dev/null | grep -qi emoji; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-nanum \

@@ -23,6 +23,8 @@ PAGES = {  # page file -> (title key, extreme query params)
                                                  "threshold": "1024", "chat_rate": "60",
                                                  "aging": "0.0"}),
     "app_pages/memory.py": ("memory.title", {"kv": "8000", "mode": "swap"}),
+    "app_pages/prefix_caching.py": ("prefix.title", {"system": "8000", "rate": "16.0",
+                                                     "trace_rate": "0.5", "kv": "12000"}),
     "app_pages/disaggregation.py": ("disagg.title", {"p": "3", "d": "3", "link": "25GbE",
                                                      "dgpu": "L4", "rate": "16.0"}),
     "app_pages/playground.py": ("play.title", {"k": "4", "arr": "gamma", "cv": "4.0",
@@ -59,6 +61,22 @@ def test_page_renders_in_both_languages(page, lang):
 def test_page_survives_extreme_controls(page):
     at = open_page(page, PAGES[page][1])
     assert not at.exception, at.exception
+
+
+def test_every_page_of_the_app_is_tested_here():
+    import app_pages_list
+
+    assert set(app_pages_list.lesson_files()) - {"app_pages/serve.py"} <= set(PAGES)
+
+
+def test_prefix_caching_page_draws_the_cached_part_and_its_hit_rate():
+    at = open_page("app_pages/prefix_caching.py", {"system": "4000"})
+    assert not at.exception, at.exception
+    names = {trace.get("name") for trace in figures(at)[0]["data"]}
+    assert t("gantt.phase.cached", "en") in names
+    table = at.dataframe[0].value  # caching on, caching off
+    hit = table[t("metric.prefix_cache_hit_rate", "en")]
+    assert hit.iloc[0] > 0.8 and hit.iloc[1] == 0  # 4000 of 4300 prompt tokens shared
 
 
 def test_timeline_is_animated_with_play_and_a_slider():
@@ -112,7 +130,7 @@ def test_goodput_sweep_draws_attainment_per_rate_and_the_goodput():
 
 def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():
     at = open_page("app_pages/live.py", {"model": "smollm2-135m-shape", "wl": "freeze",
-                                         "policy": "chunked", "vs": "prefill-first"})  # fmt: skip
+                                         "policy": "vllm", "vs": "prefill-first"})  # fmt: skip
     at.button[0].click().run(timeout=400)  # calibration (~30 s) + two runs
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -120,11 +138,11 @@ def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():
         errors = table.value
         assert {"ttft_err_pct", "tpot_err_pct"} <= set(errors.columns) and len(errors) == 5
     titles = json.dumps(figures(at)[0]["layout"], ensure_ascii=False)
-    for name in ("chunked", "prefill-first"):
+    for name in ("vllm", "prefill-first"):
         for kind in ("live.measured", "live.simulated"):
             assert f"{name} · {t(kind, 'en')}" in titles
     # C5 on the real model: prefill-first stalls the streaming chats for the whole 768-token
-    # prefill; chunked interleaves it with their decodes, so no gap is nearly that long.
+    # prefill; vLLM V1 interleaves it with their decodes, so no gap is nearly that long.
     values = [float(m.value.split()[0]) for m in at.metric if m.label == t("live.stall", "en")]
     assert len(values) == 2
     chunked_stall, prefill_first_stall = values
