@@ -115,6 +115,13 @@ class Sglang(Policy):
         k, kv = self.knobs, engine.kv
         if self.chunked is not None and self.chunked.state is not RequestState.RUNNING:
             self.chunked = None  # retracted meanwhile
+        # A disaggregated decode worker takes handed-over requests (KV already transferred)
+        # straight into its running batch, as SGLang's decode-mode scheduler does: they need one
+        # token, not a prefill batch that would make the other streams wait.
+        while engine.waiting and engine.waiting[0].kv_holding and engine.waiting[0].remaining == 1:
+            if k.max_running_requests and len(engine.running) >= k.max_running_requests:
+                break
+            engine.admit(engine.waiting[0])
         decodes = [r for r in engine.running if r is not self.chunked]
         mixed = len(decodes) if k.enable_mixed_chunk else 0
         chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
