@@ -28,7 +28,7 @@ except ValueError as err:
 label = f"{spec[2].policy}: {mode}, {capacity:,} KV tokens"
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))
-w.engine_note(spec[2].policy)
+w.engine_note(spec[2].policy, caveat_key="memory.swap_unchecked" if mode == "swap" else None)
 q = run.requests
 m1, m2, m3 = st.columns(3)
 m1.metric(T("memory.preemptions"), int(q.preemptions.sum()))

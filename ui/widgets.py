@@ -8,6 +8,11 @@ Notable features
   once; playing, pausing and scrubbing happen in the browser and never rerun anything.
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
   page stays usable.
+- Bounded work per visitor: every run goes through `sim.budget.simulate_within` under `limits()`
+  (requests, instances, KV blocks, engine steps, CPU seconds per run); a refused run is cached as
+  its message, so reloading a hostile URL costs nothing the second time. The caches hold at most
+  CACHE_MB of results each and drop an entry CACHE_TTL after it was made. A local install raises
+  the limits with PDLAB_MAX_* variables or a [limits] table in .streamlit/secrets.toml (README).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from sim.cluster import simulate
+from sim.budget import Budget, BudgetExceeded, simulate_within
 from sim.config import SimConfig, with_overrides
 from sim.request import RequestSpec
 from sim.scenarios import get_scenario
@@ -79,11 +84,61 @@ Workload = WorkloadConfig | tuple[RequestSpec, ...]
 RunSpec = tuple[str, Workload, SimConfig]  # (label, workload, config): one line of a comparison
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+CACHE_TTL = "2h"  # a visitor's runs are dropped 2 hours after they were made
+CACHE_MB = 256  # at most this many MB of pickled runs per cache (Streamlit evicts the oldest)
+
+
+@st.cache_resource(show_spinner=False)
+def limits() -> Budget:
+    """The budget of one run: the defaults of sim.budget.Budget, raised or lowered by PDLAB_MAX_*
+    environment variables, then by a [limits] table in .streamlit/secrets.toml."""
+    extra = None
+    try:
+        extra = dict(st.secrets["limits"]) if "limits" in st.secrets else None
+    except Exception:  # no secrets.toml at all: Streamlit raises instead of being empty
+        extra = None
+    return Budget.from_env(extra=extra)
+
+
+class RunRefused(ValueError):
+    """A run the budget or the simulator refused; str() is the one line to show."""
+
+
+def budget_message(err: BudgetExceeded) -> str:
+    """The budget error in the visitor's language, with what to change."""
+    T = translator()
+    value = f"{err.value:,}" if isinstance(err.value, int) else f"{err.value:g}"
+    return T(f"limits.{err.limit}", limit=value, env=f"PDLAB_{err.limit.upper()}")
+
+
+@st.cache_data(max_entries=256, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
+def _simulate_or_refuse(workload: Workload, config: SimConfig, lang: str) -> RunResult | str:
+    """A run, or the one line saying why it was refused (cached too: refusing costs once)."""
+    try:
+        requests = generate(workload) if isinstance(workload, WorkloadConfig) else list(workload)
+        return simulate_within(requests, config, limits())
+    except BudgetExceeded as err:
+        return budget_message(err)
+    except ValueError as err:  # the simulator refused the configuration (a WorkloadError too)
+        return t("common.config_error", lang, message=str(err).splitlines()[0])
+
+
 def simulate_cached(workload: Workload, config: SimConfig) -> RunResult:
-    """Simulate once per (workload, config); every later view of it is a cache hit."""
-    requests = generate(workload) if isinstance(workload, WorkloadConfig) else list(workload)
-    return simulate(requests, config)
+    """Simulate once per (workload, config), within the budget; every later view is a cache hit.
+    RunRefused (a ValueError) says in one translated line why a run is not possible."""
+    out = _simulate_or_refuse(workload, config, lang())
+    if isinstance(out, str):
+        raise RunRefused(out)
+    return out
+
+
+def run_or_error(workload: Workload, config: SimConfig, where=None) -> RunResult | None:
+    """The run, or None after an st.error (in `where`) saying why it was refused."""
+    try:
+        return simulate_cached(workload, config)
+    except RunRefused as err:
+        (where or st).error(str(err))
+        return None
 
 
 def variant_spec(scenario: str, label: str, overrides: Overrides = ()) -> RunSpec:
@@ -105,10 +160,16 @@ def run_variants(scenario: str, labels: Sequence[str], overrides: Overrides = ()
     return [(label, run_variant(scenario, label, overrides)) for label in labels]
 
 
-def config_error(err: Exception) -> None:
+def config_error(err: Exception, where=None) -> None:
     """Show why the simulator refused a configuration, and what to change."""
     T = translator()
-    st.error(T("common.config_error", message=str(err).splitlines()[0]))
+    if isinstance(err, RunRefused):
+        message = str(err)
+    elif isinstance(err, BudgetExceeded):
+        message = budget_message(err)
+    else:
+        message = T("common.config_error", message=str(err).splitlines()[0])
+    (where or st).error(message)
 
 
 # Which real scheduler each policy's step sequence is checked against (tests/test_vllm_differential
@@ -118,8 +179,10 @@ VERIFIED = {"vllm": "common.verified_v1", "short-first": "common.verified_v1",
             "prefill-first": "common.verified_v0", "sglang": "common.sglang_source"}  # fmt: skip
 
 
-def engine_note(*policies: str) -> None:
-    """One caption per policy shown: which engine and version it is, and how we know."""
+def engine_note(*policies: str, caveat_key: str | None = None) -> None:
+    """One caption per policy shown: which engine and version it is, and how we know.
+
+    `caveat_key` names a sentence saying what of this picture the checks do NOT cover."""
     from sim.policies import get_policy_class
 
     T = translator()
@@ -130,6 +193,8 @@ def engine_note(*policies: str) -> None:
             continue
         seen.add(cls.name)
         proof = T(VERIFIED[cls.name]) if cls.name in VERIFIED else ""
+        if caveat_key:
+            proof += " " + T(caveat_key)
         st.caption(T("common.engine_note", policy=cls.name, mirrors=cls.mirrors, proof=proof))
 
 
@@ -147,7 +212,7 @@ def formula(latex: str, caption_key: str | None = None) -> None:
         st.caption(translator()(caption_key))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(max_entries=64, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
 def _timeline(specs: tuple[RunSpec, ...], lang: str) -> dict:
     from ui.gantt import timeline_figure  # plotly is imported only by pages that draw
 
@@ -201,12 +266,25 @@ def runs_table(runs, columns: Sequence[str] | None = None):
     return frame
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
-    """Attainment per arrival rate (sim.sweep.sweep_rates), cached."""
-    from sim.sweep import sweep_rates
+@st.cache_data(max_entries=32, max_size="64MB", ttl=CACHE_TTL, show_spinner=False)
+def _sweep_or_refuse(workload: Workload, config: SimConfig, rates: tuple[float, ...], lang: str):
+    from sim.budget import sweep_within
 
-    return sweep_rates(workload, config, list(rates))
+    try:
+        return sweep_within(workload, config, list(rates), limits())
+    except BudgetExceeded as err:
+        return budget_message(err)
+    except ValueError as err:
+        return t("common.config_error", lang, message=str(err).splitlines()[0])
+
+
+def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
+    """Attainment per arrival rate (sim.sweep.sweep_rates, within the budget), cached.
+    RunRefused says in one translated line why the sweep is not possible."""
+    out = _sweep_or_refuse(workload, config, tuple(rates), lang())
+    if isinstance(out, str):
+        raise RunRefused(out)
+    return out
 
 
 def timeline_runs(runs, key=None) -> None:
