@@ -32,6 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, so no server outlives a killed run."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Server:
     """A `python -m live serve` subprocess; `url` once it answers."""
 
@@ -42,6 +50,7 @@ class Server:
         self.proc = subprocess.Popen(
             [PY, "-m", "live", "serve", "--port", "0", *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            preexec_fn=_die_with_parent,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
         line = ""
