@@ -52,3 +52,4 @@ except ValueError as err:
     st.stop()
 table = charts.concurrency_table(runs)
 w.chart(charts.throughput_vs_concurrency(table, lang=L))
+w.engine_note(scenario.config.policy)
