@@ -15,7 +15,9 @@ from ui import charts
 from ui import widgets as w
 
 T, L = w.translator(), w.lang()
-MAX_REQUESTS = 1000  # keeps a hosted deployment responsive and the timeline smooth
+# Requests per run: 1,000 keeps a hosted deployment responsive and the timeline smooth; a local
+# install may raise it (PDLAB_MAX_REQUESTS, README). Every run also keeps to w.limits()'s steps.
+MAX_REQUESTS = w.limits().max_requests
 st.title(T("play.title"))
 st.markdown(T("play.lead"))
 
@@ -44,13 +46,13 @@ else:
     if upload is None:
         st.info(T("play.upload_help"))
         st.stop()
-    try:
-        requests = load_csv(upload)
+    try:  # parsing stops after MAX_REQUESTS + 1 rows: a huge file costs no more than that
+        requests = load_csv(upload, max_rows=MAX_REQUESTS + 1)
     except WorkloadError as err:
         st.error(T("play.bad_csv", message=str(err)))
         st.stop()
     if len(requests) > MAX_REQUESTS:
-        st.warning(T("play.truncated", n=len(requests), limit=MAX_REQUESTS))
+        st.warning(T("play.truncated_rows", limit=MAX_REQUESTS))
         requests = head(requests, MAX_REQUESTS)
     workload = tuple(requests)
 
@@ -76,7 +78,7 @@ for i, col in enumerate(columns):
         w.engine_note(policy)
         for note in make_policy(config.policy, config.knobs).notes():
             st.info(note)
-        specs.append((f"{i + 1}: {policy} · {topology}", workload, config))
+        specs.append((f"{i + 1}: {policy} · {topology}", workload, config, col))
 
 # ---- SLO ----
 c1, c2, c3 = st.columns(3)
@@ -90,8 +92,16 @@ with c3:
                            bind="query-params", disabled=preset != "custom")  # fmt: skip
 if preset != "custom":
     ttft, tpot = SLO_PRESETS[preset].ttft_s, SLO_PRESETS[preset].tpot_s
-specs = [(label, wl, with_overrides(cfg, {"ttft_slo_s": ttft, "tpot_slo_s": tpot}))
-         for label, wl, cfg in specs]  # fmt: skip
+# Each configuration runs on its own: one the simulator or the budget refuses shows its st.error
+# in its own column, and the others still run.
+runs, good = [], []
+for label, wl, cfg, col in specs:
+    cfg = with_overrides(cfg, {"ttft_slo_s": ttft, "tpot_slo_s": tpot})
+    run = w.run_or_error(wl, cfg, where=col)
+    if run is not None:
+        runs.append((label, run))
+        good.append((label, wl, cfg))
+specs = good
 if not specs:
     st.stop()
 
@@ -99,7 +109,6 @@ if not specs:
 st.subheader(T("play.results"))
 w.timeline_of(specs)
 st.caption(T("common.legend"))
-runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
 w.runs_table(runs)
 
 st.subheader(T("play.downloads"))
@@ -127,8 +136,13 @@ if w.toggle("sweep", T("play.run_sweep"), False):
     bar = st.progress(0.0, text=T("disagg.sweeping"))
     sweeps = {}
     for k, (label, wl, cfg) in enumerate(specs):
-        sweeps[label] = w.sweep_cached(wl, cfg, rates)
+        try:
+            sweeps[label] = w.sweep_cached(wl, cfg, rates)
+        except ValueError as err:  # over budget: say so for this one, keep the others
+            w.config_error(err)
         bar.progress((k + 1) / len(specs), text=T("disagg.sweeping"))
     bar.empty()
+    if not sweeps:
+        st.stop()
     w.chart(charts.goodput_curves(sweeps, lang=L))
     st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")

@@ -1,0 +1,190 @@
+"""A budget for one run that a visitor of a hosted app cannot exceed, and the runs that keep to it.
+
+Notable features
+- `Budget`: at most `max_requests` simulated requests per run, `max_workers` instances (P and D
+  workers count), `max_kv_blocks` KV blocks over all workers (a block costs ~64 bytes of
+  bookkeeping: 1M blocks are ~64 MB before the first step), `max_steps` engine steps (all
+  workers together; a step costs ~10 us, and its trace rows stay in memory) and `max_seconds`
+  of CPU time of the thread that runs it (CPU, not wall time: 30 visitors sharing two cores must
+  not fail each other's runs, and a run's own work is what is bounded). The defaults suit a
+  shared 2-core host with 30 visitors; `Budget.from_env()` lets a local install raise them
+  (PDLAB_MAX_STEPS=2000000 ...).
+- `check(config, num_requests, budget)` refuses a run before it starts, when its size alone is
+  over budget; `simulate_within` also stops a run that takes too many steps or too long: its
+  clock counts the steps (a `SimulatedClock`, so the step times are the cost model's, unchanged).
+- `BudgetExceeded` is a ValueError whose `limit` names which bound was hit and whose message says
+  what to change, in one line.
+- `sweep_within` is `sim.sweep.sweep_rates` under one budget for the whole sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sim.cluster import SimulatedClock, simulate
+from sim.config import SimConfig
+from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
+from sim.metrics import attainment, percentiles
+from sim.request import RequestSpec
+from sim.sweep import requests_at_rate
+from sim.trace import RunResult
+
+ENV_PREFIX = "PDLAB_"  # PDLAB_MAX_REQUESTS, PDLAB_MAX_STEPS, ...
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The most one run may use. Field names double as the environment/secrets keys."""
+
+    max_requests: int = 1_000  # simulated requests per run
+    max_steps: int = 150_000  # engine steps per run, all workers together (~2 s here)
+    max_seconds: float = 10.0  # CPU seconds per run (a sweep: for all its runs together)
+    max_workers: int = 16  # instances, or P + D workers
+    max_kv_blocks: int = 2_000_000  # KV blocks over all workers (~128 MB of bookkeeping)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (isinstance(value, int | float) and value > 0):
+                raise ValueError(f"budget {f.name} must be > 0, got {value!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None,
+                 extra: Mapping[str, object] | None = None) -> Budget:  # fmt: skip
+        """The defaults, raised or lowered by PDLAB_MAX_* variables, then by `extra` (e.g. the
+        [limits] table of .streamlit/secrets.toml). A value that is not a number is an error."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(ENV_PREFIX + f.name.upper())
+            if extra is not None and f.name in extra:
+                raw = extra[f.name]
+            if raw is None or raw == "":
+                continue
+            kind = int if f.type in ("int", int) else float
+            try:
+                values[f.name] = kind(float(raw))
+            except (TypeError, ValueError):
+                raise ValueError(f"{ENV_PREFIX}{f.name.upper()} must be a number, got {raw!r}") \
+                    from None
+        return cls(**values)
+
+
+class BudgetExceeded(ValueError):
+    """A run over budget. `limit` is the Budget field that was hit; `value` its value."""
+
+    def __init__(self, limit: str, value, message: str) -> None:
+        super().__init__(limit, value, message)  # all three: simpy re-raises type(e)(*e.args)
+        self.limit, self.value, self.message = limit, value, message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def num_workers(config: SimConfig) -> int:
+    topo = config.topology
+    if topo.topology == "router":
+        return topo.num_instances
+    if topo.topology == "disaggregated":
+        return topo.num_prefill + topo.num_decode
+    return 1
+
+
+def kv_blocks(config: SimConfig) -> int:
+    """KV blocks of all the run's workers (what the engines allocate before the first step)."""
+    hw, eng, topo = config.hardware, config.engine, config.topology
+    if hw.gpu.lower() == "custom":
+        gpu = custom_gpu(hw.gpu_tflops, hw.gpu_bw_gb_s, hw.gpu_mem_gb)
+    else:
+        gpu = get_gpu(hw.gpu)
+    model = get_model(hw.model)
+
+    def per_worker(g) -> int:
+        tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
+            g, model, hw.tensor_parallel, eng.mem_utilization)
+        return tokens // eng.block_size
+
+    if topo.topology == "disaggregated":
+        decode = get_gpu(topo.decode_gpu) if topo.decode_gpu else gpu
+        return topo.num_prefill * per_worker(gpu) + topo.num_decode * per_worker(decode)
+    return num_workers(config) * per_worker(gpu)
+
+
+def check(config: SimConfig, num_requests: int, budget: Budget) -> None:
+    """Raise BudgetExceeded if a run of this size is over budget before it starts."""
+    if num_requests > budget.max_requests:
+        raise BudgetExceeded("max_requests", budget.max_requests,
+                             f"{num_requests:,} requests are more than the {budget.max_requests:,}"
+                             " one run may simulate here: use fewer requests")  # fmt: skip
+    workers = num_workers(config)
+    if workers > budget.max_workers:
+        raise BudgetExceeded("max_workers", budget.max_workers,
+                             f"{workers} instances are more than the {budget.max_workers} one run"
+                             " may simulate here: lower num_instances, num_prefill or num_decode")
+    blocks = kv_blocks(config)
+    if blocks > budget.max_kv_blocks:
+        raise BudgetExceeded("max_kv_blocks", budget.max_kv_blocks,
+                             f"{blocks:,} KV blocks over {workers} instance(s) are more than the "
+                             f"{budget.max_kv_blocks:,} one run may hold here: set "
+                             "kv_capacity_tokens, or lower tensor_parallel or the instances")
+
+
+class BudgetClock(SimulatedClock):
+    """The simulator's clock, counting steps: over `max_steps` or `deadline` it raises."""
+
+    def __init__(self, budget: Budget, deadline: float | None = None) -> None:
+        self.budget = budget
+        self.steps = 0
+        start = time.thread_time()
+        self.deadline = deadline if deadline is not None else start + budget.max_seconds
+
+    def step_timing(self, worker, batch):
+        self.steps += 1
+        if self.steps > self.budget.max_steps:
+            raise BudgetExceeded("max_steps", self.budget.max_steps,
+                                 f"the run passed {self.budget.max_steps:,} engine steps, the most "
+                                 "one run may take here: use fewer requests, a lower rate or a "
+                                 "larger token budget per step (max_num_batched_tokens)")
+        if not self.steps & 1023 and time.thread_time() > self.deadline:
+            raise BudgetExceeded("max_seconds", self.budget.max_seconds,
+                                 f"the run took more than {self.budget.max_seconds:g} s, the most "
+                                 "one run may take here: use fewer requests or a lower rate")
+        return super().step_timing(worker, batch)
+
+
+def simulate_within(requests: Sequence[RequestSpec], config: SimConfig, budget: Budget,
+                    clock: BudgetClock | None = None) -> RunResult:  # fmt: skip
+    """`sim.cluster.simulate`, refused or stopped (BudgetExceeded) when over budget."""
+    check(config, len(requests), budget)
+    return simulate(list(requests), config, clock=clock or BudgetClock(budget))
+
+
+def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Budget,
+                 target: float = 0.9,
+                 progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:  # fmt: skip
+    """`sim.sweep.sweep_rates` (same table) with every run under `budget`, and the whole sweep
+    within `budget.max_seconds` of CPU time."""
+    ttft, tpot = config.slo.ttft_slo_s, config.slo.tpot_slo_s
+    deadline = time.thread_time() + budget.max_seconds
+    rows = []
+    for i, rate in enumerate(rates):
+        run = simulate_within(requests_at_rate(workload, rate), config, budget,
+                              BudgetClock(budget, deadline))  # fmt: skip
+        q = run.requests
+        rows.append({
+            "rate_per_s": rate,
+            "attainment": attainment(q, ttft, tpot),
+            "ttft_p90_s": percentiles(q.ttft_s, (90,))["p90"],
+            "tpot_p90_s": percentiles(q.tpot_s, (90,))["p90"],
+            "num_gpus": run.meta["num_gpus"],
+            "meets_target": attainment(q, ttft, tpot) >= target,
+        })  # fmt: skip
+        if progress is not None:
+            progress(i + 1, len(rates))
+    return pd.DataFrame(rows)
