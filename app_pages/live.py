@@ -1,15 +1,17 @@
 """Live: the same policies on a real model, measured, beside the calibrated simulation."""
 
+import dataclasses
 import importlib.util
-import threading
 import time
 
 import streamlit as st
 
 from live.compare import longest_stall_s
+from sim.budget import BudgetExceeded, num_workers, simulate_within
 from sim.config import SimConfig, with_overrides
 from sim.request import RequestSpec
 from ui import widgets as w
+from ui.gate import Gate
 
 T = w.translator()
 st.title(T("live.title"))
@@ -44,9 +46,12 @@ if not HAS_SMOLLM2:
 
 
 @st.cache_resource
-def gate() -> dict:
+def gate() -> Gate:
     """One live run at a time for ALL visitors: a lock, and how many are waiting for it."""
-    return {"lock": threading.Lock(), "waiting": 0, "count": threading.Lock()}
+    return Gate()
+
+
+LIMITS = w.limits()  # live_steps, live_seconds, live_prompt_tokens, live_kv_tokens (sim/budget.py)
 
 
 @st.cache_resource(show_spinner=False)
@@ -81,7 +86,7 @@ w.engine_note(*policies)
 typed_ids = None
 if workload_name == "typed":
     text = st.text_area(T("live.typed"), "The capital of France is\nOnce upon a time,",
-                        key="typed", bind="query-params")  # fmt: skip
+                        key="typed", bind="query-params", max_chars=2000)  # fmt: skip
     out_tokens = w.slider("out", T("live.out_tokens"), 4, 48, 16)
     lines = [line for line in text.splitlines() if line.strip()][:8]
     if not lines:
@@ -95,13 +100,39 @@ else:
 
 def live_config(name: str) -> SimConfig:
     small_chunks = CPU_CHUNKS.get(name, {})
-    return with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks, **knobs})
+    config = with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks,
+                                                     **knobs})  # fmt: skip
+    # One model, one run at a time: one instance, or one prefill and one decode worker. Knobs
+    # must not turn it into 8 routed instances (each a KV store and a model runner).
+    if config.topology.topology != topology or num_workers(config) != (
+            2 if topology == "disaggregated" else 1):  # fmt: skip
+        raise ValueError(T("live.one_instance"))
+    return config
+
+
+def check_budget(configs: list[SimConfig], requests: list[RequestSpec]) -> None:
+    """Refuse, before taking the model for everyone, a click over the live budget: the KV rows
+    it would preallocate, and its engine steps as the simulator counts them (same engine)."""
+    rows = len(requests) * max(r.prompt_tokens + r.output_tokens for r in requests)
+    rows *= max(num_workers(c) for c in configs)
+    if rows > LIMITS.live_kv_tokens:
+        raise BudgetExceeded("live_kv_tokens", LIMITS.live_kv_tokens, "live KV rows")
+    budget = dataclasses.replace(LIMITS, max_steps=LIMITS.live_steps)
+    for config in configs:
+        try:
+            simulate_within(requests, config, budget)
+        except BudgetExceeded as err:
+            if err.limit != "max_steps":
+                raise
+            raise BudgetExceeded("live_steps", LIMITS.live_steps, "live steps") from None
 
 
 try:
     knobs = w.parse_knobs(knobs_text)
     configs = [live_config(name) for name in policies]
-except ValueError as err:
+    if workload_name != "typed":
+        check_budget(configs, requests)
+except ValueError as err:  # BudgetExceeded too
     w.config_error(err)
     st.stop()
 
@@ -112,15 +143,10 @@ else:
     from live.compare import run_and_predict
     from live.engine import LiveOptions, load
 
-    g = gate()
-    with g["count"]:
-        g["waiting"] += 1
     place = st.empty()
-    while not g["lock"].acquire(timeout=0.5):  # someone else's run is on the model
-        place.info(T("live.queue", n=g["waiting"] - 1))
-    try:
-        with g["count"]:
-            g["waiting"] -= 1
+    # Someone else's run is on the model: wait, saying how many others wait. Leaving the page
+    # while waiting gives the place back (ui/gate.py); the lock is released whatever happens.
+    with gate().turn(lambda ahead: place.info(T("live.queue", n=ahead))):
         place.empty()
         options = LiveOptions(model=model)
         if workload_name == "typed":
@@ -128,9 +154,18 @@ else:
             if tokenizer is None:
                 st.error(T("live.typed_needs_text"))
                 st.stop()
+            keep = LIMITS.live_prompt_tokens
             typed_ids = {i: tokenizer.encode(line).ids for i, line in enumerate(lines)}
+            if any(len(ids) > keep for ids in typed_ids.values()):
+                st.warning(T("live.typed_cut", n=keep))
+                typed_ids = {i: ids[:keep] for i, ids in typed_ids.items()}
             requests = [RequestSpec(i, 0.2 * i, len(ids), out_tokens)
                         for i, ids in typed_ids.items()]  # fmt: skip
+            try:
+                check_budget(configs, requests)
+            except ValueError as err:
+                w.config_error(err)
+                st.stop()
         try:
             with st.status(T("live.calibrating"), expanded=False):
                 profile, gpu, info = calibration(model)
@@ -139,11 +174,15 @@ else:
             st.stop()
         bar = st.progress(0.0, text=T("live.running"))
         expected = len(configs) * (sum(r.output_tokens for r in requests) + len(requests))
+        started = time.perf_counter()
 
-        def progress(steps: int) -> None:
+        def progress(steps: int) -> None:  # also the live budget, checked after every step
+            if steps > LIMITS.live_steps * len(configs):
+                raise BudgetExceeded("live_steps", LIMITS.live_steps, "live steps")
+            if time.perf_counter() - started > LIMITS.live_seconds:
+                raise BudgetExceeded("live_seconds", LIMITS.live_seconds, "live seconds")
             bar.progress(min(1.0, steps / expected), text=T("live.running_steps", n=steps))
 
-        started = time.perf_counter()
         try:
             runs = run_and_predict(requests, configs, options, profile, gpu, typed_ids, progress)
         except (ValueError, RuntimeError) as err:
@@ -154,8 +193,6 @@ else:
             "runs": runs, "info": info, "profile": profile, "gpu": gpu.name,
             "wall_s": time.perf_counter() - started,
         }  # fmt: skip
-    finally:
-        g["lock"].release()
 
 result = st.session_state["live_result"]
 runs = result["runs"]
@@ -189,8 +226,8 @@ if fit_err > NOISY_FIT_PCT:  # the machine was busy while calibrating: say so, o
 p = result["profile"]
 st.caption(T("live.profile", mfu=p.mfu, attn=p.mfu_attn, mbu=p.mbu, o=p.overhead_s * 1000,
              s=p.overhead_per_seq_s * 1000, gpu=result["gpu"], fit=fit_err))  # fmt: skip
-if runs[0].texts:
+if runs[0].texts:  # typed prompts and model output as plain text: never read as markdown
     st.subheader(T("live.texts"))
     for rid, text in runs[0].texts.items():
         prompt = runs[0].prompt_text.get(rid, "")
-        st.markdown(f"**R{rid}** … _{prompt[-80:]}_ → **{text}**")
+        st.text(f"R{rid}  … {prompt[-80:]} → {text}")

@@ -15,6 +15,7 @@ Notable features
 - `BudgetExceeded` is a ValueError whose `limit` names which bound was hit and whose message says
   what to change, in one line.
 - `sweep_within` is `sim.sweep.sweep_rates` under one budget for the whole sweep.
+- The live_* fields bound the Live page (app_pages/live.py), where a run holds the real model.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ class Budget:
     max_seconds: float = 10.0  # CPU seconds per run (a sweep: for all its runs together)
     max_workers: int = 16  # instances, or P + D workers
     max_kv_blocks: int = 2_000_000  # KV blocks over all workers (~128 MB of bookkeeping)
+    # The Live page, where one run at a time holds the real model (and a lock) for everyone:
+    live_steps: int = 400  # engine steps per policy (its workloads take <= 170; 1,326 with a
+    #                        token budget of 1 token per step)
+    live_seconds: float = 90.0  # wall time of one click, all its runs (a run takes 5-20 s)
+    live_prompt_tokens: int = 128  # tokens kept of each typed prompt line
+    live_kv_tokens: int = 16_384  # KV rows preallocated, all workers (SmolLM2: ~46 KB each)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -1,0 +1,90 @@
+"""The Live page's bounds (issue 9): one run at a time, a waiting count that cannot leak,
+topology knobs refused, steps and KV rows capped before the model is taken for everyone."""
+
+import threading
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.gate import Gate
+from ui.i18n import t
+
+
+class Left(Exception):
+    """What Streamlit raises in a script whose visitor left (StopException)."""
+
+
+def test_a_visitor_who_leaves_while_queued_gives_the_place_back():
+    gate, holding, release = Gate(), threading.Event(), threading.Event()
+
+    def holder():
+        with gate.turn(lambda ahead: None):
+            holding.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    holding.wait(5)
+    seen = []
+
+    def leave(ahead):
+        seen.append(ahead)
+        raise Left
+
+    with pytest.raises(Left), gate.turn(leave, poll_s=0.01):
+        pass
+    assert seen == [0] and gate.waiting == 0  # no phantom waiter left behind
+    release.set()
+    thread.join(5)
+    with gate.turn(lambda ahead: None):  # and the lock was released
+        assert gate.waiting == 0
+
+
+def test_the_gate_lets_one_run_at_a_time_and_releases_on_errors():
+    gate, inside, most = Gate(), [0], [0]
+
+    def run():
+        with gate.turn(lambda ahead: None, poll_s=0.005):
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            time.sleep(0.01)
+            inside[0] -= 1
+
+    threads = [threading.Thread(target=run) for _ in range(5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(5)
+    assert most[0] == 1 and gate.waiting == 0
+    with pytest.raises(RuntimeError), gate.turn(lambda ahead: None):
+        raise RuntimeError("the run failed")
+    assert gate.lock.acquire(blocking=False)  # released
+
+
+def open_live(params: dict) -> AppTest:
+    pytest.importorskip("torch")
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("app_pages/live.py").run()
+    return at
+
+
+@pytest.mark.parametrize(("topo", "knobs"), [("colocated", "topology=router, num_instances=8"),
+                                             ("disaggregated", "num_decode=4"),
+                                             ("colocated", "topology=disaggregated")])  # fmt: skip
+def test_live_knobs_cannot_change_the_topology(topo, knobs):
+    at = open_live({"model": "smollm2-135m-shape", "topo": topo, "knobs": knobs})
+    assert not at.exception, at.exception
+    assert len(at.error) == 1 and t("live.one_instance", "en") in at.error[0].value
+    assert not at.button  # refused before the Run button: nothing can take the model
+
+
+def test_a_tiny_token_budget_is_refused_before_taking_the_model():
+    at = open_live({"model": "smollm2-135m-shape", "wl": "blocking",
+                    "knobs": "max_num_batched_tokens=1"})  # fmt: skip
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [t("limits.live_steps", "en", limit="400",
+                                             env="PDLAB_LIVE_STEPS")]  # fmt: skip
