@@ -18,6 +18,7 @@ Notable features
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +66,14 @@ def sim_model(live_model: str) -> str:
 
 def device_spec(device_info: dict) -> GpuSpec:
     """The nominal spec the efficiencies are relative to, for the device the live run used."""
-    name = str(device_info.get("gpu", ""))
+    name = str(device_info.get("gpu", "")).lower()
+    # The whole catalog name first, longest first ("RTX PRO 6000" before any "RTX"), then its
+    # first word as a whole word ("H100" in "NVIDIA H100 80GB HBM3"; "L4" is not "L40S").
+    for key in sorted(GPUS, key=len, reverse=True):
+        if key.lower().replace("-", " ") in name.replace("-", " "):
+            return GPUS[key]
     for key, spec in GPUS.items():
-        if key.split("-")[0].lower() in name.lower():
+        if re.search(rf"\b{re.escape(key.split('-')[0].lower())}\b", name):
             return spec
     return REFERENCE_CPU
 

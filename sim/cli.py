@@ -136,6 +136,10 @@ def cmd_list(args) -> None:
         "gpu_mem_gb=..)"
     )
     print(f"Models (--model NAME): {', '.join(MODELS)}")
+    print(
+        "  or --model PATH: a Hugging Face config.json or its folder (Llama, Mistral, Qwen2/3, "
+        "Mixtral, Qwen-MoE, DeepSeek-V2/V3); NAME:fp8 or NAME:fp4 for quantized weights"
+    )
     print(f"SLO presets (sweep --slo NAME): {', '.join(SLO_PRESETS)}")
     print(f"Length presets (workloads): {', '.join(PRESETS)}")
 
@@ -229,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--policy", help=f"one of: {', '.join(POLICIES)}")
             p.add_argument("--topology", help=f"one of: {', '.join(TOPOLOGY_NAMES)}")
             p.add_argument("--gpu", help="a GPU name (see list)")
-            p.add_argument("--model", help="a model name (see list)")
+            p.add_argument(
+                "--model", help="a model name (see list), or a Hugging Face config.json / folder"
+            )
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a knob")
         if name == "run":
             p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -24,12 +24,13 @@ from itertools import count
 import simpy
 
 from sim.config import SimConfig
-from sim.cost import DeviceProfile, StepCostModel
+from sim.cost import StepCostModel
 from sim.engine import Engine, StepTiming
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens, kv_transfer_s
 from sim.kv import KVCache
 from sim.policies import make_policy
 from sim.prefix_cache import PrefixCachingKV
+from sim.profiles import resolve_profile
 from sim.recorder import TraceRecorder
 from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
@@ -136,20 +137,23 @@ class Cluster:
         else:
             self.gpu = get_gpu(hw.gpu)
         tp = hw.tensor_parallel
-        profile = DeviceProfile(
-            hw.mfu, hw.mfu_attn, hw.mbu, hw.overhead_ms / 1000, hw.overhead_per_seq_ms / 1000
-        )
+        # Expert parallel (MoE, router topology): the instances share one set of experts.
+        ep = topo.num_instances if hw.expert_parallel and topo.topology == "router" else 1
+        profile = resolve_profile(hw, self.gpu.name)  # the GPU's fitted efficiencies by default
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
-        self.cost = cost_model or StepCostModel(self.gpu, self.model, tp, profile)
+        self.cost = cost_model or StepCostModel(self.gpu, self.model, tp, profile, ep)
         self.kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-            self.gpu, self.model, tp, eng.mem_utilization
+            self.gpu, self.model, tp, eng.mem_utilization, expert_shards=ep
         )
         self.decode_gpu = self.gpu  # heterogeneous P/D (C13): D workers may use another GPU
         self.decode_cost, self.decode_kv_tokens = self.cost, self.kv_tokens
         if topo.topology == "disaggregated" and topo.decode_gpu:
             self.decode_gpu = get_gpu(topo.decode_gpu)
-            self.decode_cost = cost_model or StepCostModel(self.decode_gpu, self.model, tp, profile)
+            d_profile = resolve_profile(hw, self.decode_gpu.name)
+            self.decode_cost = cost_model or StepCostModel(
+                self.decode_gpu, self.model, tp, d_profile
+            )
             self.decode_kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
                 self.decode_gpu, self.model, tp, eng.mem_utilization
             )

@@ -25,6 +25,7 @@ from sim.hardware import get_gpu, get_model, kv_capacity_tokens
 from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
+PROFILE_NAMES = ("fitted", "generic")  # HardwareConfig.profile
 ROUTER_NAMES = ("round-robin", "least-loaded", "length")
 DISAGG_PROTOCOLS = ("vllm", "distserve")
 
@@ -79,8 +80,18 @@ class HardwareConfig:
     gpu_tflops: float = 0.0  # custom GPU only: dense BF16 TFLOP/s
     gpu_bw_gb_s: float = 0.0  # custom GPU only: memory bandwidth, GB/s
     gpu_mem_gb: float = 0.0  # custom GPU only: memory, GB
+    # fitted: mfu, mfu_attn, mbu and overhead_ms left at their defaults take the values fitted
+    # for the GPU to public vLLM measurements (sim/profiles.py); generic: the defaults above.
+    profile: str = "fitted"
+    # MoE on topology=router: the instances are one vLLM data-parallel group whose experts are
+    # split across them (vLLM's --enable-expert-parallel); False = independent full replicas.
+    expert_parallel: bool = False
 
     def __post_init__(self) -> None:
+        _require(
+            self.profile in PROFILE_NAMES,
+            f"profile must be one of {', '.join(PROFILE_NAMES)}, got {self.profile!r}",
+        )
         _within("tensor_parallel", self.tensor_parallel, 1, 64, "GPUs")
         for name in ("mfu", "mfu_attn", "mbu"):  # below 0.1% a step lasts hours
             _within(name, getattr(self, name), 0.001, 1)

@@ -3,10 +3,24 @@
 Notable features
 - Per-operator roofline: each operator costs max(FLOP / achieved FLOP/s, bytes / achieved
   bandwidth). Achieved = nominal peak × efficiency (`DeviceProfile`: MFU, MFU_attn, MBU).
-- Operators of one step: the linear layers (all tokens share ONE read of the weights, which is why
-  batching decodes is nearly free below the knee), the lm_head (only sampled positions get
-  logits), prefill attention (compute-bound, quadratic in the chunk), decode attention (reads every
-  request's KV: memory-bound), the tensor-parallel all-reduces, and a fixed per-step overhead.
+- Operators of one step: the dense linear layers (all tokens share ONE read of the weights, which
+  is why batching decodes is nearly free below the knee), the routed experts of a MoE model (a
+  step reads every expert ANY of its tokens picked: `ModelSpec.expected_experts`, so MoE decode
+  gets dearer per token as the batch grows until every expert is read), the lm_head (only sampled
+  positions get logits), prefill attention (compute-bound, quadratic in the chunk), decode
+  attention (reads every request's KV: memory-bound), sampling, the communication of tensor and
+  expert parallelism, and a fixed per-step overhead.
+- Parallelism (`tensor_parallel` GPUs per instance): FLOPs, weights and KV heads split over the
+  ranks; each layer adds two ring all-reduces of the activations, 2(n−1)/n·bytes/link + 2(n−1)
+  hops of link latency each; the lm_head's logits are all-gathered. What does NOT shrink with
+  more ranks: the per-step overhead, sampling (one rank samples the full vocabulary), the
+  collectives' latency (it grows), and KV heads copied when ranks outnumber them. Expert
+  parallelism across `expert_parallel_instances` data-parallel instances (vLLM's DP + EP): each
+  holds 1/g of the experts, the MoE layers run on all instances' tokens together (modelled as g
+  equally loaded instances in lockstep) and gather/scatter the tokens over the link.
+- Every term is a function of the step's shape only (prefill chunks, number of decodes, their
+  total context): for a fixed set of chunks and decodes, a step's time is affine in
+  `decode_context_tokens`, which a fast path may use to sum runs of decode-only steps.
 - `StepCost` splits the time into compute-bound, memory-bound, communication and overhead
   seconds, so the UI can colour a step by what limited it.
 - `step_cost` runs once per simulated step (~50k times a run), so every constant is precomputed in
@@ -20,10 +34,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.hardware import GpuSpec, ModelSpec
 
 ACT_BYTES = 2  # activations are BF16 even when weights are FP8 (bytes per element)
-ALLREDUCE_LATENCY_S = 5e-6  # fixed cost of one all-reduce (launch + synchronisation), seconds
+# Sampling reads the fp32 logits a few times (softmax, penalties, top-k/top-p): bytes per logit.
+SAMPLE_BYTES_PER_LOGIT = 16
 
 Chunk = tuple[int, int, bool]  # (tokens, offset = tokens already in KV, samples = last chunk)
 
@@ -88,7 +105,8 @@ class StepCostModel:
     """Step durations for one model on `tensor_parallel` GPUs of one kind, under a profile."""
 
     # Constants are baked in at construction: to change the profile, build a new StepCostModel.
-    __slots__ = ("gpu", "model", "tensor_parallel", "profile", "_flop_s", "_byte_s", "_c")
+    __slots__ = ("gpu", "model", "tensor_parallel", "expert_parallel_instances", "profile",
+                 "_flop_s", "_lin_flop_s", "_byte_s", "_c", "_moe")  # fmt: skip
 
     def __init__(
         self,
@@ -96,34 +114,56 @@ class StepCostModel:
         model: ModelSpec,
         tensor_parallel: int = 1,
         profile: DeviceProfile | None = None,
+        expert_parallel_instances: int = 1,
     ) -> None:
         if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be an int >= 1, got {tensor_parallel!r}")
+        g = expert_parallel_instances
+        if not isinstance(g, int) or g < 1:
+            raise ValueError(f"expert_parallel_instances must be an int >= 1, got {g!r}")
         self.gpu, self.model, self.tensor_parallel = gpu, model, tensor_parallel
+        self.expert_parallel_instances = g = g if model.moe is not None else 1
         self.profile = profile = profile or DeviceProfile()
         k = tensor_parallel  # FLOP and bytes split evenly over k GPUs working in parallel
-        self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak FLOP/s of the TP group
+        self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak BF16 FLOP/s of the TP group
+        self._lin_flop_s = gpu.matmul_tflops(model.bytes_per_param) * 1e12 * k  # FP8/FP4 weights
         self._byte_s = gpu.mem_bw_gb_s * 1e9 * k  # peak bytes/s of the TP group
-        flop_s, mfu_attn_flop_s = self._flop_s * profile.mfu, self._flop_s * profile.mfu_attn
+        flop_s, mfu_attn_flop_s = self._lin_flop_s * profile.mfu, self._flop_s * profile.mfu_attn
         byte_s = self._byte_s * profile.mbu
-        kv = model.kv_bytes_per_token
-        body_bytes = model.params_body * model.bytes_per_param
-        head_bytes = model.params_lm_head * model.bytes_per_param
-        # Two all-reduces per layer (after attention and after the MLP); a ring all-reduce moves
-        # 2·(k−1)/k of the activation bytes (T·d·ACT_BYTES) over the link, plus a fixed latency.
-        link_byte_s = gpu.interconnect_gb_s * 1e9
-        ar_per_token = 2 * (k - 1) / k * model.hidden * ACT_BYTES / link_byte_s if k > 1 else 0.0
+        # KV bytes per token as the ranks hold them (heads copied when ranks outnumber them).
+        kv = model.kv_bytes_per_token * model.kv_replication(k)
+        expert_flops = 2 * model.params_expert * (model.moe.experts_per_token if model.moe else 0)
+        dense_flops = model.flops_per_token_body - expert_flops
+        expert_bytes = model.params_expert * model.bytes_per_param  # one expert, all MoE layers
+        body_bytes = (model.params_body - model.params_experts) * model.bytes_per_param
+        head_bytes = model.params_lm_head * model.head_bytes_per_param
+        head_flop_s = self._flop_s * profile.mfu  # the lm_head stays BF16
+        # Collectives over the GPU-to-GPU link, ring algorithm: an all-reduce of B bytes over n
+        # ranks moves 2(n−1)/n·B per rank and takes 2(n−1) latency hops; an all-gather or
+        # reduce-scatter half of each.
+        link_byte_s, hop_s = gpu.interconnect_gb_s * 1e9, gpu.link_latency_us * 1e-6
+        act = model.hidden * ACT_BYTES  # bytes of one token's activations
+        ar_tok = 2 * model.layers * 2 * (k - 1) / k * act / link_byte_s  # 2 all-reduces a layer
+        ar_lat = 2 * model.layers * 2 * (k - 1) * hop_s
+        gather_tok = (k - 1) / k * model.vocab * ACT_BYTES / link_byte_s  # logits, per sample
+        gather_lat = (k - 1) * hop_s
+        # Expert parallel over g instances: per MoE layer, all-gather the g instances' tokens
+        # and reduce-scatter the results ((g−1)·T·d bytes in, the same out, per instance).
+        ep_tok = model.moe_layers * 2 * (g - 1) * act / link_byte_s
+        ep_lat = model.moe_layers * 2 * (g - 1) * hop_s
+        # Sampling: one rank reads every sampled position's logits (not split by TP).
+        sample_s = model.vocab * SAMPLE_BYTES_PER_LOGIT / (gpu.mem_bw_gb_s * 1e9 * profile.mbu)
         # Precomputed seconds per unit (at the profile's efficiencies) and FLOP / byte constants,
         # kept in one tuple so step_cost unpacks them with a single attribute lookup.
         self._c = (
-            model.flops_per_token_body / flop_s,  # linear compute, s per token
-            body_bytes / byte_s,  # linear weights read once per step, s
+            dense_flops / flop_s,  # dense linear compute, s per token
+            body_bytes / byte_s,  # dense linear weights read once per step, s
             kv / byte_s,  # one token of KV read or written, s
-            model.flops_lm_head_per_token / flop_s,  # lm_head compute, s per sampled position
+            model.flops_lm_head_per_token / head_flop_s,  # lm_head compute, s per sampled position
             head_bytes / byte_s,  # lm_head weights read, s
             model.attn_flops_per_ctx_token / mfu_attn_flop_s,  # s per (query, key) pair
-            2 * model.layers * ar_per_token,  # all-reduce transfer, s per token
-            2 * model.layers * ALLREDUCE_LATENCY_S if k > 1 else 0.0,  # all-reduce latency, s
+            ar_tok + ep_tok,  # collectives' transfer, s per token
+            ar_lat + ep_lat,  # collectives' latency, s per step
             profile.overhead_s,
             profile.overhead_per_seq_s,
             model.flops_per_token_body,
@@ -132,12 +172,35 @@ class StepCostModel:
             body_bytes,
             head_bytes,
             kv,
+            sample_s,  # sampling, s per sampled position (one rank, bandwidth-bound)
+            gather_tok,  # the logits' all-gather across TP ranks, s per sampled position
+            gather_lat,  # the all-gather's latency, s (steps that sample)
         )
+        # MoE: (expert compute s/token, s to read one expert, E/g, 1 − k/E, g, FLOP/token, bytes)
+        self._moe = None
+        if model.moe is not None:
+            m = model.moe
+            self._moe = (expert_flops / flop_s, expert_bytes / byte_s, m.num_experts / g,
+                         1.0 - m.experts_per_token / m.num_experts, g, expert_flops,
+                         expert_bytes)  # fmt: skip
+
+    def _experts(self, tokens: int) -> tuple[float, float, float, float]:
+        """Routed experts of a step of `tokens` tokens: (compute s, memory s, FLOP, bytes read).
+
+        The instance reads each of its E/g experts that any of the T·g lockstep tokens picked.
+        """
+        per_tok, per_expert, local, miss, g, flops, nbytes = self._moe
+        touched = local * (1.0 - miss ** (tokens * g))
+        return tokens * per_tok, touched * per_expert, tokens * flops, touched * nbytes
 
     def step_cost(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
     ) -> StepCost:
-        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes."""
+        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes.
+
+        `decode_steps` below repeats the decode-only case of this arithmetic for numpy arrays:
+        change both together (tests/test_fastforward.py checks that they agree bit for bit).
+        """
         (
             lin_c,
             lin_w,
@@ -145,8 +208,8 @@ class StepCostModel:
             head_c,
             head_w,
             pair_c,
-            ar_tok,
-            ar_lat,
+            comm_tok,
+            comm_lat,
             overhead,
             per_seq,
             f_body,
@@ -155,6 +218,9 @@ class StepCostModel:
             b_body,
             b_head,
             kv_b,
+            sample_s,
+            gather_tok,
+            gather_lat,
         ) = self._c
         if num_decodes < 0 or decode_context_tokens < 0:
             raise ValueError("num_decodes and decode_context_tokens must be >= 0")
@@ -178,22 +244,33 @@ class StepCostModel:
                 memory += t_m
         if tokens == 0:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
-        # Linear layers: every token's matmuls, against one read of the weights + the KV write.
+        # Dense linear layers: every token's matmuls, against one read of the weights + KV write.
         t_c, t_m = tokens * lin_c, lin_w + tokens * kv_s
         if t_c >= t_m:
             compute += t_c
         else:
             memory += t_m
+        weights_read = b_body
+        if self._moe is not None:  # routed experts: the picked ones' weights, the top-k FLOPs
+            t_c, t_m, _, e_bytes = self._experts(tokens)
+            weights_read += e_bytes
+            if t_c >= t_m:
+                compute += t_c
+            else:
+                memory += t_m
+        comm = comm_lat + tokens * comm_tok
         if sampled:  # lm_head: logits only for sampled positions (decodes, last prompt chunks)
             t_c = sampled * head_c
             if t_c >= head_w:
                 compute += t_c
             else:
                 memory += head_w
+            memory += sampled * sample_s  # sampling
+            comm += gather_lat + sampled * gather_tok  # the logits' all-gather under TP
+            weights_read += b_head
         # Decode attention: each decode reads its whole context's KV; ~H/H_kv FLOP per byte is
         # far below any GPU's ridge point, so it is always memory-bound.
         memory += decode_context_tokens * kv_s
-        comm = ar_lat + tokens * ar_tok
         overhead = overhead + per_seq * (num_decodes + len(prefill_chunks))
         flops = tokens * f_body + sampled * f_head + (pairs + decode_context_tokens) * f_pair
         kv_bytes = (tokens + prefix + decode_context_tokens) * kv_b  # KV written + read
@@ -204,33 +281,71 @@ class StepCostModel:
             overhead,
             comm,
             float(flops),
-            float(b_body + (b_head if sampled else 0) + kv_bytes),
+            float(weights_read + kv_bytes),
         )
+
+    def decode_steps(self, num_decodes, decode_context_tokens) -> tuple:
+        """`step_cost((), b, c)` for whole arrays of decode-only steps at once (numpy, float64).
+
+        Returns (seconds, compute_s, memory_s, overhead_s, comm_s), one element per step. The
+        fast-forward (sim/fastforward.py) prices a run of decode-only steps with it, so it does
+        the SAME float operations as `step_cost` in the same order, element by element: the
+        results are bit-identical, not merely close (tests/test_fastforward.py checks it for
+        every GPU and model). Change both together. In a decode-only step the context enters
+        only through the decode attention's KV read (memory-bound, `context x kv_s`): it grows
+        by one token per request per step, everything else depends on the batch size alone.
+        """
+        lin_c, lin_w, kv_s, head_c, head_w, _, ar_tok, ar_lat, overhead, per_seq = self._c[:10]
+        b = np.asarray(num_decodes, dtype=np.int64)
+        ctx = np.asarray(decode_context_tokens, dtype=np.int64)
+        # Linear layers: compute += t_c or memory += t_m, whichever bounds them (0.0 + x == x).
+        t_c, t_m = b * lin_c, lin_w + b * kv_s
+        linear_compute = t_c >= t_m
+        compute = np.where(linear_compute, t_c, 0.0)
+        memory = np.where(linear_compute, 0.0, t_m)
+        # lm_head: every decode samples.
+        t_c = b * head_c
+        head_compute = t_c >= head_w
+        compute = np.where(head_compute, compute + t_c, compute)
+        memory = np.where(head_compute, memory, memory + head_w)
+        memory = memory + ctx * kv_s  # decode attention
+        comm = ar_lat + b * ar_tok
+        over = overhead + per_seq * b
+        return over + compute + memory + comm, compute, memory, over, comm
 
     def terms(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
     ) -> RooflineTerms:
         """The step's operators at 100% efficiency (slower than step_cost; for calibration)."""
-        m, f, b = self.model, self._flop_s, self._byte_s
-        kv = m.kv_bytes_per_token
+        m, f, f_lin, b = self.model, self._flop_s, self._lin_flop_s, self._byte_s
+        kv = m.kv_bytes_per_token * m.kv_replication(self.tensor_parallel)
         chunks = [(int(c), int(s), bool(smp)) for c, s, smp in prefill_chunks]
         tokens = num_decodes + sum(c for c, _, _ in chunks)
         sampled = num_decodes + sum(smp for _, _, smp in chunks)
         if tokens <= 0:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
-        body = m.params_body * m.bytes_per_param
-        linear = [(tokens * m.flops_per_token_body / f, (body + tokens * kv) / b)]
+        moe = self._moe
+        expert_flops = moe[5] if moe else 0
+        body = (m.params_body - m.params_experts) * m.bytes_per_param
+        dense_flops = m.flops_per_token_body - expert_flops
+        linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
+        if moe:
+            touched = moe[2] * (1.0 - moe[3] ** (tokens * moe[4]))
+            linear.append((tokens * expert_flops / f_lin, touched * moe[6] / b))
+        c = self._c
+        comm = c[7] + tokens * c[6]
+        # Sampling is bandwidth-bound like decode attention, so it rides in kv_read_s (÷ MBU).
+        kv_read = decode_context_tokens * kv / b
         if sampled:
-            head = m.params_lm_head * m.bytes_per_param
+            head = m.params_lm_head * m.head_bytes_per_param
             linear.append((sampled * m.flops_lm_head_per_token / f, head / b))
+            kv_read += sampled * m.vocab * SAMPLE_BYTES_PER_LOGIT / (self.gpu.mem_bw_gb_s * 1e9)
+            comm += c[18] + sampled * c[17]
         attention = tuple(
             ((c * s + c * (c + 1) // 2) * m.attn_flops_per_ctx_token / f, s * kv / b)
             for c, s, _ in chunks
         )
-        c = self._c
-        comm = c[7] + tokens * c[6]
-        return RooflineTerms(tuple(linear), attention, decode_context_tokens * kv / b, comm,
-                             num_decodes + len(chunks))  # fmt: skip
+        return RooflineTerms(tuple(linear), attention, kv_read, comm, num_decodes + len(chunks))
 
     def knee_tokens(self, effective: bool = False) -> float:
         """Tokens per step where the linear layers turn compute-bound: b_w·F/(2·BW) (§5.4).
@@ -238,7 +353,8 @@ class StepCostModel:
         Model-independent at nominal peaks; `effective=True` scales by MFU/MBU instead.
         """
         ratio = self.profile.mfu / self.profile.mbu if effective else 1.0
-        flop_per_byte = self.gpu.bf16_tflops * 1e12 / (self.gpu.mem_bw_gb_s * 1e9)
+        peak = self.gpu.matmul_tflops(self.model.bytes_per_param)
+        flop_per_byte = peak * 1e12 / (self.gpu.mem_bw_gb_s * 1e9)
         return self.model.bytes_per_param * flop_per_byte * ratio / 2
 
     def decode_step_s(self, batch: int, context: int) -> float:

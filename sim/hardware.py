@@ -4,18 +4,30 @@ Notable features
 - `GpuSpec` and `ModelSpec` are frozen, validated dataclasses. Units live in the field names:
   TFLOP/s (1e12 FLOP per second), GB/s and GB (GB = 1e9 bytes, like the datasheets).
 - `ModelSpec` derives parameter counts, weight bytes, KV bytes per token and FLOPs per token from
-  a Hugging Face style config (dense decoder, GQA attention, SwiGLU MLP; norms and biases ignored).
-- A small catalog (`GPUS`, `MODELS`, read-only, in display order) with case-insensitive lookup;
+  a Hugging Face style config: GQA attention or DeepSeek's MLA, SwiGLU MLPs, and mixture-of-experts
+  layers (`MoeSpec`: routed experts, top-k, shared experts, leading dense layers). Norms, biases
+  and routers' softmax are ignored.
+- A MoE model keeps ALL its experts in memory but runs only top-k per token, and a step reads
+  the weights of every expert that ANY of its tokens picked: `expected_experts(T)` answers "how
+  many distinct experts does a batch of T tokens touch?" (top-k at batch 1, all at large batch).
+- A catalog (`GPUS`, `MODELS`, read-only, in display order; every entry cites its source) with
+  case-insensitive lookup. `get_model` also takes a path to a Hugging Face `config.json` (or its
+  folder), and a `:fp8` / `:fp4` suffix for quantized weights (`Llama-3.1-70B:fp8`).
   `custom_gpu` builds any other device, e.g. a CPU for the live page.
-- `kv_capacity_tokens` answers "how many tokens of KV fit next to the weights?" and
-  `kv_transfer_s` answers "how long does moving a prompt's KV take?" (disaggregated serving).
+- `kv_capacity_tokens` answers "how many tokens of KV fit next to the weights?" (tensor parallel
+  splits weights and KV heads; expert parallel splits the experts) and `kv_transfer_s` answers
+  "how long does moving a prompt's KV take?" (disaggregated serving).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -31,7 +43,7 @@ def _check_positive(owner: str, **values: float) -> None:
 
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
-    """One accelerator's nominal peaks (dense BF16 tensor-core FLOP/s, memory, links)."""
+    """One accelerator's nominal peaks (dense tensor-core FLOP/s, memory, links)."""
 
     name: str
     bf16_tflops: float  # dense BF16 peak, 1e12 FLOP/s (no 2:4 sparsity)
@@ -39,6 +51,12 @@ class GpuSpec:
     mem_gb: float  # device memory, GB (datasheet "GB", taken as 1e9 bytes: slightly conservative)
     interconnect_gb_s: float  # GPU-to-GPU, one direction: NVLink if present, else PCIe, GB/s
     host_link_gb_s: float  # PCIe to host memory, one direction (swap), GB/s
+    fp8_tflops: float = 0.0  # dense FP8 peak; 0 = no FP8 tensor cores (FP8 weights run at BF16)
+    fp4_tflops: float = 0.0  # dense FP4 peak (Blackwell); 0 = none
+    # One hop of a ring collective (kernel launch + synchronisation), microseconds: a ring
+    # all-reduce over n GPUs pays 2(n-1) hops. NVLink/NVSwitch ~1 us, PCIe several.
+    link_latency_us: float = 5.0
+    nvlink: bool = False  # GPUs of one server talk over NVLink (else PCIe)
 
     def __post_init__(self) -> None:
         _check_positive(
@@ -49,11 +67,65 @@ class GpuSpec:
             interconnect_gb_s=self.interconnect_gb_s,
             host_link_gb_s=self.host_link_gb_s,
         )
+        for key in ("fp8_tflops", "fp4_tflops", "link_latency_us"):
+            value = getattr(self, key)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"GpuSpec {self.name!r}: {key} must be >= 0, got {value!r}")
+
+    def matmul_tflops(self, bytes_per_param: float) -> float:
+        """Dense peak for matmuls on weights of this width: FP4 and FP8 weights use the FP4 and
+        FP8 tensor cores where the GPU has them; otherwise they are upcast and run at BF16."""
+        if bytes_per_param <= 0.5 and self.fp4_tflops:
+            return self.fp4_tflops
+        if bytes_per_param <= 1 and self.fp8_tflops:
+            return self.fp8_tflops
+        return self.bf16_tflops
+
+
+@dataclass(frozen=True, slots=True)
+class MoeSpec:
+    """Mixture-of-experts MLPs: each token's router picks `experts_per_token` of `num_experts`."""
+
+    num_experts: int  # E routed experts per MoE layer
+    experts_per_token: int  # k (top-k)
+    expert_intermediate: int  # d_e, one expert's SwiGLU width (moe_intermediate_size)
+    shared_intermediate: int = 0  # always-on shared expert(s), total width (0 = none)
+    dense_layers: int = 0  # layers with a plain dense MLP of width `intermediate` instead
+
+    def __post_init__(self) -> None:
+        for key in ("num_experts", "experts_per_token", "expert_intermediate"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"MoeSpec: {key} must be an int >= 1, got {value!r}")
+        for key in ("shared_intermediate", "dense_layers"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"MoeSpec: {key} must be an int >= 0, got {value!r}")
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(f"MoeSpec: experts_per_token ({self.experts_per_token}) exceeds "
+                             f"num_experts ({self.num_experts})")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class MlaSpec:
+    """DeepSeek's multi-head latent attention: K and V are cached as one compressed latent.
+
+    Simplified: the cache holds kv_lora_rank + qk_rope_head_dim values per token and layer (the
+    latent and the shared RoPE key); attention FLOPs are counted in the decompressed form
+    (q·k over qk_nope + qk_rope dims, a·v over v_head_dim), for prefill and decode alike, and
+    decode attention stays bandwidth-bound on the latent. Weight absorption is not modelled.
+    """
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0  # 0 = queries projected directly from the hidden state (V2-Lite)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """A dense decoder-only transformer (GQA attention, SwiGLU MLP), sized for the roofline."""
+    """A decoder-only transformer (GQA or MLA attention; dense SwiGLU or MoE MLP)."""
 
     name: str
     layers: int  # L
@@ -61,11 +133,14 @@ class ModelSpec:
     heads: int  # H (query heads)
     kv_heads: int  # H_kv (GQA: several query heads share one K/V head)
     head_dim: int  # d_h
-    intermediate: int  # d_ff, the SwiGLU width
+    intermediate: int  # d_ff, the SwiGLU width of dense MLP layers
     vocab: int  # V
     tied_embeddings: bool  # lm_head shares the embedding matrix
-    bytes_per_param: int = 2  # b_w: 2 for BF16, 1 for FP8
+    bytes_per_param: float = 2  # b_w: 2 for BF16, 1 for FP8, 0.5 for FP4
     bytes_per_kv: int = 2  # b_kv: bytes per cached K or V element
+    moe: MoeSpec | None = None  # None = every layer has a dense MLP
+    mla: MlaSpec | None = None  # None = standard (GQA) attention
+    source: str = field(default="", compare=False)  # where the numbers come from
 
     def __post_init__(self) -> None:
         ints = (
@@ -76,7 +151,6 @@ class ModelSpec:
             "head_dim",
             "intermediate",
             "vocab",
-            "bytes_per_param",
             "bytes_per_kv",
         )
         for key in ints:
@@ -85,19 +159,73 @@ class ModelSpec:
                 raise ValueError(
                     f"ModelSpec {self.name!r}: {key} must be an int >= 1, got {value!r}"
                 )
+        b = self.bytes_per_param
+        if not (isinstance(b, int | float) and not isinstance(b, bool) and 0 < b <= 8):
+            raise ValueError(
+                f"ModelSpec {self.name!r}: bytes_per_param must be in (0, 8], got {b!r}"
+            )
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"ModelSpec {self.name!r}: heads ({self.heads}) must be a multiple of kv_heads "
                 f"({self.kv_heads})"
             )
+        if self.moe is not None and self.moe.dense_layers > self.layers:
+            raise ValueError(f"ModelSpec {self.name!r}: more dense layers than layers")
+
+    # ---- parameters ---------------------------------------------------------------------------
+
+    @property
+    def params_attention_layer(self) -> int:
+        """One layer's attention projections: Q, K, V, O (GQA) or MLA's down/up projections."""
+        d, h = self.hidden, self.heads
+        if self.mla is None:
+            dh = self.head_dim
+            return d * h * dh * 2 + d * self.kv_heads * dh * 2  # Q and O; K and V
+        a = self.mla
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = d * a.q_lora_rank + a.q_lora_rank * h * qk if a.q_lora_rank else d * h * qk
+        kv_down = d * (a.kv_lora_rank + a.qk_rope_head_dim)  # latent + shared RoPE key
+        kv_up = a.kv_lora_rank * h * (a.qk_nope_head_dim + a.v_head_dim)
+        return q + kv_down + kv_up + h * a.v_head_dim * d
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (0 for a dense model)."""
+        return 0 if self.moe is None else self.layers - self.moe.dense_layers
+
+    @property
+    def params_expert(self) -> int:
+        """One routed expert's parameters summed over all MoE layers (3·d·d_e per layer)."""
+        if self.moe is None:
+            return 0
+        return self.moe_layers * 3 * self.hidden * self.moe.expert_intermediate
+
+    @property
+    def params_experts(self) -> int:
+        """All routed experts (what expert parallelism splits; read only when picked)."""
+        return 0 if self.moe is None else self.moe.num_experts * self.params_expert
+
+    def _mlp_params(self, experts: float) -> float:
+        """MLP parameters of all layers, counting `experts` routed experts per MoE layer."""
+        d = self.hidden
+        if self.moe is None:
+            return self.layers * 3 * d * self.intermediate
+        m = self.moe
+        dense = m.dense_layers * 3 * d * self.intermediate
+        per_moe = d * m.num_experts + 3 * d * m.shared_intermediate  # router + shared experts
+        return dense + self.moe_layers * per_moe + experts * self.params_expert
 
     @property
     def params_body(self) -> int:
-        """Parameters of all transformer layers (attention q,k,v,o + gate, up, down), §5.1."""
-        d, dh = self.hidden, self.head_dim
-        attention = d * self.heads * dh * 2 + d * self.kv_heads * dh * 2  # Q and O; K and V
-        mlp = 3 * d * self.intermediate
-        return self.layers * (attention + mlp)
+        """Parameters of all transformer layers (attention + every MLP and expert), §5.1."""
+        experts = 0 if self.moe is None else self.moe.num_experts
+        return int(self.layers * self.params_attention_layer + self._mlp_params(experts))
+
+    @property
+    def params_active(self) -> int:
+        """Body parameters one token runs through: attention, dense MLPs, top-k + shared experts."""
+        k = 0 if self.moe is None else self.moe.experts_per_token
+        return int(self.layers * self.params_attention_layer + self._mlp_params(k))
 
     @property
     def params_lm_head(self) -> int:
@@ -111,19 +239,69 @@ class ModelSpec:
         return self.params_body + embeddings + (0 if self.tied_embeddings else self.params_lm_head)
 
     @property
+    def head_bytes_per_param(self) -> float:
+        """Bytes per embedding / lm_head weight: quantized checkpoints keep them in BF16."""
+        return max(self.bytes_per_param, 2)
+
+    @property
     def weight_bytes(self) -> int:
-        """Bytes of weights held in device memory."""
-        return self.params_total * self.bytes_per_param
+        """Bytes of weights held in device memory (all ranks together)."""
+        head = (self.params_total - self.params_body) * self.head_bytes_per_param
+        return int(self.params_body * self.bytes_per_param + head)
+
+    @property
+    def expert_weight_bytes(self) -> int:
+        """Bytes of the routed experts (the part expert parallelism spreads over instances)."""
+        return int(self.params_experts * self.bytes_per_param)
+
+    def weight_bytes_held(self, expert_shards: int = 1) -> int:
+        """Bytes one instance holds when its experts are split over `expert_shards` instances."""
+        return (
+            self.weight_bytes - self.expert_weight_bytes + self.expert_weight_bytes // expert_shards
+        )
+
+    # ---- MoE routing --------------------------------------------------------------------------
+
+    def expected_experts(self, tokens: float) -> float:
+        """Distinct routed experts a batch of `tokens` tokens touches per MoE layer, on average.
+
+        Uniform routing: a token skips a given expert with probability 1 − k/E, so T tokens all
+        skip it with probability (1 − k/E)^T and the expected count is E·(1 − (1 − k/E)^T):
+        k at one token, every expert once T·k/E >> 1 (a 2048-token prefill, a big decode batch).
+        """
+        if self.moe is None or tokens <= 0:
+            return 0.0
+        e, k = self.moe.num_experts, self.moe.experts_per_token
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+
+    # ---- KV cache and attention ---------------------------------------------------------------
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """Bytes of K and V cached per token over all layers: 2·L·H_kv·d_h·b_kv."""
+        """Bytes of KV cached per token over all layers: 2·L·H_kv·d_h·b_kv (MLA: the latent)."""
+        if self.mla is not None:
+            return (
+                self.layers
+                * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim)
+                * self.bytes_per_kv
+            )
         return 2 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_kv
+
+    def kv_replication(self, tensor_parallel: int) -> float:
+        """How many copies of each KV head the `tensor_parallel` ranks hold together.
+
+        Ranks split the KV heads; with more ranks than heads each rank keeps one head, copied
+        (vLLM replicates them). MLA's latent is shared by all heads, so every rank holds it all.
+        """
+        if self.mla is not None:
+            return float(tensor_parallel)
+        per_rank = max(1, self.kv_heads // tensor_parallel)
+        return tensor_parallel * per_rank / self.kv_heads
 
     @property
     def flops_per_token_body(self) -> int:
-        """FLOP per token through the linear layers: 2·N_body (a multiply and an add per weight)."""
-        return 2 * self.params_body
+        """FLOP per token through the linear layers: 2·N_active (a multiply-add per weight)."""
+        return 2 * self.params_active
 
     @property
     def flops_lm_head_per_token(self) -> int:
@@ -132,8 +310,42 @@ class ModelSpec:
 
     @property
     def attn_flops_per_ctx_token(self) -> int:
-        """FLOP per (query, key) pair, all layers: 4·L·H·d_h (QKᵀ and A·V; GQA doesn't help)."""
+        """FLOP per (query, key) pair, all layers: 4·L·H·d_h (QKᵀ and A·V; GQA doesn't help).
+
+        MLA: 2·L·H·(d_qk + d_v), with d_qk = nope + rope dims.
+        """
+        if self.mla is not None:
+            a = self.mla
+            return (
+                2
+                * self.layers
+                * self.heads
+                * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+            )
         return 4 * self.layers * self.heads * self.head_dim
+
+    @property
+    def dtype(self) -> str:
+        """The weights' format, by width: bf16, fp8, fp4 (or fp32)."""
+        return DTYPE_NAMES.get(self.bytes_per_param, f"{self.bytes_per_param * 8:g}-bit")
+
+
+DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
+    {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5, "int4": 0.5}
+)
+DTYPE_NAMES = {4: "fp32", 2: "bf16", 1: "fp8", 0.5: "fp4"}
+
+
+def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
+    """`model` with its weights in `dtype` (fp8, fp4, bf16...); the KV cache stays BF16, as vLLM's
+    kv_cache_dtype=auto keeps it for quantized checkpoints."""
+    key = dtype.strip().lower()
+    if key not in DTYPE_BYTES:
+        raise ValueError(
+            f"unknown weight format {dtype!r}; choose one of: {', '.join(DTYPE_BYTES)}"
+        )
+    return dataclasses.replace(model, name=f"{model.name.split(':')[0]}:{key}",
+                               bytes_per_param=DTYPE_BYTES[key])  # fmt: skip
 
 
 def custom_gpu(
@@ -148,36 +360,126 @@ def custom_gpu(
     return GpuSpec(name, bf16_tflops, mem_bw_gb_s, mem_gb, interconnect_gb_s, host_link_gb_s)
 
 
-# Values from §5.6 of the reference (NVIDIA datasheets). Links are one direction: NVLink4 900 GB/s
-# bidirectional is 450 each way, NVLink3 600 -> 300, PCIe Gen5 x16 64, PCIe Gen4 x16 32.
+# Nominal peaks from each vendor's datasheet (§5.6 of the reference for the first five). Links are
+# one direction: NVLink4 900 GB/s bidirectional is 450 each way, NVLink5 1.8 TB/s -> 900,
+# NVLink3 600 -> 300, PCIe Gen5 x16 64, PCIe Gen4 x16 32. FP8/FP4 are dense tensor peaks with
+# FP32 accumulation. Ring-hop latency: 1 us over NVLink/NVSwitch, 5 us over PCIe peer-to-peer,
+# 10 us where consumer cards have no peer-to-peer and bounce through host memory.
 GPUS: Mapping[str, GpuSpec] = MappingProxyType(
     {
         g.name: g
         for g in (
-            GpuSpec("A100-80GB", 312.0, 2039.0, 80.0, 300.0, 32.0),
-            GpuSpec("H100-SXM", 989.0, 3350.0, 80.0, 450.0, 64.0),
-            GpuSpec("H200", 989.0, 4800.0, 141.0, 450.0, 64.0),
-            GpuSpec("L4", 121.0, 300.0, 24.0, 32.0, 32.0),
-            GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 32.0, 32.0),  # no NVLink: GPUs talk over PCIe
+            # nvidia.com/en-us/data-center/a100 (SXM4 80GB): 312 BF16, 2,039 GB/s, NVLink3
+            GpuSpec(
+                "A100-80GB", 312.0, 2039.0, 80.0, 300.0, 32.0, link_latency_us=1.0, nvlink=True
+            ),
+            # nvidia.com/en-us/data-center/h100 (SXM5): 989 BF16, 1,979 FP8, 3.35 TB/s, NVLink4
+            GpuSpec(
+                "H100-SXM",
+                989.0,
+                3350.0,
+                80.0,
+                450.0,
+                64.0,
+                1979.0,
+                link_latency_us=1.0,
+                nvlink=True,
+            ),
+            # nvidia.com/en-us/data-center/h200: same die as H100, 141 GB HBM3e at 4.8 TB/s
+            GpuSpec(
+                "H200", 989.0, 4800.0, 141.0, 450.0, 64.0, 1979.0, link_latency_us=1.0, nvlink=True
+            ),
+            # nvidia.com/en-us/data-center/l4: 121 BF16 (242 sparse), 242 FP8, 300 GB/s
+            GpuSpec("L4", 121.0, 300.0, 24.0, 32.0, 32.0, 242.0),
+            # RTX 4090 (Ada whitepaper): 165 BF16 / 330 FP8 with FP32 accumulate, 1,008 GB/s; no
+            # NVLink and no peer-to-peer: GPUs talk through host memory over PCIe Gen4
+            GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 32.0, 32.0, 330.0, link_latency_us=10.0),
+            # nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000 and the
+            # RTX Blackwell whitepaper: 503.8 BF16, 1,007.6 FP8, 2,015 FP4 dense, 96 GB GDDR7 at
+            # 1,792 GB/s, PCIe Gen5 x16, no NVLink
+            GpuSpec("RTX-PRO-6000", 503.8, 1792.0, 96.0, 64.0, 64.0, 1007.6, 2015.0),
+            # HGX B200 (nvidia.com/en-us/data-center/hgx, 1,000 W; glennklockwood.com/garden/
+            # processors/B200): 2,250 BF16, 4,500 FP8, 9,000 FP4 dense, 180 GB HBM3e at 8 TB/s,
+            # NVLink5 1.8 TB/s bidirectional
+            GpuSpec(
+                "B200",
+                2250.0,
+                8000.0,
+                180.0,
+                900.0,
+                64.0,
+                4500.0,
+                9000.0,
+                link_latency_us=1.0,
+                nvlink=True,
+            ),
+            # AWS G5's A10G (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference): 24 GB
+            # GDDR6 at 600 GB/s like the A10, ~70 TFLOP/s dense FP16/BF16 tensor; no FP8
+            GpuSpec("A10G", 70.0, 600.0, 24.0, 32.0, 32.0),
+            # nvidia.com/en-us/data-center/l40s: 362 BF16, 733 FP8 dense, 48 GB GDDR6 at
+            # 864 GB/s, PCIe Gen4 x16, no NVLink
+            GpuSpec("L40S", 362.0, 864.0, 48.0, 32.0, 32.0, 733.0),
         )
     }
 )
 
-# Hugging Face config.json values (§5.7).
+
+def _qwen3_moe(name: str, layers: int, hidden: int, heads: int, kv: int, intermediate: int,
+               experts: int, top_k: int, expert_int: int, source: str) -> ModelSpec:  # fmt: skip
+    """A Qwen3-MoE shape: head_dim 128, vocab 151,936, untied, every layer MoE, no shared expert
+    (`intermediate` is the config's unused dense width, kept so a loaded config.json matches)."""
+    moe = MoeSpec(experts, top_k, expert_int)
+    return ModelSpec(name, layers, hidden, heads, kv, 128, intermediate, 151936, False, moe=moe,
+                     source=source)  # fmt: skip
+
+
+# Hugging Face config.json values (§5.7 for the first seven), the repo named in `source`.
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
     {
         m.name: m
         for m in (
-            ModelSpec("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, False),
-            ModelSpec("Llama-3.3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False),
-            ModelSpec("Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True),
-            ModelSpec("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False),
-            ModelSpec("Mistral-7B", 32, 4096, 32, 8, 128, 14336, 32768, False),  # v0.3 vocab
-            ModelSpec("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True),
-            ModelSpec("SmolLM2-135M", 30, 576, 9, 3, 64, 1536, 49152, True),
+            ModelSpec("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, False,
+                      source="meta-llama/Llama-3.1-8B"),
+            ModelSpec("Llama-3.3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False,
+                      source="meta-llama/Llama-3.3-70B-Instruct"),
+            ModelSpec("Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True,
+                      source="Qwen/Qwen2.5-0.5B"),
+            ModelSpec("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False,
+                      source="Qwen/Qwen2.5-7B"),
+            ModelSpec("Mistral-7B", 32, 4096, 32, 8, 128, 14336, 32768, False,
+                      source="mistralai/Mistral-7B-v0.3"),  # v0.3 vocab
+            ModelSpec("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True,
+                      source="meta-llama/Llama-3.2-1B"),
+            ModelSpec("SmolLM2-135M", 30, 576, 9, 3, 64, 1536, 49152, True,
+                      source="HuggingFaceTB/SmolLM2-135M"),
+            # Same shape as Llama-3.3-70B; the name public benchmarks use.
+            ModelSpec("Llama-3.1-70B", 80, 8192, 64, 8, 128, 28672, 128256, False,
+                      source="meta-llama/Llama-3.1-70B"),
+            # Llama 2: multi-head attention at 7B (32 KV heads), GQA at 70B; 32,000-token vocab.
+            ModelSpec("Llama-2-7B", 32, 4096, 32, 32, 128, 11008, 32000, False,
+                      source="meta-llama/Llama-2-7b-hf"),
+            ModelSpec("Llama-2-70B", 80, 8192, 64, 8, 128, 28672, 32000, False,
+                      source="meta-llama/Llama-2-70b-hf"),
+            # Qwen3 dense: head_dim 128 although hidden/heads differs (32B: 64·128 = 8192 > 5120).
+            ModelSpec("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, False,
+                      source="Qwen/Qwen3-8B"),
+            ModelSpec("Qwen3-32B", 64, 5120, 64, 8, 128, 25600, 151936, False,
+                      source="Qwen/Qwen3-32B"),
+            # Mixtral: 8 experts of width 14,336, top-2, in every layer.
+            ModelSpec("Mixtral-8x7B", 32, 4096, 32, 8, 128, 14336, 32000, False,
+                      moe=MoeSpec(8, 2, 14336), source="mistralai/Mixtral-8x7B-v0.1"),
+            # Qwen3-MoE: 128 experts, top-8, moe_intermediate_size 768 / 1536.
+            _qwen3_moe("Qwen3-30B-A3B", 48, 2048, 32, 4, 6144, 128, 8, 768, "Qwen/Qwen3-30B-A3B"),
+            _qwen3_moe("Qwen3-235B-A22B", 94, 4096, 64, 4, 12288, 128, 8, 1536,
+                       "Qwen/Qwen3-235B-A22B"),
+            # DeepSeek-V2-Lite: MLA (kv_lora_rank 512, no query LoRA), 64 routed experts of width
+            # 1,408, top-6, 2 shared experts, layer 0 dense (first_k_dense_replace = 1).
+            ModelSpec("DeepSeek-V2-Lite", 27, 2048, 16, 16, 128, 10944, 102400, False,
+                      moe=MoeSpec(64, 6, 1408, shared_intermediate=2 * 1408, dense_layers=1),
+                      mla=MlaSpec(512, 128, 64, 128), source="deepseek-ai/DeepSeek-V2-Lite"),
         )
     }
-)
+)  # fmt: skip
 
 # Nominal one-direction bandwidths in GB/s (§2.5), for labelling the KV-transfer slider.
 LINKS_GB_S: Mapping[str, float] = MappingProxyType(
@@ -206,8 +508,137 @@ def get_gpu(name: str) -> GpuSpec:
 
 
 def get_model(name: str) -> ModelSpec:
-    """The catalog model called `name` (case-insensitive)."""
-    return _lookup(MODELS, name, "model")
+    """The model called `name`: a catalog name (case-insensitive) or a path to a Hugging Face
+    `config.json` or its folder; a `:fp8` (`:fp4`, `:bf16`, ...) suffix sets the weight format."""
+    text = str(name).strip()
+    base, _, suffix = text.rpartition(":")
+    if not (base and suffix.lower() in DTYPE_BYTES):
+        base, suffix = text, ""
+    try:
+        model = _lookup(MODELS, base, "model")
+    except ValueError as unknown:
+        path = Path(base).expanduser()
+        if not (path.is_file() or (path / "config.json").is_file()):
+            raise ValueError(
+                f"{unknown}; or give a path to a Hugging Face config.json (or its folder)"
+            ) from None
+        config = path / "config.json" if path.is_dir() else path
+        model = _model_from_file(str(config.resolve()), config.stat().st_mtime_ns)
+    return with_dtype(model, suffix) if suffix else model
+
+
+@functools.lru_cache(maxsize=64)
+def _model_from_file(path: str, _mtime_ns: int) -> ModelSpec:
+    """Parse a config.json once per (path, modification time)."""
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read {path} as a JSON config: {err}") from None
+    p = Path(path)
+    folder = p.parent.name if p.name == "config.json" else p.stem
+    return model_from_hf_config(config, name=None, default_name=folder or "hf-model",
+                                source=path)  # fmt: skip
+
+
+# Architectures whose config.json fields model_from_hf_config understands (others with the same
+# fields load too: Hugging Face decoders mostly share them).
+HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
+                  "deepseek_v2", "deepseek_v3")  # fmt: skip
+
+
+def _weight_bytes(config: Mapping) -> float:
+    """Bytes per weight from `quantization_config` (FP8, FP4, 4/8-bit) or `torch_dtype`."""
+    q = config.get("quantization_config") or {}
+    method = str(q.get("quant_method", "")).lower()
+    if q:
+        if method == "fp8" or "fp8" in str(q.get("quant_algo", "")).lower():
+            return 1
+        if method in ("mxfp4", "nvfp4") or "fp4" in str(q.get("quant_algo", "")).lower():
+            return 0.5
+        bits = q.get("bits") or q.get("w_bit")
+        if method == "compressed-tensors":  # the first weight group's width
+            for group in (q.get("config_groups") or {}).values():
+                bits = (group.get("weights") or {}).get("num_bits", bits)
+                break
+        if isinstance(bits, int | float) and bits > 0:
+            return bits / 8
+        raise ValueError(
+            f"config.json: unsupported quantization {method or q!r}; weights must be BF16/FP16, "
+            "FP8, FP4 or a 4/8-bit method that states its bits"
+        )
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
+    # vLLM's dtype=auto serves FP32 checkpoints in 16 bits, so only 8-bit floats change b_w.
+    return 1 if "float8" in dtype else 2
+
+
+def model_from_hf_config(
+    config: Mapping, name: str | None = None, default_name: str = "hf-model", source: str = ""
+) -> ModelSpec:
+    """A ModelSpec from a Hugging Face config.json dict (Llama, Mistral, Qwen2/3, Mixtral,
+    Qwen2/3-MoE, DeepSeek-V2/V3 with MLA). ValueError names a missing or bad field."""
+    if not isinstance(config, Mapping):
+        raise ValueError("config.json must hold a JSON object")
+    if "num_hidden_layers" not in config and isinstance(config.get("text_config"), Mapping):
+        config = {**config["text_config"], "torch_dtype": config.get("torch_dtype")}
+
+    def need(key: str) -> int:
+        value = config.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"config.json: {key} must be a whole number >= 1, got {value!r} "
+                             "(is it a decoder-only language model's config?)")  # fmt: skip
+        return value
+
+    def opt(*keys: str, default: int = 0) -> int:
+        for key in keys:
+            value = config.get(key)
+            if value is not None:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ValueError(f"config.json: {key} must be a whole number, got {value!r}")
+                return value
+        return default
+
+    layers, hidden, heads = (
+        need("num_hidden_layers"),
+        need("hidden_size"),
+        need("num_attention_heads"),
+    )
+    kv_heads = opt("num_key_value_heads", default=heads) or heads
+    head_dim = opt("head_dim") or hidden // heads
+    vocab = need("vocab_size")
+    intermediate = opt("intermediate_size")
+    mla = None
+    if config.get("kv_lora_rank"):
+        mla = MlaSpec(need("kv_lora_rank"), need("qk_nope_head_dim"), need("qk_rope_head_dim"),
+                      need("v_head_dim"), opt("q_lora_rank"))  # fmt: skip
+        kv_heads, head_dim = heads, mla.v_head_dim
+    moe = None
+    experts = opt("num_local_experts", "num_experts", "n_routed_experts")
+    if experts > 1:
+        top_k = need("num_experts_per_tok")
+        width = opt("moe_intermediate_size") or need("intermediate_size")
+        shared = opt("shared_expert_intermediate_size")
+        if config.get("n_shared_experts"):
+            shared = opt("n_shared_experts") * width
+        if "first_k_dense_replace" in config:  # DeepSeek: the first k layers are dense
+            dense = min(layers, opt("first_k_dense_replace"))
+        else:  # Qwen-MoE: layer i is sparse if (i + 1) % decoder_sparse_step == 0, unless listed
+            step = opt("decoder_sparse_step", default=1) or 1
+            listed = set(config.get("mlp_only_layers") or ())
+            dense = sum(1 for i in range(layers) if i in listed or (i + 1) % step)
+        if dense and not intermediate:
+            raise ValueError("config.json: intermediate_size is needed for the dense layers")
+        moe = MoeSpec(experts, top_k, width, shared, dense)
+        intermediate = intermediate or width
+    if not intermediate:
+        intermediate = need("intermediate_size")
+    label = (
+        name or str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1] or default_name
+    )
+    return ModelSpec(
+        label, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
+        bool(config.get("tie_word_embeddings", False)), _weight_bytes(config), 2, moe, mla,
+        source=source or label,
+    )  # fmt: skip
 
 
 def kv_capacity_tokens(
@@ -216,31 +647,39 @@ def kv_capacity_tokens(
     tensor_parallel: int = 1,
     mem_utilization: float = 0.9,
     activation_reserve_gb: float = 1.0,
+    expert_shards: int = 1,
 ) -> int:
     """Tokens of KV cache that fit beside the weights on `tensor_parallel` GPUs.
 
-    (mem_utilization·mem·tp − weights − reserve·tp) / kv_bytes_per_token, floored. Like vLLM's
-    gpu_memory_utilization, `mem_utilization` is the share of memory the server may use; the
-    activation reserve (GB per GPU) stands for activations, CUDA graphs and workspace.
+    (mem_utilization·mem·tp − weights − reserve·tp) / (kv_bytes_per_token · replication), floored.
+    Like vLLM's gpu_memory_utilization, `mem_utilization` is the share of memory the server may
+    use; the activation reserve (GB per GPU) stands for activations, CUDA graphs and workspace.
+    The ranks split the weights and the KV heads (`ModelSpec.kv_replication`: heads are copied
+    when ranks outnumber them). With expert parallelism over `expert_shards` instances each
+    instance holds 1/expert_shards of the routed experts.
     """
     if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
         raise ValueError(f"tensor_parallel must be an int >= 1, got {tensor_parallel!r}")
+    if not isinstance(expert_shards, int) or expert_shards < 1:
+        raise ValueError(f"expert_shards must be an int >= 1, got {expert_shards!r}")
     if not 0 < mem_utilization <= 1:
         raise ValueError(f"mem_utilization must be in (0, 1], got {mem_utilization}")
     if not (math.isfinite(activation_reserve_gb) and activation_reserve_gb >= 0):
         raise ValueError(f"activation_reserve_gb must be >= 0, got {activation_reserve_gb}")
     per_gpu = (mem_utilization * gpu.mem_gb - activation_reserve_gb) * 1e9  # usable bytes per GPU
-    free = per_gpu * tensor_parallel - model.weight_bytes  # bytes left for KV on all GPUs
-    tokens = math.floor(free / model.kv_bytes_per_token) if free > 0 else 0
+    weights = model.weight_bytes_held(expert_shards)
+    free = per_gpu * tensor_parallel - weights  # bytes left for KV on all GPUs
+    per_token = model.kv_bytes_per_token * model.kv_replication(tensor_parallel)
+    tokens = math.floor(free / per_token) if free > 0 else 0
     if tokens <= 0:
-        needed = model.weight_bytes + model.kv_bytes_per_token
+        needed = weights + model.kv_bytes_per_token
         hint = (
             f"set tensor_parallel to {max(2, math.ceil(needed / per_gpu))} or more"
             if per_gpu > 0
             else "raise mem_utilization or lower activation_reserve_gb"
         )
         raise ValueError(
-            f"{model.name} ({model.weight_bytes / 1e9:.0f} GB of weights) does not fit on "
+            f"{model.name} ({weights / 1e9:.0f} GB of weights) does not fit on "
             f"{tensor_parallel}×{gpu.name}; {hint}"
         )
     return tokens

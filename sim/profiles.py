@@ -1,0 +1,104 @@
+"""Default device profiles: efficiencies per GPU class, fitted to public measurements of vLLM.
+
+Notable features
+- A `DeviceProfile` (MFU, MFU_attn, MBU, per-step overhead) says how much of a GPU's nominal
+  peaks a real server reaches. The generic figures of the reference (§5.5: 0.5 / 0.4 / 0.7 /
+  3 ms) are rules of thumb; `FITTED` holds figures fitted per GPU to published end-to-end runs
+  that state their workload and settings (`bench/fit_profiles.py` refits them, and
+  `bench/bench_fidelity_real.py` scores them on runs the fit never saw).
+- Each entry names the runs it was fitted on; every other run of that GPU is held out.
+- A GPU without public runs borrows the profile of its class (`BORROWED`): HBM datacenter GPUs
+  (A100) take the H100's, PCIe cards with GDDR memory (RTX 4090, L4, L40S, A10G) the RTX PRO
+  6000's. The RTX 4090 has runs of its own, all held out: they test exactly this borrowing.
+- `resolve_profile(hardware, gpu)` gives a run its profile: with `profile=fitted` (the default)
+  each of mfu, mfu_attn, mbu and overhead_ms left at its default takes the fitted value; a value
+  you set yourself wins. `profile=generic` keeps the §5.5 figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from sim.cost import DeviceProfile
+
+GENERIC = DeviceProfile()  # §5.5's suggested defaults: MFU 0.5, MFU_attn 0.4, MBU 0.7, 3 ms
+
+
+@dataclass(frozen=True, slots=True)
+class FittedProfile:
+    """A DeviceProfile and where it comes from."""
+
+    profile: DeviceProfile
+    fitted_on: str  # the public runs the fit used (all others of this GPU are held out)
+    source: str  # where those runs are published
+
+
+LLMSERVINGSIM = (
+    "casys-kaist/LLMServingSim bench/examples (MIT), vLLM 0.19, per-request timestamps"
+)
+AICONFIGURATOR = (
+    "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv "
+    "(Apache-2.0), mean TTFT/TPOT at fixed concurrency"
+)
+
+# Fitted by bench/fit_profiles.py (relative least squares on the runs named in `fitted_on`).
+FITTED: Mapping[str, FittedProfile] = MappingProxyType(
+    {
+        "RTX-PRO-6000": FittedProfile(
+            DeviceProfile(mfu=0.5, mfu_attn=0.4, mbu=0.7, overhead_s=0.003),
+            "Llama-3.1-8B, TP1, 300 ShareGPT requests at 10 req/s",
+            LLMSERVINGSIM,
+        ),
+    }
+)
+
+# GPUs without public runs (or, for the RTX 4090, whose runs are all held out): their class's.
+BORROWED: Mapping[str, str] = MappingProxyType(
+    {
+        "A100-80GB": "H100-SXM",
+        "RTX-4090": "RTX-PRO-6000",
+        "L4": "RTX-PRO-6000",
+        "L40S": "RTX-PRO-6000",
+        "A10G": "RTX-PRO-6000",
+    }
+)
+
+
+def fitted_profile(gpu_name: str) -> tuple[DeviceProfile, str]:
+    """The default profile for a GPU and a one-line note on where it comes from."""
+    if gpu_name in FITTED:
+        f = FITTED[gpu_name]
+        return f.profile, f"fitted on {f.fitted_on} ({f.source.split(' ')[0]})"
+    lender = BORROWED.get(gpu_name)
+    if lender in FITTED:
+        return FITTED[lender].profile, f"borrowed from {lender} (no public runs fitted)"
+    return GENERIC, "generic rule-of-thumb figures (no public runs for this GPU)"
+
+
+_FIELDS = (("mfu", "mfu", 1.0), ("mfu_attn", "mfu_attn", 1.0), ("mbu", "mbu", 1.0),
+           ("overhead_ms", "overhead_s", 1e-3))  # fmt: skip
+
+
+def resolve_profile(hardware, gpu_name: str) -> DeviceProfile:
+    """The DeviceProfile a run uses, from a HardwareConfig and the GPU's catalog name.
+
+    profile=fitted: fields left at their defaults take the GPU's fitted values, so `--set
+    mbu=0.8` still overrides one figure. profile=generic: the HardwareConfig's values as given.
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(hardware)}
+    given = {
+        "mfu": hardware.mfu,
+        "mfu_attn": hardware.mfu_attn,
+        "mbu": hardware.mbu,
+        "overhead_s": hardware.overhead_ms / 1000,
+        "overhead_per_seq_s": hardware.overhead_per_seq_ms / 1000,
+    }
+    if getattr(hardware, "profile", "generic") == "fitted":
+        base, _ = fitted_profile(gpu_name)
+        for knob, attr, _scale in _FIELDS:
+            if getattr(hardware, knob) == defaults[knob]:
+                given[attr] = getattr(base, attr)
+    return DeviceProfile(**given)

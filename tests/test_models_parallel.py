@@ -1,0 +1,244 @@
+"""Any Hugging Face model (dense, MoE, MLA), tensor / data / expert parallelism, fitted profiles.
+
+The config.json files under tests/data/hf/ are hand-written from the public configs (facts about
+the models' shapes); the parameter counts below are the ones the model cards publish.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+from sim.cluster import simulate
+from sim.config import SimConfig, with_overrides
+from sim.cost import DeviceProfile, StepCostModel
+from sim.hardware import (
+    MODELS,
+    get_gpu,
+    get_model,
+    kv_capacity_tokens,
+    model_from_hf_config,
+)
+from sim.profiles import FITTED, GENERIC, fitted_profile, resolve_profile
+from sim.request import RequestSpec
+
+HF = Path(__file__).parent / "data" / "hf"
+FLAT = DeviceProfile(mfu=0.5, mfu_attn=0.5, mbu=0.8, overhead_s=0.0)
+
+
+# ---- config.json -> ModelSpec ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("folder", "total_b", "active_b", "catalog"),
+    [
+        ("llama-3.1-8b", 8.03, 6.98, "Llama-3.1-8B"),
+        ("mixtral-8x7b", 46.7, 12.6, "Mixtral-8x7B"),  # model card: 46.7B, 12.9B with embeddings
+        ("qwen3-30b-a3b", 30.5, 2.73, "Qwen3-30B-A3B"),  # 30.5B, 3.3B activated with embeddings
+        ("qwen1.5-moe-a2.7b", 14.3, 2.07, None),  # 14.3B, 2.7B activated with embeddings
+        ("deepseek-v2-lite", 15.7, 2.24, "DeepSeek-V2-Lite"),  # 15.7B, 2.4B activated
+    ],
+)
+def test_hf_configs_load(folder: str, total_b: float, active_b: float, catalog) -> None:
+    m = get_model(str(HF / folder))  # a folder works, and so does its config.json
+    assert get_model(str(HF / folder / "config.json")) == m
+    assert m.params_total / 1e9 == pytest.approx(total_b, abs=0.05)
+    assert m.params_active / 1e9 == pytest.approx(active_b, abs=0.02)
+    if catalog:  # the catalog entry is the same shape
+        assert dataclasses.replace(m, name=catalog) == MODELS[catalog]
+
+
+def test_moe_fields() -> None:
+    mixtral = get_model(str(HF / "mixtral-8x7b"))
+    assert (mixtral.moe.num_experts, mixtral.moe.experts_per_token) == (8, 2)
+    assert mixtral.moe.expert_intermediate == 14336  # Mixtral's experts use intermediate_size
+    qwen2 = get_model(str(HF / "qwen1.5-moe-a2.7b"))
+    assert qwen2.moe.shared_intermediate == 5632 and qwen2.moe.dense_layers == 0
+    ds = get_model(str(HF / "deepseek-v2-lite"))
+    assert ds.moe.shared_intermediate == 2 * 1408 and ds.moe.dense_layers == 1
+    # MLA caches one latent (512) + the shared RoPE key (64) per layer, not 2·H·d_h.
+    assert ds.kv_bytes_per_token == 27 * (512 + 64) * 2
+    assert ds.kv_replication(2) == 2  # every tensor-parallel rank holds the whole latent
+
+
+def test_dtype_and_quantization() -> None:
+    fp8 = get_model(str(HF / "qwen3-32b-fp8"))
+    assert fp8.bytes_per_param == 1 and fp8.dtype == "fp8"
+    bf16 = get_model("Qwen3-32B")
+    # Body halves; embeddings and lm_head stay BF16.
+    head = 2 * bf16.vocab * bf16.hidden * 2
+    assert fp8.weight_bytes == pytest.approx((bf16.weight_bytes - head) / 2 + head)
+    assert get_model("Llama-3.1-70B:fp8").bytes_per_param == 1
+    assert get_model("llama-3.1-70b:FP4").bytes_per_param == 0.5
+    assert get_model(f"{HF / 'llama-3.1-8b'}:fp8").name == "Llama-3.1-8B:fp8"
+    # FP8 weights run on FP8 tensor cores where the GPU has them, else at the BF16 rate.
+    assert get_gpu("H100-SXM").matmul_tflops(1) == 1979
+    assert get_gpu("A100-80GB").matmul_tflops(1) == 312
+    assert get_gpu("B200").matmul_tflops(0.5) == 9000
+
+
+def test_bad_configs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="or give a path to a Hugging Face config.json"):
+        get_model(str(tmp_path / "missing"))
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="cannot read"):
+        get_model(str(bad))
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        model_from_hf_config({"hidden_size": 64})
+    with pytest.raises(ValueError, match="num_experts_per_tok"):
+        cfg = json.loads((HF / "mixtral-8x7b" / "config.json").read_text())
+        del cfg["num_experts_per_tok"]
+        model_from_hf_config(cfg)
+    with pytest.raises(ValueError, match="unsupported quantization"):
+        model_from_hf_config({**json.loads((HF / "llama-3.1-8b/config.json").read_text()),
+                              "quantization_config": {"quant_method": "mystery"}})  # fmt: skip
+
+
+# ---- MoE costs ---------------------------------------------------------------------------------
+
+
+def test_expected_experts() -> None:
+    m = get_model("Qwen3-30B-A3B")  # 128 experts, top-8
+    assert m.expected_experts(1) == pytest.approx(8)
+    assert m.expected_experts(2) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 2))
+    assert m.expected_experts(2048) == pytest.approx(128)
+    assert get_model("Llama-3.1-8B").expected_experts(100) == 0
+
+
+def test_moe_decode_reads_touched_experts_only() -> None:
+    gpu, m = get_gpu("H100-SXM"), get_model("Qwen3-30B-A3B")
+    cm = StepCostModel(gpu, m, profile=FLAT)
+    one = cm.step_cost((), 1, 100)
+    big = cm.step_cost((), 256, 256 * 100)
+    expert = m.params_expert * 2
+    always = m.weight_bytes - m.expert_weight_bytes - m.vocab * m.hidden * 2  # minus embeddings
+    # Batch 1 reads its 8 experts per layer; batch 256 reads (nearly) all 128.
+    assert one.bytes == pytest.approx(always + 8 * expert + 101 * m.kv_bytes_per_token, rel=1e-6)
+    touched = m.expected_experts(256)
+    assert big.bytes == pytest.approx(
+        always + touched * expert + 256 * 101 * m.kv_bytes_per_token, rel=1e-6
+    )
+    assert touched > 127.9
+    # FLOPs run on the active experts only: ~2·3.3B per token, not 2·30B.
+    assert one.flops / 2 < 3.5e9
+    # A dense model of the same total size reads everything even at batch 1.
+    dense = StepCostModel(gpu, get_model("Qwen3-32B"), profile=FLAT).step_cost((), 1, 100)
+    assert dense.seconds > 5 * one.seconds
+
+
+# ---- tensor, data and expert parallelism -------------------------------------------------------
+
+
+def test_tensor_parallel_allreduce_terms() -> None:
+    gpu, m = get_gpu("H100-SXM"), get_model("Llama-3.1-70B")
+    for tp in (2, 4, 8):
+        c = StepCostModel(gpu, m, tp, FLAT).step_cost((), 8, 8 * 1000)
+        hop = gpu.link_latency_us * 1e-6
+        ring = 2 * (tp - 1) / tp * 8 * m.hidden * 2 / (gpu.interconnect_gb_s * 1e9)
+        per_layer = 2 * (ring + 2 * (tp - 1) * hop)  # two all-reduces per layer
+        gather = (tp - 1) / tp * 8 * m.vocab * 2 / (gpu.interconnect_gb_s * 1e9) + (tp - 1) * hop
+        assert c.comm_s == pytest.approx(m.layers * per_layer + gather)
+    # Over PCIe with no NVLink the same all-reduces cost far more.
+    pcie = StepCostModel(get_gpu("RTX-PRO-6000"), get_model("Qwen3-32B"), 2, FLAT)
+    nvl = StepCostModel(get_gpu("H100-SXM"), get_model("Qwen3-32B"), 2, FLAT)
+    assert pcie.step_cost((), 64, 64_000).comm_s > 3 * nvl.step_cost((), 64, 64_000).comm_s
+
+
+def test_what_tensor_parallel_does_not_speed_up() -> None:
+    gpu, m = get_gpu("H100-SXM"), get_model("Llama-3.1-70B")
+    profile = DeviceProfile(mfu=0.5, mfu_attn=0.5, mbu=0.8, overhead_s=0.004)
+    steps = [StepCostModel(gpu, m, tp, profile).step_cost((), 1, 500) for tp in (2, 4, 8)]
+    # Weights split 2x per doubling, but overhead stays and the collectives' latency grows:
+    for a, b in zip(steps, steps[1:], strict=False):
+        assert b.overhead_s == a.overhead_s == 0.004
+        assert b.comm_s > a.comm_s
+        assert b.seconds > a.seconds / 2
+        assert b.memory_s < a.memory_s
+    # Sampling is not split: the lm_head's compute halves, the sampling read does not.
+    assert steps[-1].seconds - steps[-1].overhead_s - steps[-1].comm_s > 0
+
+
+def test_kv_heads_replicated_beyond_their_count() -> None:
+    gpu, m = get_gpu("H100-SXM"), get_model("Qwen3-30B-A3B")  # 4 KV heads
+    assert m.kv_replication(4) == 1 and m.kv_replication(8) == 2
+    t4 = kv_capacity_tokens(gpu, m, 4)
+    t8 = kv_capacity_tokens(gpu, m, 8)
+    free4 = (0.9 * 80 - 1) * 4e9 - m.weight_bytes
+    free8 = (0.9 * 80 - 1) * 8e9 - m.weight_bytes
+    assert t4 == math.floor(free4 / m.kv_bytes_per_token)
+    assert t8 == math.floor(free8 / (2 * m.kv_bytes_per_token))
+
+
+def test_expert_parallel_splits_experts_and_adds_collectives() -> None:
+    gpu, m = get_gpu("RTX-PRO-6000"), get_model("Qwen3-30B-A3B")
+    alone = StepCostModel(gpu, m, 1, FLAT)
+    shared = StepCostModel(gpu, m, 1, FLAT, expert_parallel_instances=2)
+    # Half the experts live here, but both instances' tokens pick from them.
+    a, b = alone.step_cost((), 4, 4000), shared.step_cost((), 4, 4000)
+    assert b.comm_s > 0 == a.comm_s
+    local = 64 * (1 - (1 - 8 / 128) ** 8)  # 4 tokens here + 4 in lockstep on the other rank
+    expert = m.params_expert * 2
+    assert b.bytes - a.bytes == pytest.approx((local - m.expected_experts(4)) * expert, rel=1e-6)
+    # Memory: each instance holds half the experts, so more KV fits.
+    assert kv_capacity_tokens(gpu, m, expert_shards=2) > kv_capacity_tokens(gpu, m)
+    assert StepCostModel(gpu, get_model("Qwen3-32B"), 1, FLAT, 2).expert_parallel_instances == 1
+
+
+def test_data_parallel_and_expert_parallel_run() -> None:
+    specs = [RequestSpec(i, 0.05 * i, 300, 40) for i in range(40)]
+    base = SimConfig(policy="vllm")
+    cfg = with_overrides(base, {"gpu": "RTX-PRO-6000", "model": "Qwen3-30B-A3B",
+                                "topology": "router", "router": "least-loaded",
+                                "num_instances": 2})  # fmt: skip
+    replicas = simulate(specs, cfg)
+    ep = simulate(specs, with_overrides(cfg, {"expert_parallel": "true"}))
+    assert set(replicas.requests["worker"]) == {"I0", "I1"}
+    assert (replicas.requests["finish_s"] > 0).all() and (ep.requests["finish_s"] > 0).all()
+    kv = {w["kv_capacity_tokens"] for w in ep.meta["workers"].values()}
+    kv_rep = {w["kv_capacity_tokens"] for w in replicas.meta["workers"].values()}
+    assert min(kv) > max(kv_rep)  # half the experts each: more room for KV
+
+
+# ---- profiles ----------------------------------------------------------------------------------
+
+
+def test_profiles_resolve() -> None:
+    hw = SimConfig().hardware
+    for gpu in ("H100-SXM", "RTX-PRO-6000", "RTX-4090", "A10G"):
+        profile, note = fitted_profile(gpu)
+        assert note and resolve_profile(hw, gpu) == profile
+    assert fitted_profile("custom")[0] == GENERIC
+    generic = with_overrides(SimConfig(), {"profile": "generic"}).hardware
+    assert resolve_profile(generic, "RTX-PRO-6000") == GENERIC
+    # A value you set wins over the fitted one; the others stay fitted.
+    mine = with_overrides(SimConfig(), {"mbu": "0.55"}).hardware
+    got = resolve_profile(mine, "RTX-PRO-6000")
+    assert got.mbu == 0.55 and got.mfu == FITTED["RTX-PRO-6000"].profile.mfu
+    with pytest.raises(ValueError, match="profile must be one of"):
+        with_overrides(SimConfig(), {"profile": "magic"})
+
+
+# ---- the command line --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v2-lite"])
+def test_cli_runs_any_config(folder: str, capsys) -> None:
+    code = main(["run", "--scenario", "c2-ttft-tpot", "--model", str(HF / folder / "config.json"),
+                 "--gpu", "H100-SXM", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, None)
+    assert out["summary"]["finished"] == out["summary"]["num_requests"] > 0
+
+
+def test_cli_moe_needs_room(capsys) -> None:
+    assert main(["run", "--scenario", "c2", "--model", str(HF / "mixtral-8x7b"),
+                 "--gpu", "H100-SXM"]) == 2  # fmt: skip
+    assert "set tensor_parallel to 2" in capsys.readouterr().err
+    assert main(["run", "--scenario", "c2", "--model", str(HF / "mixtral-8x7b"),
+                 "--gpu", "H100-SXM", "--set", "tensor_parallel=2"]) in (0, None)  # fmt: skip
