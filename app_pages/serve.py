@@ -113,11 +113,12 @@ with watch_tab:
     if question:
         from live.serve_client import stream_chat
 
-        with st.chat_message("user"):
-            st.write(question)
+        with st.chat_message("user"):  # typed text and model output: never read as markdown
+            st.markdown(w.escape_markdown(question))
         with st.chat_message("assistant"):
             try:
-                st.write_stream(stream_chat(endpoint, question, max_tokens))
+                st.write_stream(w.escape_markdown(part)
+                                for part in stream_chat(endpoint, question, max_tokens))
             except EndpointError as err:
                 st.error(T("serve.chat_error", message=str(err)))
 

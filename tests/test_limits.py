@@ -142,3 +142,14 @@ def test_limits_are_raised_by_environment_or_secrets():
     assert Budget.from_env({"PDLAB_MAX_STEPS": "5"}, {"max_steps": 7}).max_steps == 7
     with pytest.raises(ValueError, match="PDLAB_MAX_REQUESTS"):
         Budget.from_env({"PDLAB_MAX_REQUESTS": "lots"})
+
+
+def test_typed_text_is_escaped_before_markdown():
+    from ui.widgets import escape_markdown
+
+    hostile = "![x](http://e.example/t.png) $\\frac{1}{2}$ :red[hi] <img src=x> **b** [l](j:a)"
+    escaped = escape_markdown(hostile)
+    for i, c in enumerate(escaped):  # every markdown/LaTeX/HTML mark is preceded by a backslash
+        if c in "![]()$:<>*" and (i == 0 or escaped[i - 1] != "\\"):
+            raise AssertionError(f"unescaped {c!r} at {i}: {escaped}")
+    assert escaped.replace("\\", "") == hostile.replace("\\", "")  # the text itself is kept

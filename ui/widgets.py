@@ -308,6 +308,16 @@ def parse_knobs(text: str) -> dict[str, str]:
     return out
 
 
+_MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$:=^&\"'")
+
+
+def escape_markdown(text: str) -> str:
+    """`text` (typed by a visitor, or written by a model) shown by st.markdown/st.write as it is:
+    every ASCII punctuation mark that markdown, LaTeX ($), Streamlit's :directives: or HTML
+    could read is backslash-escaped, so no link, image, formula or colour is ever made of it."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
+
+
 def chart(figure, where=None) -> None:
     """Draw a figure from ui.charts full width, in our own colours (not Streamlit's theme)."""
     (where or st).plotly_chart(figure, width="stretch", theme=None)
