@@ -34,8 +34,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from sim.hardware import GpuSpec, ModelSpec
 
 ACT_BYTES = 2  # activations are BF16 even when weights are FP8 (bytes per element)
@@ -196,11 +194,7 @@ class StepCostModel:
     def step_cost(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
     ) -> StepCost:
-        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes.
-
-        `decode_steps` below repeats the decode-only case of this arithmetic for numpy arrays:
-        change both together (tests/test_fastforward.py checks that they agree bit for bit).
-        """
+        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes."""
         (
             lin_c,
             lin_w,
@@ -283,35 +277,6 @@ class StepCostModel:
             float(flops),
             float(weights_read + kv_bytes),
         )
-
-    def decode_steps(self, num_decodes, decode_context_tokens) -> tuple:
-        """`step_cost((), b, c)` for whole arrays of decode-only steps at once (numpy, float64).
-
-        Returns (seconds, compute_s, memory_s, overhead_s, comm_s), one element per step. The
-        fast-forward (sim/fastforward.py) prices a run of decode-only steps with it, so it does
-        the SAME float operations as `step_cost` in the same order, element by element: the
-        results are bit-identical, not merely close (tests/test_fastforward.py checks it for
-        every GPU and model). Change both together. In a decode-only step the context enters
-        only through the decode attention's KV read (memory-bound, `context x kv_s`): it grows
-        by one token per request per step, everything else depends on the batch size alone.
-        """
-        lin_c, lin_w, kv_s, head_c, head_w, _, ar_tok, ar_lat, overhead, per_seq = self._c[:10]
-        b = np.asarray(num_decodes, dtype=np.int64)
-        ctx = np.asarray(decode_context_tokens, dtype=np.int64)
-        # Linear layers: compute += t_c or memory += t_m, whichever bounds them (0.0 + x == x).
-        t_c, t_m = b * lin_c, lin_w + b * kv_s
-        linear_compute = t_c >= t_m
-        compute = np.where(linear_compute, t_c, 0.0)
-        memory = np.where(linear_compute, 0.0, t_m)
-        # lm_head: every decode samples.
-        t_c = b * head_c
-        head_compute = t_c >= head_w
-        compute = np.where(head_compute, compute + t_c, compute)
-        memory = np.where(head_compute, memory, memory + head_w)
-        memory = memory + ctx * kv_s  # decode attention
-        comm = ar_lat + b * ar_tok
-        over = overhead + per_seq * b
-        return over + compute + memory + comm, compute, memory, over, comm
 
     def terms(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
