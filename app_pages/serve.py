@@ -117,8 +117,9 @@ with watch_tab:
             st.markdown(w.escape_markdown(question))
         with st.chat_message("assistant"):
             try:
-                st.write_stream(w.escape_markdown(part)
-                                for part in stream_chat(endpoint, question, max_tokens))
+                st.write_stream(
+                    w.escape_markdown(part) for part in stream_chat(endpoint, question, max_tokens)
+                )
             except EndpointError as err:
                 st.error(T("serve.chat_error", message=str(err)))
 

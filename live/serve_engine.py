@@ -238,8 +238,10 @@ class ServeEngine:
     def alive(self) -> bool:
         """Taking requests: not failed, not stopped (before start() they wait in the inbox)."""
         started = self.thread.ident is not None
-        return self.failure is None and not self._stop.is_set() and (
-            not started or self.thread.is_alive()
+        return (
+            self.failure is None
+            and not self._stop.is_set()
+            and (not started or self.thread.is_alive())
         )
 
     def check(self, prompt_ids: Sequence[int], max_tokens: int, min_tokens: int = 0) -> None:
