@@ -278,6 +278,16 @@ class StepCostModel:
             float(weights_read + kv_bytes),
         )
 
+    @property
+    def decode_kv_s_per_token(self) -> float:
+        """Seconds a decode-only step adds per token of context it reads (the KV read).
+
+        In `step_cost` the decode context enters ONLY as the last term added to memory_s,
+        `decode_context_tokens * this`; everything else in a decode-only step depends on the
+        batch size alone. sim/fastforward.py relies on that to price a run of decode steps.
+        """
+        return self._c[2]
+
     def terms(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
     ) -> RooflineTerms:
