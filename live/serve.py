@@ -77,8 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-model-len",
         type=int,
-        default=d.max_model_len,
-        help="prompt + output tokens of one request; more get 400",
+        default=None,
+        help=f"prompt + output tokens of one request; more get 400 (default {d.max_model_len}, "
+        "or the model's own limit if smaller: tiny holds 256)",
     )
     p.add_argument(
         "--max-tokens-in-flight",
@@ -473,9 +474,15 @@ def build(args):
     from live.metrics_prom import ServeMetrics
     from live.serve_engine import ServeEngine, ServeLimits
 
+    max_model_len = args.max_model_len
+    if max_model_len is None:  # the default, cut to what the model holds
+        from live.engine import load
+
+        net = load(args.model, args.device)[0]  # cached: the engine gets the same model
+        max_model_len = min(ServeLimits().max_model_len, net.shape.max_len)
     limits = ServeLimits(
         args.max_num_requests,
-        args.max_model_len,
+        max_model_len,
         args.max_tokens_in_flight,
         args.max_body_bytes,
         args.default_max_tokens,

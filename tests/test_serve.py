@@ -95,7 +95,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def tiny():
-    server = Server("--model", "tiny", "--max-model-len", "256")
+    server = Server("--model", "tiny")  # max-model-len defaults to what tiny holds: 256
     yield server
     server.stop()
 
