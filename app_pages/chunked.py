@@ -45,5 +45,5 @@ for size in SIZES:
     rows.append({"chunk_size": size, "long_ttft_s": float(q[long].ttft_s.iloc[0]),
                  "max_itl_s": float(q[~long].max_itl_s.max()),
                  "p99_tpot_s": float(q[~long].tpot_s.quantile(0.99))})  # fmt: skip
-w.chart(charts.chunk_tradeoff(pd.DataFrame(rows), lang=L))
+w.cached_chart(charts.chunk_tradeoff, pd.DataFrame(rows), lang=L)
 w.show_code(Vllm)

@@ -71,7 +71,7 @@ st.markdown(T("disagg.takeaway"))
 
 st.subheader(T("disagg.util_title"))
 st.markdown(T("disagg.util_text"))
-w.chart(charts.worker_utilisation_bars(runs[-1][1], lang=L))
+w.cached_chart(charts.worker_utilisation_bars, runs[-1][1], lang=L)
 
 st.subheader(T("disagg.goodput_title"))
 st.markdown(T("disagg.goodput_text"))

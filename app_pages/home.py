@@ -31,7 +31,7 @@ col_table, col_chart = st.columns([1, 2])
 shown = table.rename(index=lambda i: f"R{i}")
 shown.index.name = T("home.request_col")
 col_table.dataframe(shown, width="stretch")
-w.chart(tokens_in_window_bars(table, lang=w.lang()), col_chart)
+w.cached_chart(tokens_in_window_bars, table, lang=w.lang(), where=col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
 st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=f"R{int(gain.idxmax())}"))
 

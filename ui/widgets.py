@@ -17,7 +17,9 @@ Notable features
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import pickle
 from collections.abc import Callable, Sequence
 
 import streamlit as st
@@ -111,12 +113,27 @@ def budget_message(err: BudgetExceeded) -> str:
     return T(f"limits.{err.limit}", limit=value, env=f"PDLAB_{err.limit.upper()}")
 
 
+def fingerprint(*objs) -> str:
+    """A short key for cache arguments that are large but plain (a workload of hundreds of
+    RequestSpecs, configs): one pickle and a hash, ~1 ms. Streamlit's own hashing walks every
+    field of every dataclass in Python (~40 ms per 200-request workload, each call, on every
+    rerun of every visitor: most of a warm lesson page's CPU before this)."""
+    return hashlib.blake2b(pickle.dumps(objs, protocol=5), digest_size=16).hexdigest()
+
+
 @st.cache_data(max_entries=256, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
-def _simulate_or_refuse(workload: Workload, config: SimConfig, lang: str) -> RunResult | str:
-    """A run, or the one line saying why it was refused (cached too: refusing costs once)."""
+def _simulate_or_refuse(key: str, lang: str, _workload: Workload,
+                        _config: SimConfig) -> RunResult | str:  # fmt: skip
+    """A run, or the one line saying why it was refused (cached too: refusing costs once).
+    Cached by `key` = fingerprint(workload, config); the _arguments are not hashed."""
+    from sim.metrics import summarize
+
+    workload, config = _workload, _config
     try:
         requests = generate(workload) if isinstance(workload, WorkloadConfig) else list(workload)
-        return simulate_within(requests, config, limits())
+        run = simulate_within(requests, config, limits())
+        run.summary_cache = summarize(run)  # once, for runs_table on every later rerun
+        return run
     except BudgetExceeded as err:
         return budget_message(err)
     except ValueError as err:  # the simulator refused the configuration (a WorkloadError too)
@@ -126,7 +143,7 @@ def _simulate_or_refuse(workload: Workload, config: SimConfig, lang: str) -> Run
 def simulate_cached(workload: Workload, config: SimConfig) -> RunResult:
     """Simulate once per (workload, config), within the budget; every later view is a cache hit.
     RunRefused (a ValueError) says in one translated line why a run is not possible."""
-    out = _simulate_or_refuse(workload, config, lang())
+    out = _simulate_or_refuse(fingerprint(workload, config), lang(), workload, config)
     if isinstance(out, str):
         raise RunRefused(out)
     return out
@@ -213,7 +230,8 @@ def formula(latex: str, caption_key: str | None = None) -> None:
 
 
 @st.cache_data(max_entries=64, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
-def _timeline(specs: tuple[RunSpec, ...], lang: str) -> dict:
+def _timeline(key: str, lang: str, _specs: tuple[RunSpec, ...]) -> dict:
+    specs = _specs  # cached by key = fingerprint(specs)
     from ui.gantt import timeline_figure  # plotly is imported only by pages that draw
 
     runs = [(label, simulate_cached(workload, config)) for label, workload, config in specs]
@@ -239,7 +257,8 @@ def _prebuilt(figure: dict):
 
 def timeline_of(specs: Sequence[RunSpec], key=None) -> None:
     """The animated Gantt of several runs on one shared time axis (Play runs in the browser)."""
-    st.plotly_chart(_prebuilt(_timeline(tuple(specs), lang())), width="stretch",
+    specs = tuple(specs)
+    st.plotly_chart(_prebuilt(_timeline(fingerprint(specs), lang(), specs)), width="stretch",
                     config={"displayModeBar": False}, key=key, theme=None)  # fmt: skip
 
 
@@ -259,7 +278,7 @@ def runs_table(runs, columns: Sequence[str] | None = None):
                        "output_tokens_per_s", "slo_attainment")  # fmt: skip
     rows = {}
     for label, run in runs:
-        s = summarize(run)
+        s = getattr(run, "summary_cache", None) or summarize(run)
         rows[label] = {T(f"metric.{k}"): s.get(k) for k in keys}
     frame = pd.DataFrame.from_dict(rows, orient="index")
     st.dataframe(frame.style.format(precision=3), width="stretch")
@@ -267,7 +286,9 @@ def runs_table(runs, columns: Sequence[str] | None = None):
 
 
 @st.cache_data(max_entries=32, max_size="64MB", ttl=CACHE_TTL, show_spinner=False)
-def _sweep_or_refuse(workload: Workload, config: SimConfig, rates: tuple[float, ...], lang: str):
+def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfig,
+                     _rates: tuple[float, ...]):  # fmt: skip
+    workload, config, rates = _workload, _config, _rates  # cached by key = their fingerprint
     from sim.budget import sweep_within
 
     try:
@@ -281,7 +302,8 @@ def _sweep_or_refuse(workload: Workload, config: SimConfig, rates: tuple[float, 
 def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
     """Attainment per arrival rate (sim.sweep.sweep_rates, within the budget), cached.
     RunRefused says in one translated line why the sweep is not possible."""
-    out = _sweep_or_refuse(workload, config, tuple(rates), lang())
+    rates = tuple(rates)
+    out = _sweep_or_refuse(fingerprint(workload, config, rates), lang(), workload, config, rates)
     if isinstance(out, str):
         raise RunRefused(out)
     return out
@@ -321,3 +343,17 @@ def escape_markdown(text: str) -> str:
 def chart(figure, where=None) -> None:
     """Draw a figure from ui.charts full width, in our own colours (not Streamlit's theme)."""
     (where or st).plotly_chart(figure, width="stretch", theme=None)
+
+
+@st.cache_data(max_entries=256, max_size="64MB", ttl=CACHE_TTL, show_spinner=False)
+def _figure_dict(key: str, _build: Callable, _args: tuple, _kwargs: dict) -> dict:
+    return _build(*_args, **_kwargs).to_dict()  # cached by key = fingerprint(build, args)
+
+
+def cached_chart(build: Callable, *args, where=None, **kwargs) -> None:
+    """chart(build(*args, **kwargs)), built once for all visitors: a figure from the same
+    arguments (a lesson's defaults, most of the time) is a cache hit, not ~50-150 ms of plotly
+    object building on every rerun of every session."""
+    key = fingerprint(build.__module__, build.__qualname__, args, kwargs)
+    (where or st).plotly_chart(_prebuilt(_figure_dict(key, build, args, kwargs)),
+                               width="stretch", theme=None)  # fmt: skip
