@@ -18,6 +18,7 @@ Notable features
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from itertools import count
 
@@ -26,6 +27,7 @@ import simpy
 from sim.config import SimConfig
 from sim.cost import StepCostModel
 from sim.engine import Engine, StepTiming
+from sim.fastforward import Environment, start_run
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens, kv_transfer_s
 from sim.kv import KVCache
 from sim.policies import make_policy
@@ -63,6 +65,26 @@ class SimulatedClock:
     def after_step(self, worker: Worker, batch) -> None:
         """Nothing to clean up in a simulation."""
 
+    def decode_run(self, worker: Worker, steps: int) -> int:
+        """A run of `steps` decode-only steps is about to be taken at once (sim/fastforward.py):
+        how many of them to take. A clock that counts or limits steps overrides this."""
+        return steps
+
+
+def fast_forward_ok(clock) -> bool:
+    """Whether runs of decode steps may be taken at once under `clock`: the cost model's clock,
+    or one that overrides `decode_run` as well as `step_timing` (a clock that does something
+    in every step, like the live one, must see every step)."""
+    cls = type(clock)
+    return isinstance(clock, SimulatedClock) and (
+        cls.step_timing is SimulatedClock.step_timing
+        or cls.decode_run is not SimulatedClock.decode_run
+    )
+
+
+def _never() -> float:
+    return math.inf
+
 
 class Worker:
     """An Engine plus its simpy process, cost model and wake-up event."""
@@ -83,8 +105,14 @@ class Worker:
         self.inbox: deque[tuple[Request, Worker]] = deque()  # D: (request, its P) awaiting blocks
         self.gpu_name = ""
         self.clock: SimulatedClock = SimulatedClock()  # the Cluster sets the run's clock
+        # Event speed (sim/fastforward.py): runs of decode steps taken at once, unless the Cluster
+        # asks for step by step. `limit_s()`: no step of a run may start at or after it.
+        self.fast = False
+        self.limit_s = _never
+        self.run = None  # the DecodeRun in progress
+        self.decode_terms: dict[int, tuple] = {}  # batch size -> its decode step's cost terms
         self._wake = env.event()
-        env.process(self.instance_loop())
+        self.process = env.process(self.instance_loop())
 
     @property
     def name(self) -> str:
@@ -92,7 +120,19 @@ class Worker:
 
     @property
     def load(self) -> int:
+        self.catch_up()
         return self.engine.load + len(self.inbox)
+
+    def catch_up(self) -> None:
+        """Before another process reads this engine mid-run: apply what has happened by now."""
+        if self.run is not None:
+            self.run.catch_up(self.env.now)
+
+    def cut(self) -> None:
+        """Before another process changes this engine mid-run (a request arrives, KV is reserved
+        or lands): the run stops after the step in flight, so the next step sees the change."""
+        if self.run is not None and self.run.cut(self.env.now):
+            self.process.interrupt()  # wake up at the run's new end
 
     def notify(self) -> None:
         """Something changed (arrival, freed memory): an idle worker looks again."""
@@ -107,11 +147,20 @@ class Worker:
         """The serving loop of one instance: schedule, execute (simulated), apply."""
         env, engine = self.env, self.engine
         while True:
+            if self.fast and (run := start_run(self)) is not None:
+                yield from self._take(run)  # plain decode steps, many at once
+                continue
+            admitted = engine._admit_counter
             batch = engine.schedule(env.now)
             if batch is None:  # nothing can run: sleep until an arrival or freed memory
                 self._wake = env.event()
                 yield self._wake
                 continue
+            if self.fast and (engine.waiting or engine.swapped):  # all decode, requests blocked?
+                run = start_run(self, batch, admitted != engine._admit_counter)
+                if run is not None:
+                    yield from self._take(run)
+                    continue
             timing = self.timing(batch)
             start = env.now
             yield env.timeout(timing.seconds)
@@ -121,15 +170,35 @@ class Worker:
             if self.on_step is not None:
                 self.on_step(self)
 
+    def _take(self, run):
+        """Let the run's time pass (until its end, which a `cut` may bring forward), apply it."""
+        self.run = run
+        while True:
+            try:
+                yield self.env.timeout_at(run.end_s)
+                break
+            except simpy.Interrupt:
+                continue
+        self.run = None
+        run.finish()
+        if self.on_step is not None:
+            self.on_step(self)
+
 
 class Cluster:
     """Builds the workers of a topology and routes arriving requests to them."""
 
-    def __init__(self, config: SimConfig, cost_model=None, clock=None) -> None:
+    def __init__(
+        self, config: SimConfig, cost_model=None, clock=None, step_by_step: bool = False
+    ) -> None:
         self.config = config
         self.clock = clock or SimulatedClock()
+        # Take runs of decode-only steps at once (sim/fastforward.py; the same trace, faster)
+        # unless asked for step by step or the clock must see every step (the live one).
+        self.fast = not step_by_step and fast_forward_ok(self.clock)
+        self.next_arrival_s = math.inf  # the client's next arrival (colocated runs stop there)
         hw, eng, topo = config.hardware, config.engine, config.topology
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.recorder = TraceRecorder()
         self.model = get_model(hw.model)
         if hw.gpu.lower() == "custom":
@@ -177,6 +246,10 @@ class Cluster:
                 p.link = simpy.Resource(self.env, capacity=1)  # its KV link, one copy at a time
             for d in self.decode:
                 d.on_step = self._start_transfers
+        if topo.topology == "colocated":
+            # Its only outside event is an arrival: a run stops before the next one (cheaper
+            # than cutting it when the arrival comes; the arrival itself only joins the queue).
+            self.instances[0].limit_s = lambda: self.next_arrival_s
 
     def knobs_for(self, gpu) -> object:
         """The policy's knobs with "the engine's default" resolved for `gpu` (e.g. vLLM's
@@ -202,6 +275,7 @@ class Cluster:
         swap_s = self.model.kv_bytes_per_token / (gpu.host_link_gb_s * 1e9)
         w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
         w.clock = self.clock
+        w.fast = self.fast
         w.gpu_name = gpu.name
         self.workers.append(w)
         return w
@@ -218,6 +292,7 @@ class Cluster:
             target = self._pick_disaggregated(req)
             if target is None:
                 return  # refused: it could never decode anywhere
+        target.cut()  # mid-run: its next step must see the new request
         target.engine.add_request(req, self.env.now)
         target.notify()
 
@@ -257,11 +332,15 @@ class Cluster:
         """P finished a prompt: queue it for the least-loaded D worker."""
         d = min(self.decode, key=lambda w: w.load)
         req.wait_kind, req.wait_since = "queued", self.env.now
+        d.cut()  # mid-run: waiting work changes what a finish there may start
         d.inbox.append((req, p))
         self._start_transfers(d)
 
     def _start_transfers(self, d: Worker) -> None:
         """Reserve D's blocks for waiting prompts (in order) and start their KV copies."""
+        if d.inbox:  # mid-run: reserving blocks reads the KV now, and changes later steps
+            d.catch_up()
+            d.cut()
         while d.inbox and d.engine.reserve_transfer(d.inbox[0][0]):
             req, p = d.inbox.popleft()
             self.env.process(self._transfer(req, p, d))
@@ -280,6 +359,7 @@ class Cluster:
         p.engine.release(req)
         p.notify()  # its blocks are free again
         req.workers.append(d.name)
+        d.cut()
         d.engine.add_prefilled(req, self.env.now)
         d.notify()
 
@@ -289,10 +369,12 @@ class Cluster:
         """Sends the requests at their arrival times."""
         for spec in sorted(specs, key=lambda s: (s.arrival_s, s.request_id)):
             if spec.arrival_s > self.env.now:
+                self.next_arrival_s = spec.arrival_s
                 yield self.env.timeout(spec.arrival_s - self.env.now)
             req = Request(spec)
             requests.append(req)
             self.route(req)
+        self.next_arrival_s = math.inf
 
     def meta(self, requests: list[Request]) -> dict:
         c = self.config
@@ -317,15 +399,20 @@ class Cluster:
 
 
 def simulate(
-    requests: list[RequestSpec], config: SimConfig | None = None, cost_model=None, clock=None
+    requests: list[RequestSpec],
+    config: SimConfig | None = None,
+    cost_model=None,
+    clock=None,
+    step_by_step: bool = False,
 ) -> RunResult:
     """Run `requests` through the configured topology and policy; return the trace tables.
 
     `cost_model` replaces the roofline model built from the config (same `step_cost` method);
     `clock` replaces how steps get their duration (live/ passes one that runs a real model).
+    `step_by_step` turns off the fast-forward through decode-only steps (same trace, slower).
     """
     config = config or SimConfig()
-    cluster = Cluster(config, cost_model, clock)
+    cluster = Cluster(config, cost_model, clock, step_by_step)
     live: list[Request] = []
     cluster.env.process(cluster.client(list(requests), live))
     cluster.env.run()

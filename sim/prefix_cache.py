@@ -24,6 +24,7 @@ Notable features
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from sim.kv import KVCache
@@ -40,79 +41,65 @@ class PrefixCachingKV(KVCache):
         n = self.num_blocks
         self.ref = [0] * n  # requests holding each block
         self.key: list[tuple | None] = [None] * n  # hash-chain key of a cached block
-        self.cached: dict[tuple, list[int]] = {}  # key -> blocks holding it (first one is used)
-        # The free queue as a doubly linked list over block ids; n = head sentinel, n+1 = tail.
-        # Initially in block-id order, like vLLM's queue.
-        self._head, self._tail = n, n + 1
-        self._next, self._prev = [-1] * (n + 2), [-1] * (n + 2)
-        chain = [self._head, *range(n), self._tail]
-        for a, b in zip(chain, chain[1:], strict=False):
-            self._next[a], self._prev[b] = b, a
-
-    # ---- the free queue (vllm/v1/core/kv_cache_utils.py, FreeKVCacheBlockQueue) -------------
-
-    def _unlink(self, b: int) -> None:
-        p, q = self._prev[b], self._next[b]
-        self._next[p], self._prev[q] = q, p
-        self.free_blocks -= 1
-
-    def _popleft(self) -> int:
-        b = self._next[self._head]
-        self._unlink(b)
-        return b
-
-    def _append(self, blocks: Sequence[int]) -> None:
-        for b in blocks:
-            last = self._prev[self._tail]
-            self._next[last], self._prev[b] = b, last
-            self._next[b], self._prev[self._tail] = self._tail, b
-        self.free_blocks += len(blocks)
-
-    def _prepend(self, blocks: Sequence[int]) -> None:
-        for b in reversed(blocks):  # the first of `blocks` ends up first in the queue
-            first = self._next[self._head]
-            self._next[self._head], self._prev[b] = b, self._head
-            self._next[b], self._prev[first] = first, b
-        self.free_blocks += len(blocks)
+        # key -> the block holding it that hits use; `_more` keeps the later copies of a key
+        # (computed again before the first was cached), in order: together vLLM's holder list.
+        self.cached: dict[tuple, int] = {}
+        self._more: dict[tuple, list[int]] = {}
+        # The free queue, front first, as an insertion-ordered dict of block ids (O(1) pop at the
+        # front, append, move to the front and removal from the middle, all in C). Initially in
+        # block-id order, like vLLM's queue.
+        self._queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(n))
 
     # ---- the block pool (vllm/v1/core/block_pool.py) ----------------------------------------
 
     def _get_new_blocks(self, count: int) -> list[int]:
         """Take `count` blocks from the front of the free queue, evicting their cached hashes."""
-        out = []
-        for _ in range(count):
-            b = self._popleft()
-            key = self.key[b]
-            if key is not None:  # _maybe_evict_cached_block
-                holders = self.cached[key]
-                holders.remove(b)
-                if not holders:
-                    del self.cached[key]
-                self.key[b] = None
-            self.ref[b] = 1
-            out.append(b)
+        pop, key, ref = self._queue.popitem, self.key, self.ref
+        out = [pop(last=False)[0] for _ in range(count)]
+        self.free_blocks -= count
+        for b in out:
+            if key[b] is not None:  # _maybe_evict_cached_block
+                self._evict(b)
+            ref[b] = 1
         return out
 
+    def _evict(self, b: int) -> None:
+        k = self.key[b]
+        self.key[b] = None
+        more = self._more.get(k)
+        if self.cached[k] == b:
+            if more:
+                self.cached[k] = more.pop(0)  # the next copy becomes the one hits use
+            else:
+                del self.cached[k]
+        else:
+            more.remove(b)
+        if more is not None and not more:
+            del self._more[k]
+
     def _touch(self, blocks: Sequence[int]) -> None:
+        queue, ref = self._queue, self.ref
         for b in blocks:
-            if self.ref[b] == 0:
-                self._unlink(b)  # a cached block nobody held: no longer an eviction candidate
-            self.ref[b] += 1
+            if ref[b] == 0:
+                del queue[b]  # a cached block nobody held: no longer an eviction candidate
+                self.free_blocks -= 1
+            ref[b] += 1
 
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
         full = min(tokens, req.num_tokens) // self.block_size  # hashes exist for full blocks only
-        spec, ids = req.spec, req.block_ids
-        for i in range(req.num_cached_blocks, full):
-            key = spec.block_key(i, self.block_size)
-            self.key[ids[i]] = key
-            holders = self.cached.get(key)
-            if holders is None:
-                self.cached[key] = [ids[i]]
+        start = req.num_cached_blocks
+        if full <= start:
+            return
+        keys = req.spec.block_keys(start, full, self.block_size)
+        cached, key = self.cached, self.key
+        for b, k in zip(req.block_ids[start:full], keys, strict=True):
+            key[b] = k
+            if k in cached:
+                self._more.setdefault(k, []).append(b)  # a second copy of the same tokens
             else:
-                holders.append(ids[i])  # a second copy (computed before the first was cached)
-        if full > req.num_cached_blocks:
-            req.num_cached_blocks = full
+                cached[k] = b
+        req.num_cached_blocks = full
 
     # ---- what the engine calls ----------------------------------------------------------------
 
@@ -121,14 +108,16 @@ class PrefixCachingKV(KVCache):
 
         At most num_tokens - 1 tokens: the last one is computed to produce logits.
         """
+        n = (req.num_tokens - 1) // self.block_size
+        get, spec, bs = self.cached.get, req.spec, self.block_size
+        if not n or get(spec.block_key(0, bs)) is None:
+            return []  # the usual miss, decided by the first block alone
         hits = []
-        get = self.cached.get
-        key = req.spec.block_key
-        for i in range((req.num_tokens - 1) // self.block_size):
-            holders = get(key(i, self.block_size))
-            if not holders:
+        for k in spec.block_keys(0, n, bs):
+            b = get(k)
+            if b is None:
                 break  # chained hashes: after a miss nothing later can hit
-            hits.append(holders[0])
+            hits.append(b)
         return hits
 
     def allocate_slots(
@@ -137,7 +126,8 @@ class PrefixCachingKV(KVCache):
     ) -> bool:  # fmt: skip
         """vLLM's `KVCacheManager.allocate_slots` for admission: adopt `hits`, add blocks for
         `new_tokens` more tokens; with `full_sequence_must_fit`, only if the WHOLE request fits."""
-        evictable = sum(1 for b in hits if self.ref[b] == 0)  # touching them takes them off free
+        ref = self.ref
+        evictable = sum(1 for b in hits if ref[b] == 0)  # touching them takes them off free
         held = len(req.block_ids) + len(hits)
         computed = req.num_computed + len(hits) * self.block_size
         if full_sequence_must_fit:
@@ -156,10 +146,10 @@ class PrefixCachingKV(KVCache):
 
     def grow(self, req: Request, total_tokens: int) -> bool:
         """Blocks for `total_tokens` tokens; newly filled blocks enter the cache. False if short."""
-        extra = self.blocks_for(total_tokens) - len(req.block_ids)
-        if extra > self.free_blocks:
-            return False
+        extra = -(-total_tokens // self.block_size) - len(req.block_ids)
         if extra > 0:
+            if extra > self.free_blocks:
+                return False
             req.block_ids.extend(self._get_new_blocks(extra))
         req.blocks = len(req.block_ids)
         if total_tokens // self.block_size > req.num_cached_blocks:
@@ -167,15 +157,23 @@ class PrefixCachingKV(KVCache):
         return True
 
     def free(self, req: Request) -> None:
-        """Return `req`'s blocks, tail first; cached ones stay findable until evicted."""
+        """Return `req`'s blocks, tail first; cached ones stay findable until evicted.
+
+        Blocks without a hash go to the FRONT of the queue (reused first), in that tail-first
+        order; cached ones to the END (evicted last).
+        """
         reuse_first, evict_last = [], []
         ref, key = self.ref, self.key
         for b in reversed(req.block_ids):
             ref[b] -= 1
             if ref[b] == 0:
                 (reuse_first if key[b] is None else evict_last).append(b)
-        self._prepend(reuse_first)
-        self._append(evict_last)
+        queue = self._queue
+        for b in reversed(reuse_first):  # the first of them ends up first in the queue
+            queue[b] = None
+            queue.move_to_end(b, last=False)
+        queue.update(dict.fromkeys(evict_last))
+        self.free_blocks += len(reuse_first) + len(evict_last)
         req.block_ids = []
         req.blocks = 0
         req.num_cached_blocks = 0

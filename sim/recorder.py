@@ -22,6 +22,8 @@ from sim.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, SEGMENT_KINDS, STEP_COLU
 
 KIND_CODE = {kind: code for code, kind in enumerate(SEGMENT_KINDS)}
 SLOWED, RECOMPUTE = 1, 2  # bit flags of a segment
+STEP_DTYPES = {name: object if name == "worker" else float if name.endswith("_s") else np.int64
+               for name in STEP_COLUMNS}  # fmt: skip
 
 
 class TraceRecorder:
@@ -40,6 +42,9 @@ class TraceRecorder:
         self.first = array("q")  # first and last step index covered (-1: not a step)
         self.last = array("q")
         self.step_rows: list[tuple] = []
+        # Runs of steps taken at once (sim/fastforward.py): (position among step_rows, worker,
+        # columns). result() splices them in where they were added, one row per step.
+        self.step_runs: list[tuple[int, str, dict]] = []
 
     def worker_code(self, name: str) -> int:
         """A small int standing for a worker (or link) name."""
@@ -89,6 +94,37 @@ class TraceRecorder:
         """Add one engine step; `row` follows STEP_COLUMNS."""
         self.step_rows.append(row)
 
+    def step_run(self, worker: str, columns: dict) -> None:
+        """Add a run of steps at once: one numpy array per STEP_COLUMNS column but `worker`."""
+        self.step_runs.append((len(self.step_rows), worker, columns))
+
+    def steps_frame(self) -> pd.DataFrame:
+        """The steps table: one row per step, in the order the steps ended."""
+        names = list(STEP_COLUMNS)
+        rows = self.step_rows
+        if not self.step_runs:
+            return pd.DataFrame.from_records(rows, columns=names)
+        flat = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+        base = {name: np.array(col, dtype=STEP_DTYPES[name])
+                for name, col in zip(names, flat, strict=True)}  # fmt: skip
+        pieces: dict[str, list] = {name: [] for name in names}
+        at = 0
+        for pos, worker, columns in self.step_runs:
+            n = len(columns["step"])
+            for name in names:
+                pieces[name].append(base[name][at:pos])
+                pieces[name].append(np.full(n, worker, dtype=object) if name == "worker"
+                                    else columns[name])  # fmt: skip
+            at = pos
+        for name in names:
+            pieces[name].append(base[name][at:])
+        frame = pd.DataFrame({name: np.concatenate(pieces[name]).astype(STEP_DTYPES[name],
+                                                                        copy=False)
+                              for name in names})  # fmt: skip
+        if len(self.worker_names) > 1:  # runs were added when they ended: back in end order
+            frame = frame.sort_values("end_s", kind="stable", ignore_index=True)
+        return frame
+
     def segments_frame(self) -> pd.DataFrame:
         flags = np.frombuffer(self.flags, dtype=np.int8)
         frame = pd.DataFrame({
@@ -132,5 +168,4 @@ class TraceRecorder:
                 "finished" if finished else "rejected", r.reject_reason, r.cached_tokens,
             ))  # fmt: skip
         req_df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
-        step_df = pd.DataFrame.from_records(self.step_rows, columns=list(STEP_COLUMNS))
-        return RunResult(req_df, self.segments_frame(), step_df, token_times, meta)
+        return RunResult(req_df, self.segments_frame(), self.steps_frame(), token_times, meta)

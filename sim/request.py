@@ -75,6 +75,25 @@ class RequestSpec:
             return ("g", self.prefix_group, index)
         return ("r", self.request_id, index)
 
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[tuple]:
+        """`[self.block_key(i, block_size) for i in range(start, stop)]`, a run at a time."""
+        m_end = start
+        if self.hash_ids:  # blocks ending inside the hashed part of the prompt
+            hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
+            m_end = max(start, min(stop, hashed))
+            ids = self.hash_ids
+            keys = [("m", ids[((i + 1) * block_size - 1) // HASH_BLOCK], i)
+                    for i in range(start, m_end)]  # fmt: skip
+        else:
+            keys = []
+        g_end = max(m_end, min(stop, self.prefix_tokens // block_size))
+        if g_end > m_end:
+            group = self.prefix_group
+            keys += [("g", group, i) for i in range(m_end, g_end)]
+        rid = self.request_id
+        keys += [("r", rid, i) for i in range(g_end, stop)]
+        return keys
+
 
 class RequestState(Enum):
     """Where a request is in its life (one state at a time)."""

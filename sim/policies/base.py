@@ -37,6 +37,9 @@ class Policy:
     Knobs: ClassVar[type[Knobs]] = Knobs
     mirrors: ClassVar[str] = ""  # the real system whose behaviour this copies (shown in the UI)
     requeue_preempted_first: ClassVar[bool] = True  # vLLM: a preempted request waits at the front
+    # Fast-forward (sim/fastforward.py): free KV blocks a run of decode steps must leave at every
+    # step (vLLM V0 checks one free block before each decode even when it takes none).
+    decode_kv_margin: ClassVar[int] = 0
     supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
 
     def __init__(self, knobs: Knobs | None = None) -> None:
@@ -54,6 +57,18 @@ class Policy:
     def notes(self) -> list[str]:
         """Remarks a user should see about this configuration (e.g. an old spelling)."""
         return []
+
+    def decode_horizon(self, engine: Engine, now: float) -> float | None:
+        """Until when this policy keeps scheduling PLAIN DECODE steps (sim/fastforward.py).
+
+        Asked when every running request decodes and either nothing waits, or a step just
+        scheduled was already plain decode while requests wait. Promise: as long as requests
+        only decode (each step one more token of context each), free KV only shrinks and nothing
+        arrives or finishes, every step STARTED before the returned time (seconds) gives every
+        running request exactly one decode token and admits nobody; math.inf for no time limit.
+        None (this default) promises nothing: such a policy runs step by step, always correct.
+        """
+        return None
 
     def pick_victim(self, running: list[Request]) -> Request:
         """Whom to preempt when memory runs out: by default the last admitted (vLLM FCFS)."""

@@ -32,6 +32,7 @@ the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from sim.policies import register
@@ -94,6 +95,13 @@ class Sglang(Policy):
     def __init__(self, knobs=None) -> None:
         super().__init__(knobs)
         self.chunked = None  # the one request whose prompt is being prefilled in chunks
+
+    def decode_horizon(self, engine, now):
+        if engine.waiting or self.chunked is not None:
+            # Its KV check reserves every running request's remaining output, which shrinks
+            # each step: a waiting request may fit a few steps later. No promise.
+            return None
+        return math.inf
 
     def pick_victim(self, running):
         # retract_decode: the fewest output tokens, then the longest prompt, goes first.

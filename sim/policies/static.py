@@ -10,6 +10,7 @@ Each request reserves KV for its whole prompt + output at admission, so it is ne
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sim.policies import register
@@ -32,6 +33,9 @@ class StaticBatching(Policy):
     supports_swap = True  # it never preempts (all KV reserved up front): either mode is moot
     Knobs = StaticKnobs
     mirrors = "FasterTransformer-style static batching (no iteration-level scheduling)"
+
+    def decode_horizon(self, engine, now):
+        return math.inf  # nobody joins a batch that is still running
 
     def schedule(self, engine, plan, now):
         if not engine.running:  # the previous batch is done: form a new one

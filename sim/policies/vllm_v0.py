@@ -33,6 +33,7 @@ The step sequence is checked against the real V0 scheduler in tests/test_vllm_di
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -138,6 +139,7 @@ class VllmV0(Policy):
 
     name = "vllm-v0"
     supports_swap = True  # V0 could swap preempted KV to host memory
+    decode_kv_margin = 1  # can_append: one free block before each decode
     Knobs = VllmV0Knobs
     mirrors = "vLLM V0 chunked-prefill scheduler (vllm 0.10.2, vllm/core/scheduler.py)"
 
@@ -164,6 +166,16 @@ class VllmV0(Policy):
                 waiting_long += 1
             prefills += 1
         return min(prefills, k.max_num_partial_prefills), long_running
+
+    def decode_horizon(self, engine, now):
+        k = self.knobs
+        slots, _ = self._schedulable_prefills(engine, k.long_threshold)
+        slot_budget = k.max_num_batched_tokens // slots if slots else k.max_num_batched_tokens
+        if len(engine.running) > k.max_num_batched_tokens or slot_budget < 1:
+            return None  # some decodes would get no token
+        # A waiting prompt that did not fit stays out: the queue, the slots and the seats are
+        # fixed, and `can_allocate` only sees fewer free blocks.
+        return math.inf
 
     def schedule(self, engine, plan, now):
         k = self.knobs
@@ -265,6 +277,11 @@ class Chunked(VllmV0):
         if self._v1 is not None:
             return self._v1.reject_reason(req, engine)
         return super().reject_reason(req, engine)
+
+    def decode_horizon(self, engine, now):
+        if self._v1 is not None:
+            return self._v1.decode_horizon(engine, now)
+        return super().decode_horizon(engine, now)
 
     def schedule(self, engine, plan, now):
         if self._v1 is not None:

@@ -29,6 +29,7 @@ checked against the real scheduler in tests/test_vllm_differential.py.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from sim.policies import register
@@ -135,6 +136,19 @@ class Vllm(Policy):
             return min(engine.waiting, key=lambda r: (not r.kv_holding, r.priority, r.arrival_s,
                                                       r.request_id))  # fmt: skip
         return engine.waiting[0]
+
+    def decode_horizon(self, engine, now):
+        k = self.knobs
+        if len(engine.running) > k.max_num_batched_tokens:
+            return None  # the budget ends inside the running list: some stall
+        if engine.waiting and k.enable_prefix_caching and not k.scheduler_reserve_full_isl:
+            # A waiting head that failed only for its chunk's blocks may fit once the decodes'
+            # allocations evict its cached prefix (fewer hits, fewer blocks to adopt): no promise.
+            return None
+        # Otherwise a waiting head that did not fit stays out: the queue order, the budget left
+        # and the seats are fixed, free blocks only shrink, and with the whole prompt reserved
+        # (scheduler_reserve_full_isl) losing cache hits never lowers what it needs.
+        return math.inf
 
     def pick_victim(self, running):
         if self.by_priority:

@@ -1,0 +1,403 @@
+"""Event speed: take a whole run of decode-only steps at once, exactly as step by step would.
+
+Why a run can be skipped through
+- Most steps of a busy server are PLAIN DECODE steps: every running request decodes one token,
+  nobody is admitted, preempted or stalled, no prefill chunk rides along. Two such steps in a row
+  differ only in the KV context each request reads, which grows by one token per request.
+- So between two EVENTS that could change a step's shape, nothing new is decided, and the
+  simulator may apply the steps in one go. The events, and where each is handled:
+  * an arrival, a request routed here, a P->D hand-off, a KV transfer landing: anything another
+    process does to this worker. Colocated runs stop before the next arrival (`limit_s`); the
+    other topologies call `Worker.cut` (later steps must see the change) and `Worker.catch_up`
+    (bring the engine up to this instant before reading or changing it) where they touch it.
+  * a request finishing. If nothing waits for memory or a seat (no waiting, swapped or inbound
+    request) a finish only shrinks the batch and the run goes on with one request fewer; else
+    the finishing step is the run's last, so that the policy decides the next step normally.
+  * a KV block boundary: a decode whose last block is full takes a new one. The run stops
+    before free blocks could run short (preemption); blocks filling up and entering the prefix
+    cache are applied in the order step by step applies them (see `_chunk`).
+  * the policy's own clock (`Policy.decode_horizon`: short-first's aging) and its promise that
+    the waiting queue stays blocked; the run budget's step cap (`SimulatedClock.decode_run`).
+- Pricing: in sim/cost.py the decode context enters a decode-only step only as its last memory
+  term, `context x kv_s` (decode attention reads every request's KV: memory-bound). With b
+  requests and c context tokens in all,
+      seconds(b, c) = overhead(b) + compute(b) + (memory(b) + c * kv_s) + comm(b),
+  and c grows by b every step, so a run of k steps lasts k * a(b) + kv_s * (k * c1 + b * k(k-1)/2)
+  (`run_seconds`). We still need each step's end: every output token's time is in the trace.
+  numpy computes them with the SAME float operations as `step_cost` and simpy (the b-terms come
+  from step_cost itself, then memory + c * kv_s, then the left-to-right sum; step ends are a
+  running sum t + d, as simpy's `now + delay`), so the trace is bit-identical to stepping, not
+  merely close. Each run checks its last step against `step_cost` and prices step by step if
+  they ever disagree (a cost model changed without this file).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from array import array
+from heapq import heappush
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL
+
+from sim.recorder import KIND_CODE
+
+if TYPE_CHECKING:
+    from sim.cluster import Worker
+    from sim.engine import Batch
+
+DECODE = KIND_CODE["decode"]
+MAX_RUN_STEPS = 4096  # steps planned at once; a longer quiet stretch is taken in several runs
+
+
+def run_seconds(a_b: float, kv_s: float, b: int, c1: int, k: int) -> float:
+    """Closed form of a run of k decode steps of b requests, c1 context tokens at the first step
+    (every step adds b tokens of context): k * a(b) + kv_s * (k * c1 + b * k(k-1)/2) seconds.
+    Equal to the sum of the steps up to float rounding (used to explain, not to time, runs)."""
+    return k * a_b + kv_s * (k * c1 + b * k * (k - 1) // 2)
+
+
+class Environment(simpy.Environment):
+    """simpy's Environment plus `timeout_at`: wake up at an exact time.
+
+    A run ends at the float its last step ends at (previous end + duration, as step by step).
+    `timeout(end - now)` fires at now + (end - now), and rounding cannot always land that on
+    `end` (ties to even may skip it), so the run's end is put in the event queue as it is.
+    """
+
+    def timeout_at(self, at: float) -> simpy.Event:
+        event = simpy.Event(self)
+        event._ok, event._value = True, None  # already triggered, like a Timeout
+        heappush(self._queue, (at, NORMAL, next(self._eid), event))
+        return event
+
+
+class DecodeRun:
+    """A run of plain decode steps planned at once, applied when it ends (or when touched).
+
+    Step j (1-based) starts at `times[j-1]` and ends at `times[j]`. Request i (in running order)
+    takes part in steps 1..last[i]; it finishes at step last[i] if that is its final token.
+    `done` steps are applied (tokens, segments, finishes) and `allocated` steps hold their KV
+    blocks; the engine's state is always that of step by step at the last applied instant.
+    """
+
+    def __init__(self, worker: Worker, reqs: list, c0: np.ndarray, rem: np.ndarray,
+                 blocks: np.ndarray, allocated: int) -> None:  # fmt: skip
+        self.worker, self.engine = worker, worker.engine
+        self.reqs = reqs
+        self.c0 = c0  # tokens in each request's KV before step 1 (its decode context)
+        self.rem = rem  # tokens each request still has to generate before step 1
+        self.blocks0 = blocks  # KV blocks each holds (step 1's included when it is scheduled)
+        self.first_step = worker.engine.num_steps
+        self.done = 0
+        self.allocated = allocated  # 1 when step 1 was scheduled by the engine itself
+        kv = worker.engine.kv
+        self.free0 = kv.free_blocks  # free blocks when planned
+        self.freed_at: list[tuple[int, int]] = []  # (step, blocks its finishes freed)
+        self.touched = False  # another process read or changed the engine mid-run
+        self.k = 0
+
+    # ---- planning -----------------------------------------------------------------------------
+
+    def plan(self, limit_s: float, blocked: bool, margin: int) -> int:
+        """Decide how many steps to take (0 or 1: not worth it) and price them."""
+        worker, engine = self.worker, self.engine
+        bs = engine.kv.block_size
+        c0, rem, n = self.c0, self.rem, len(self.reqs)
+        now = worker.env.now
+        # (1) finishes: with someone waiting the first finish ends the run (freed memory or a
+        #     free seat may admit them); otherwise the run may go on until the last one.
+        k = int(rem.min()) if blocked else int(rem.max())
+        k = min(k, MAX_RUN_STEPS)
+        steps = np.arange(1, k + 1)
+        # Requests active in step j: those with rem >= j. Sorting by rem gives the counts and
+        # the context of every step with two searchsorted calls.
+        order = np.argsort(rem, kind="stable")
+        rem_sorted = rem[order]
+        gone = np.searchsorted(rem_sorted, steps, side="left")  # finished before step j
+        active = n - gone
+        c_cum = np.concatenate(([0], np.cumsum(c0[order])))
+        context = (c_cum[-1] - c_cum[gone]) + (steps - 1) * active  # sum of contexts at step j
+        # (2) KV: new blocks needed through step j, never more than the free ones (minus the
+        #     policy's margin); blocks freed by finishes inside the run are not counted on.
+        need = self._new_blocks(k, bs)
+        ok = self.free0 - need >= margin
+        if not ok.all():
+            k = int(np.argmin(ok))  # first step that would run short: stop before it
+        if k < 2:
+            return 0
+        # (3) price the steps; a step may START only before limit_s (touch-first on a tie).
+        seconds, compute, memory, overhead, comm = self._price(active[:k], context[:k])
+        times = np.empty(k + 1)
+        times[0] = now
+        times[1:] = seconds
+        times = np.cumsum(times)  # sequential: times[j] = times[j-1] + seconds[j-1], as simpy
+        if limit_s < math.inf:
+            k = min(k, int(np.searchsorted(times[:k], limit_s, side="left")))
+            if k < 2:
+                return 0
+        k = worker.clock.decode_run(worker, k)  # a budget may count (or refuse) the steps
+        if k < 2:
+            return 0
+        self.k = k
+        self.times = times[: k + 1]
+        self.active = active[:k]
+        self.need = need[:k]
+        self.cost = (compute[:k], memory[:k], overhead[:k], comm[:k])
+        self.end_s = float(self.times[k])
+        self._times = array("d", self.times.tobytes())  # sliced into token_times
+        self._finish_steps = sorted(set(rem_sorted[rem_sorted <= k].tolist()))
+        return k
+
+    def _new_blocks(self, k: int, bs: int) -> np.ndarray:
+        """need[j-1] = KV blocks the run must still take through step j (cumulative).
+
+        Step j of request i grows it to hold c0 + j tokens: it then needs
+        max(0, ceil((c0 + j) / bs) - blocks0) more blocks than it holds now. That is a first
+        jump at step 1 (usually 0, or 1 at a block boundary), then one block at each step where
+        its tokens cross into a new block (c0 + j - 1 a multiple of bs), until its last step.
+        """
+        c0, blocks = self.c0, self.blocks0
+        last = np.minimum(self.rem, k)
+        first = -(-(c0 + 1) // bs) - blocks  # blocks short at step 1 (<= 0: none)
+        hist = np.zeros(k + 2, dtype=np.int64)
+        hist[1] = np.maximum(first, 0).sum()
+        # The next step taking a block: after step 1, the next crossing of a boundary; if it
+        # still held spare blocks at step 1, the step its tokens outgrow them.
+        crossing = 1 + (-c0) % bs
+        crossing = np.where(crossing < 2, crossing + bs, crossing)
+        start = np.where(first > 0, crossing, blocks * bs - c0 + 1)
+        takes = np.where(start <= last, (last - start) // bs + 1, 0)
+        total = int(takes.sum())
+        if total:
+            offset = np.repeat(np.cumsum(takes) - takes, takes)
+            at = np.repeat(start, takes) + bs * (np.arange(total) - offset)
+            hist += np.bincount(at, minlength=k + 2)
+        return np.cumsum(hist)[1 : k + 1]
+
+    def _price(self, active: np.ndarray, context: np.ndarray) -> tuple:
+        """(seconds, compute_s, memory_s, overhead_s, comm_s) of each step, as step_cost says."""
+        cost = self.worker.cost
+        kv_s = getattr(cost, "decode_kv_s_per_token", None)
+        if kv_s is not None and not _MISMATCH:
+            # The batch-size terms come from step_cost itself (context 0), once per size.
+            cache = self.worker.decode_terms
+            change = np.flatnonzero(active[1:] != active[:-1]) + 1
+            starts = np.concatenate(([0], change))
+            lengths = np.diff(np.concatenate((starts, [len(active)])))
+            terms = []
+            for b in active[starts].tolist():
+                t = cache.get(b)
+                if t is None:
+                    c = cost.step_cost((), b, 0)
+                    t = cache[b] = (c.compute_s, c.memory_s, c.overhead_s, c.comm_s)
+                terms.append(t)
+            compute, memory_b, overhead, comm = (
+                np.repeat(np.array(col), lengths) for col in zip(*terms, strict=True)
+            )
+            memory = memory_b + context * kv_s  # the decode attention's KV read, added last
+            seconds = overhead + compute + memory + comm  # left to right, as in step_cost
+            last = cost.step_cost((), int(active[-1]), int(context[-1]))
+            if (last.seconds, last.compute_s, last.memory_s) == (
+                seconds[-1],
+                compute[-1],
+                memory[-1],
+            ):
+                return seconds, compute, memory, overhead, comm
+            _disagree()
+        # Step by step pricing (any cost model with step_cost): exact by construction.
+        rows = [cost.step_cost((), int(b), int(c)) for b, c in zip(active, context, strict=True)]
+        fields = ("seconds", "compute_s", "memory_s", "overhead_s", "comm_s")
+        return tuple(np.array([getattr(r, f) for r in rows], dtype=float) for f in fields)
+
+    # ---- applying -----------------------------------------------------------------------------
+
+    def steps_started_before(self, now: float) -> int:
+        """Steps scheduled by `now` (step 1 always; step j > 1 if it started strictly before)."""
+        return max(1, int(np.searchsorted(self.times[: self.k], now, side="left")))
+
+    def steps_ended_before(self, now: float) -> int:
+        """Steps completed by `now`: those that ended strictly before it (touch-first on a tie)."""
+        return int(np.searchsorted(self.times[1 : self.k + 1], now, side="left"))
+
+    def catch_up(self, now: float) -> None:
+        """Apply what step by step would have applied by `now`: the steps that ended, and the
+        KV blocks of the step in flight (someone is about to read or change this engine)."""
+        self.touched = True
+        self._advance(self.steps_ended_before(now), self.steps_started_before(now))
+
+    def cut(self, now: float) -> bool:
+        """Drop the steps that would start at or after `now`; True if any were dropped."""
+        m = self.steps_started_before(now)
+        if m >= self.k:
+            return False
+        self.k = m
+        self.end_s = float(self.times[m])
+        self._finish_steps = [f for f in self._finish_steps if f <= m]
+        return True
+
+    def finish(self) -> None:
+        """The run's last step ended: apply everything and write its steps into the trace."""
+        self._advance(self.k, self.k)
+        k, engine = self.k, self.engine
+        kv = engine.kv
+        # KV in use after each step: the blocks taken so far minus those finishes freed. The
+        # last row reads the cache itself: a touch (a P->D reservation) may have taken blocks
+        # during the last step, and step by step would count them there.
+        freed = np.zeros(k, dtype=np.int64)
+        for step, blocks in self.freed_at:
+            freed[step - 1 :] += blocks
+        used = (kv.num_blocks - (self.free0 - self.need[:k] + freed)) * kv.block_size
+        assert self.touched or used[-1] == kv.used_tokens, "fast-forward: KV out of step"
+        used[-1] = kv.used_tokens
+        compute, memory, overhead, comm = (c[:k] for c in self.cost)
+        active = self.active[:k]
+        zeros_i, zeros_f = np.zeros(k, dtype=np.int64), np.zeros(k)
+        engine.recorder.step_run(engine.name, {
+            "step": np.arange(self.first_step, self.first_step + k),
+            "start_s": self.times[:k], "end_s": self.times[1 : k + 1],
+            "prefill_tokens": zeros_i, "decode_tokens": active, "batch_size": active,
+            "num_prefills": zeros_i, "kv_used_tokens": used,
+            "kv_capacity_tokens": np.full(k, kv.capacity_tokens, dtype=np.int64),
+            "compute_s": compute, "memory_s": memory, "overhead_s": overhead, "comm_s": comm,
+            "swap_s": zeros_f, "preempted": zeros_i,
+        })  # fmt: skip
+
+    def _advance(self, done_to: int, allocated_to: int) -> None:
+        """Apply steps up to `done_to` and KV blocks up to `allocated_to`, in step order.
+
+        A finish frees KV blocks that later steps may take (prefix caching: the freed blocks'
+        place in the free queue decides later cache hits), so the run is applied in chunks that
+        end at finishing steps: blocks through step f, then step f's frees, then the rest.
+        """
+        while self.done < done_to or self.allocated < allocated_to:
+            f = next((f for f in self._finish_steps if f > self.done), math.inf)
+            if done_to < f:
+                self._chunk(done_to, allocated_to)
+                return
+            self._chunk(f, f)
+            self._finish_at(f)
+
+    def _chunk(self, done_to: int, allocated_to: int) -> None:
+        """Steps done+1..done_to complete and blocks for steps up to allocated_to are taken.
+
+        No request finishes strictly inside the chunk. Each request's counters advance first,
+        then its blocks grow to what step `allocated_to` holds: `kv.grow` registers the blocks
+        that became full then, reading the request's token count, which is what step by step
+        sees (allocated_to is done_to or done_to + 1). Blocks are taken from the free queue's
+        front request by request rather than step by step; with no free or lookup in between,
+        the same blocks are taken and only which request holds which id differs, which nothing
+        observable depends on.
+        """
+        engine, rec = self.engine, self.engine.recorder
+        kv, wid, done = engine.kv, engine._worker_code, self.done
+        n = done_to - done  # steps every active request completes in this chunk
+        if n > 0:
+            seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
+            seg_tokens, seg_last = rec.tokens, rec.last
+            times = self._times
+            start, end = times[done], times[done_to]
+            new_times = times[done + 1 : done_to + 1]
+            first_step = self.first_step + done
+            last_step = self.first_step + done_to - 1
+        grow = allocated_to > self.allocated
+        bs, cached = kv.block_size, kv.caching
+        for req, c0, r in zip(self.reqs, self.c0.tolist(), self.rem.tolist(), strict=True):
+            if r <= done:
+                continue  # finished earlier in the run
+            if n > 0:  # the same bookkeeping as Engine.complete, n steps at once
+                req.num_computed += n
+                req.num_generated += n
+                if req.num_computed > req.high_water:
+                    req.high_water = req.num_computed
+                req.token_times.extend(new_times)
+                j = req.last_segment
+                if (j >= 0 and seg_end[j] == start and seg_kind[j] == DECODE
+                        and seg_flags[j] == 0 and seg_worker[j] == wid):  # fmt: skip
+                    seg_end[j] = end
+                    seg_tokens[j] += n
+                    seg_last[j] = last_step
+                else:
+                    rec.add(req, wid, DECODE, start, end, n, 0, first_step)
+                    seg_last[req.last_segment] = last_step
+            if grow:
+                total = c0 + min(allocated_to, r)
+                if total > req.blocks * bs or (cached and total // bs > req.num_cached_blocks):
+                    kv.grow(req, total)
+        self.done = max(self.done, done_to)
+        self.allocated = max(self.allocated, allocated_to)
+        engine.num_steps = self.first_step + self.done
+
+    def _finish_at(self, f: int) -> None:
+        """Requests whose last token came in step f leave, in running order (frees included)."""
+        engine, kv = self.engine, self.engine.kv
+        end = self._times[f]
+        before = kv.free_blocks
+        for i, req in enumerate(self.reqs):
+            if self.rem[i] == f:
+                engine._finish(req, end)
+        self.freed_at.append((f, kv.free_blocks - before))
+
+
+_MISMATCH = False
+
+
+def _disagree() -> None:
+    global _MISMATCH
+    _MISMATCH = True
+    warnings.warn(
+        "sim.fastforward: step_cost no longer matches its decode-only form "
+        "(memory + context * decode_kv_s_per_token, added last); pricing runs step by step",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
+              ) -> DecodeRun | None:  # fmt: skip
+    """A run starting now, or None (take the next step the ordinary way).
+
+    Without `batch`, nothing is scheduled yet: the run starts only if nothing waits and every
+    running request decodes. With `batch` (a step the engine just scheduled, while requests
+    wait), it must be a plain decode step: every running request one decode token, nothing
+    admitted, preempted, swapped or stalled.
+    """
+    engine = worker.engine
+    running = engine.running
+    if not running or engine.hands_off:
+        return None
+    if batch is None:
+        if engine.waiting or engine.swapped:
+            return None
+    elif (
+        admitted
+        or batch.prefill_chunks
+        or batch.stalled
+        or batch.preempted
+        or batch.swap_in_tokens
+        or batch.swap_out_tokens
+        or batch.num_decodes != len(running)
+        or len(batch.items) != len(running)
+    ):
+        return None
+    c0, rem, blocks = [], [], []
+    for r in running:
+        if not r.is_decoding:
+            return None
+        c0.append(r.num_computed)
+        rem.append(r.output_tokens - r.num_generated)
+        blocks.append(r.blocks)
+    policy, now = engine.policy, worker.env.now
+    horizon = policy.decode_horizon(engine, now)
+    if horizon is None:
+        return None
+    limit = min(horizon, worker.limit_s())
+    run = DecodeRun(worker, list(running), np.array(c0), np.array(rem), np.array(blocks),
+                    allocated=0 if batch is None else 1)  # fmt: skip
+    blocked = bool(engine.waiting or engine.swapped or worker.inbox)
+    if run.plan(limit, blocked, policy.decode_kv_margin) < 2:
+        return None
+    return run

@@ -1,0 +1,187 @@
+"""The fast-forward through decode-only steps (sim/fastforward.py) gives the step-by-step trace.
+
+Every request's times, every segment, every step row and every token's time are compared
+between `simulate(..., step_by_step=True)` and the default event-speed run, on random workloads
+x policies x topologies (the strategies of tests/test_properties.py, plus ones that make long
+quiet decode stretches, KV pressure and prefix-cache reuse) and on every lesson scenario.
+
+Tolerance: none (`TOL_S = 0`). The fast path does not approximate: it prices each step with
+the same float operations as `step_cost` (the batch-size terms come from step_cost itself, the
+context term is added last as there), and it forms each step's end as the same running sum
+(previous end + duration) that simpy's `now + delay` forms, and wakes up at exactly that float
+(`Environment.timeout_at`). So every time is the same float64 bit for bit; a tolerance would
+only hide a divergence, e.g. a run that ends one step early or late, which is off by a whole
+step (milliseconds), never by rounding.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_properties import configs, workloads
+
+from sim.cluster import simulate
+from sim.config import SimConfig, with_overrides
+from sim.cost import StepCostModel
+from sim.fastforward import run_seconds
+from sim.hardware import GPUS, MODELS, get_gpu, get_model
+from sim.request import RequestSpec
+from sim.scenarios import SCENARIOS
+
+TOL_S = 0.0  # see the module docstring: the two modes must agree exactly
+
+
+def assert_same_run(fast, step):
+    """Two runs of the same inputs are the same trace (rows compared in a canonical order)."""
+    pd.testing.assert_frame_equal(fast.requests, step.requests, check_exact=True)
+    order = ["request_id", "start_s", "kind", "worker"]
+    seg_f = fast.segments.sort_values(order, kind="stable", ignore_index=True)
+    seg_s = step.segments.sort_values(order, kind="stable", ignore_index=True)
+    pd.testing.assert_frame_equal(seg_f, seg_s, check_exact=True)
+    steps_f = fast.steps.sort_values(["worker", "step"], ignore_index=True)
+    steps_s = step.steps.sort_values(["worker", "step"], ignore_index=True)
+    pd.testing.assert_frame_equal(steps_f, steps_s, check_exact=True)
+    assert fast.token_times.keys() == step.token_times.keys()
+    for rid, times in step.token_times.items():
+        assert np.array_equal(fast.token_times[rid], times), rid
+    # The steps table is still in the order the steps ended.
+    assert np.all(np.diff(fast.steps.end_s.to_numpy()) >= -TOL_S)
+
+
+def both(specs, config):
+    return simulate(specs, config), simulate(specs, config, step_by_step=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), configs())
+def test_fast_forward_equals_step_by_step(specs, config):
+    assert_same_run(*both(specs, config))
+
+
+@st.composite
+def decode_heavy(draw):
+    """Few arrivals, long outputs: long runs, finishes inside runs, block boundaries, reuse."""
+    n = draw(st.integers(1, 14))
+    rows = []
+    for i in range(n):
+        prompt = draw(st.integers(1, 3000))
+        group = draw(st.sampled_from(["", "a", "b"]))
+        prefix = min(prompt, draw(st.sampled_from([16, 64, 1000]))) if group else 0
+        arrival = draw(st.sampled_from([0.0, 0.05, 0.5, 1.0])) + i * draw(
+            st.sampled_from([0.0, 0.01, 0.3])
+        )
+        rows.append((arrival, prompt, draw(st.integers(1, 700)), 0, group, prefix))
+    rows.sort(key=lambda r: r[0])
+    return [RequestSpec(i, *r) for i, r in enumerate(rows)]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(decode_heavy(), configs())
+def test_long_decode_stretches(specs, config):
+    assert_same_run(*both(specs, config))
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_lesson_scenarios(name):
+    scenario = SCENARIOS[name]
+    for variant in scenario.variants:
+        assert_same_run(*both(scenario.requests(variant), variant.config))
+
+
+def test_fast_forward_takes_few_engine_calls(monkeypatch):
+    """The point of it: a quiet decode stretch costs one run, not one step per token."""
+    from sim.engine import Engine
+
+    calls = []
+    schedule = Engine.schedule
+    monkeypatch.setattr(
+        Engine, "schedule", lambda self, now: calls.append(now) or schedule(self, now)
+    )
+    specs = [RequestSpec(i, 0.0, 100, 300 + 20 * i) for i in range(8)]
+    step = simulate(specs, SimConfig(), step_by_step=True)
+    steps_scheduled, calls[:] = len(calls), []
+    fast = simulate(specs, SimConfig())
+    assert_same_run(fast, step)
+    # Step by step: the idle look at t = 0, one prefill, 439 decode steps, the idle look at the
+    # end. Fast: the same two idle looks and the prefill; the decodes (finishes too) are a run.
+    assert len(fast.steps) == 440 and steps_scheduled == 442
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("gpu", list(GPUS))
+def test_decode_cost_is_affine_in_context(gpu):
+    """What the fast path relies on: in a decode-only step the context adds context x kv_s
+    to memory_s, last, and nothing else depends on it (checked on every model of the catalog)."""
+    rng = np.random.default_rng(0)
+    for name in MODELS:
+        for tp in (1, 2, 8):
+            try:
+                cost = StepCostModel(get_gpu(gpu), get_model(name), tp)
+            except ValueError:
+                continue
+            kv_s = cost.decode_kv_s_per_token
+            for b in rng.integers(1, 2000, 20).tolist():
+                base = cost.step_cost((), b, 0)
+                for ctx in rng.integers(0, 200_000, 5).tolist():
+                    c = cost.step_cost((), b, ctx * b)
+                    memory = base.memory_s + ctx * b * kv_s
+                    assert c.memory_s == memory
+                    assert c.seconds == base.overhead_s + base.compute_s + memory + base.comm_s
+                    assert (c.compute_s, c.overhead_s, c.comm_s) == (
+                        base.compute_s, base.overhead_s, base.comm_s)  # fmt: skip
+
+
+def test_closed_form():
+    cost = StepCostModel(get_gpu("H100-SXM"), get_model("Llama-3.1-8B"))
+    b, c1, k = 12, 12 * 900, 300
+    steps = [cost.step_cost((), b, c1 + j * b).seconds for j in range(k)]
+    a_b = cost.step_cost((), b, 0).seconds
+    assert math.isclose(run_seconds(a_b, cost.decode_kv_s_per_token, b, c1, k), sum(steps),
+                        rel_tol=1e-12)  # fmt: skip
+
+
+def test_step_by_step_is_what_the_live_clock_gets():
+    """A clock that must see every step (the live one) is never fast-forwarded."""
+    from sim.cluster import Cluster, SimulatedClock, fast_forward_ok
+
+    class Counting(SimulatedClock):
+        steps = 0
+
+        def step_timing(self, worker, batch):
+            Counting.steps += 1
+            return super().step_timing(worker, batch)
+
+    assert fast_forward_ok(SimulatedClock()) and not fast_forward_ok(Counting())
+    assert not Cluster(SimConfig(), step_by_step=True).fast
+    specs = [RequestSpec(i, 0.0, 50, 60) for i in range(3)]
+    run = simulate(specs, SimConfig(), clock=Counting())
+    assert Counting.steps == len(run.steps)
+
+
+@pytest.mark.parametrize("policy", ["vllm", "vllm-v0", "prefill-first", "static", "sglang",
+                                    "short-first"])  # fmt: skip
+@pytest.mark.parametrize("topology", ["colocated", "router", "disaggregated"])
+def test_azure_excerpt_every_policy_and_topology(policy, topology, azure_conv_300):
+    knobs = {"topology": topology}
+    if topology == "router":
+        knobs.update(router="least-loaded", num_instances="2")
+    if topology == "disaggregated":
+        knobs.update(num_prefill="1", num_decode="2")
+    config = with_overrides(SimConfig(policy=policy), knobs)
+    assert_same_run(*both(azure_conv_300, config))
+
+
+@pytest.fixture(scope="module")
+def azure_conv_300():
+    from conftest import azure_trace
+
+    from sim.workload import load_workload
+
+    requests = load_workload(str(azure_trace("conv")))[:300]
+    t0 = requests[0].arrival_s
+    # Three times the real rate, so that requests queue, preempt and share steps.
+    return [RequestSpec(r.request_id, (r.arrival_s - t0) / 3, r.prompt_tokens, r.output_tokens)
+            for r in requests]  # fmt: skip
