@@ -8,10 +8,12 @@ server's first deep link without this entry point, losing the sidebar and the la
 
 import streamlit as st
 
+from ui import warmup
 from ui.i18n import t
 from ui.widgets import lang, language_picker
 
 st.set_page_config(page_title="PD Lab", page_icon="⏱️", layout="wide")
+warmup.start_once()  # the first session of a server fills the caches with every lesson's view
 language_picker()
 L = lang()
 
