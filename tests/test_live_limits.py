@@ -88,3 +88,46 @@ def test_a_tiny_token_budget_is_refused_before_taking_the_model():
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [t("limits.live_steps", "en", limit="400",
                                              env="PDLAB_LIVE_STEPS")]  # fmt: skip
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_without_torch_the_live_page_replays_recorded_runs_labelled_as_such(monkeypatch, lang):
+    import importlib.util
+
+    from live.recording import available, load
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.query_params["lang"] = lang
+    at.run()
+    at.switch_page("app_pages/live.py").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert not at.button  # nothing to run here
+    names = [p.stem for p in available()]
+    assert len(names) >= 4 and at.selectbox(key="rec").options == names
+    rec = load(available()[0])
+    banner = at.warning[0].value
+    assert banner.startswith(t("live.recorded_banner", lang, date="", cpu="", cores="",
+                                model="", torch="", commit="", workload="", topology="",
+                                wall=0.0)[:12])  # fmt: skip
+    for fact in (rec.date, rec.model, rec.versions["torch"], rec.machine["cpu"]):
+        assert str(fact) in banner  # machine, model, versions and date, as the issue asks
+    chart = __import__("json").loads(at.get("plotly_chart")[0].proto.spec)
+    titles = __import__("json").dumps(chart["layout"], ensure_ascii=False)
+    assert t("live.measured_recorded", lang) in titles and t("live.simulated", lang) in titles
+
+
+def test_recordings_round_trip_and_say_where_they_come_from():
+    from live.recording import available, load
+
+    for path in available():
+        rec = load(path)
+        assert rec.date and rec.machine["cpu"] and rec.versions["torch"] and rec.model
+        assert len(rec.runs) == 2 and path.stat().st_size < 300_000  # small files
+        for r in rec.runs:
+            assert len(r.live.requests) == len(r.predicted.requests) > 0
+            assert {"prefill", "decode"} <= set(r.live.segments["kind"])
+            assert set(r.errors.columns) >= {"ttft_err_pct", "tpot_err_pct"}
