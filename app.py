@@ -4,7 +4,12 @@ It runs on every page view: page config, the sidebar (language, shared on every 
 the URL as ?lang=), and the navigation over the lesson pages in app_pages/. (The folder is not
 called pages/: with st.navigation, a pages/ folder makes Streamlit route a freshly started
 server's first deep link without this entry point, losing the sidebar and the language.)
+An exception no page caught becomes one translated st.error; its traceback goes to the server's
+log only (Streamlit Community Cloud forces showErrorDetails=false, which would show tracebacks).
 """
+
+import logging
+import os
 
 import streamlit as st
 
@@ -35,4 +40,10 @@ pages = [
     for path, url, title, icon in LESSONS
 ]
 st.sidebar.caption(t("app.tagline", L))
-st.navigation(pages).run()
+try:
+    st.navigation(pages).run()
+except Exception:  # the net under the pages' own st.error: never a traceback for a visitor
+    if os.environ.get("PDLAB_RAISE_ERRORS") == "1":  # the tests want to see it (conftest.py)
+        raise
+    logging.getLogger("pdlab").exception("a page failed")  # the server's log has the traceback
+    st.error(t("app.error", L))

@@ -6,6 +6,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # import sim/ from the checkout without installing it
 sys.path.insert(0, str(ROOT / "tests"))
 
+# app.py turns an exception no page caught into a polite st.error; the tests want the exception
+# itself (AppTest's at.exception, an "exception" element from a test server).
+os.environ.setdefault("PDLAB_RAISE_ERRORS", "1")
+
 TRACES = ROOT.parent / "shared" / "data" / "traces"  # the real Azure traces stay outside
 EXCERPTS = ROOT / "tests" / "data"  # their first 1,000 rows, shipped (tests/data/README.md)
 FULL_TRACES = (TRACES / "AzureLLMInferenceTrace_conv.csv").exists()

@@ -153,3 +153,17 @@ def test_typed_text_is_escaped_before_markdown():
         if c in "![]()$:<>*" and (i == 0 or escaped[i - 1] != "\\"):
             raise AssertionError(f"unescaped {c!r} at {i}: {escaped}")
     assert escaped.replace("\\", "") == hostile.replace("\\", "")  # the text itself is kept
+
+
+def test_an_uncaught_error_is_one_polite_error_without_a_traceback(monkeypatch):
+    import ui.widgets
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("/srv/secret/path.py line 12: internal detail")
+
+    monkeypatch.delenv("PDLAB_RAISE_ERRORS")
+    monkeypatch.setattr(ui.widgets, "runs_table", broken)
+    at = open_page("app_pages/batching.py", {"lang": "ko"})
+    assert not at.exception  # nothing internal reaches the visitor
+    assert [e.value for e in at.error] == [t("app.error", "ko")]
+    assert "secret" not in str([e.value for e in at.error])
