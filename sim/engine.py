@@ -160,7 +160,7 @@ class Engine:
 
     def release(self, req: Request) -> None:
         """Free the blocks a request held here after it left (its KV was read by a D worker)."""
-        self.kv.free(req)
+        self.kv.free(req, gone=True)
 
     @property
     def has_work(self) -> bool:
@@ -318,8 +318,11 @@ class Engine:
         (or the policy's lowest-priority one); if that is itself, it stops.
         """
         kv = self.kv
-        if not kv.caching and req.num_computed + tokens <= req.blocks * kv.block_size:
-            return True  # fast path: its last block still has room (most decode steps)
+        total = req.num_computed + tokens
+        if total <= req.blocks * kv.block_size and (
+            not kv.caching or total // kv.block_size <= req.num_cached_blocks
+        ):
+            return True  # fast path: its last block has room, and fills no block to cache
         while not kv.grow(req, req.num_computed + tokens):
             victim = self.policy.pick_victim(self.running)
             self.preempt(victim, plan)
@@ -375,7 +378,7 @@ class Engine:
 
     def _finish(self, req: Request, now: float) -> None:
         self.running.remove(req)
-        self.kv.free(req)
+        self.kv.free(req, gone=True)
         req.state = RequestState.FINISHED
         req.finish_s = now
 

@@ -97,6 +97,9 @@ class DecodeRun:
         kv = worker.engine.kv
         self.free0 = kv.free_blocks  # free blocks when planned
         self.freed_at: list[tuple[int, int]] = []  # (step, blocks its finishes freed)
+        self.c0_list, self.rem_list = c0.tolist(), rem.tolist()
+        self.taken_to = allocated  # blocks are held for the steps up to this one
+        self.booked: dict = {}  # request -> last step applied to it (when ahead of `done`)
         self.touched = False  # another process read or changed the engine mid-run
         self.k = 0
 
@@ -267,79 +270,91 @@ class DecodeRun:
         })  # fmt: skip
 
     def _advance(self, done_to: int, allocated_to: int) -> None:
-        """Apply steps up to `done_to` and KV blocks up to `allocated_to`, in step order.
+        """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.
 
-        A finish frees KV blocks that later steps may take (prefix caching: the freed blocks'
-        place in the free queue decides later cache hits), so the run is applied in chunks that
-        end at finishing steps: blocks through step f, then step f's frees, then the rest.
+        Only the KV cache cares about order: a finish frees blocks that later steps may take
+        (with prefix caching the freed blocks' places in the free queue decide later hits). So
+        blocks are taken phase by phase: those of the steps up to a finishing step f, then step
+        f's frees, then the next phase. Within a phase, blocks come off the free queue's front
+        request by request rather than step by step: with no free or lookup in between the same
+        blocks are taken, only which request holds which id differs, and nothing observable
+        depends on ids. Tokens, segments and counters are per request: applied once.
         """
-        while self.done < done_to or self.allocated < allocated_to:
-            f = next((f for f in self._finish_steps if f > self.done), math.inf)
-            if done_to < f:
-                self._chunk(done_to, allocated_to)
-                return
-            self._chunk(f, f)
-            self._finish_at(f)
-
-    def _chunk(self, done_to: int, allocated_to: int) -> None:
-        """Steps done+1..done_to complete and blocks for steps up to allocated_to are taken.
-
-        No request finishes strictly inside the chunk. Each request's counters advance first,
-        then its blocks grow to what step `allocated_to` holds: `kv.grow` registers the blocks
-        that became full then, reading the request's token count, which is what step by step
-        sees (allocated_to is done_to or done_to + 1). Blocks are taken from the free queue's
-        front request by request rather than step by step; with no free or lookup in between,
-        the same blocks are taken and only which request holds which id differs, which nothing
-        observable depends on.
-        """
-        engine, rec = self.engine, self.engine.recorder
-        kv, wid, done = engine.kv, engine._worker_code, self.done
-        n = done_to - done  # steps every active request completes in this chunk
-        if n > 0:
-            seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
-            seg_tokens, seg_last = rec.tokens, rec.last
-            times = self._times
-            start, end = times[done], times[done_to]
-            new_times = times[done + 1 : done_to + 1]
-            first_step = self.first_step + done
-            last_step = self.first_step + done_to - 1
-        grow = allocated_to > self.allocated
-        bs, cached = kv.block_size, kv.caching
-        for req, c0, r in zip(self.reqs, self.c0.tolist(), self.rem.tolist(), strict=True):
-            if r <= done:
-                continue  # finished earlier in the run
-            if n > 0:  # the same bookkeeping as Engine.complete, n steps at once
-                req.num_computed += n
-                req.num_generated += n
-                if req.num_computed > req.high_water:
-                    req.high_water = req.num_computed
-                req.token_times.extend(new_times)
-                j = req.last_segment
-                if (j >= 0 and seg_end[j] == start and seg_kind[j] == DECODE
-                        and seg_flags[j] == 0 and seg_worker[j] == wid):  # fmt: skip
-                    seg_end[j] = end
-                    seg_tokens[j] += n
-                    seg_last[j] = last_step
-                else:
-                    rec.add(req, wid, DECODE, start, end, n, 0, first_step)
-                    seg_last[req.last_segment] = last_step
-            if grow:
-                total = c0 + min(allocated_to, r)
-                if total > req.blocks * bs or (cached and total // bs > req.num_cached_blocks):
-                    kv.grow(req, total)
+        if done_to <= self.done and allocated_to <= self.allocated:
+            return
+        engine = self.engine
+        kv, end_of = engine.kv, self._times
+        for f in self._finish_steps:
+            if f <= self.done:
+                continue
+            if f > done_to:
+                break
+            self._take_blocks(f)
+            before = kv.free_blocks
+            for req, c0, r in self._active():
+                if r == f:  # its last token came in step f: it leaves, in running order
+                    self._book(req, f)
+                    kv.cache_full(req, c0 + f)
+                    engine._finish(req, end_of[f])
+            self.freed_at.append((f, kv.free_blocks - before))
+        self._take_blocks(allocated_to)
+        for req, c0, r in self._active():
+            if r > done_to:
+                self._book(req, done_to)
+                kv.cache_full(req, c0 + min(allocated_to, r))
         self.done = max(self.done, done_to)
         self.allocated = max(self.allocated, allocated_to)
         engine.num_steps = self.first_step + self.done
 
-    def _finish_at(self, f: int) -> None:
-        """Requests whose last token came in step f leave, in running order (frees included)."""
-        engine, kv = self.engine, self.engine.kv
-        end = self._times[f]
-        before = kv.free_blocks
-        for i, req in enumerate(self.reqs):
-            if self.rem[i] == f:
-                engine._finish(req, end)
-        self.freed_at.append((f, kv.free_blocks - before))
+    def _active(self):
+        """(request, c0, rem) of the requests still running in the run, in running order."""
+        done = self.done
+        return ((req, c0, r) for req, c0, r in zip(self.reqs, self.c0_list, self.rem_list,
+                                                   strict=True) if r > done)  # fmt: skip
+
+    def _take_blocks(self, upto: int) -> None:
+        """Blocks for every active request to hold what step `upto` computes (c0 + upto)."""
+        if upto <= self.taken_to:
+            return
+        self.taken_to = upto
+        bs = self.engine.kv.block_size
+        growing, totals = [], []
+        for req, c0, r in zip(self.reqs, self.c0_list, self.rem_list, strict=True):
+            if r < upto:
+                continue  # it finished before step `upto` (and freed its blocks)
+            total = c0 + upto
+            if total > req.blocks * bs:
+                growing.append(req)
+                totals.append(total)
+        if growing:
+            self.engine.kv.take_blocks(growing, totals)
+
+    def _book(self, req, upto: int) -> None:
+        """Engine.complete's bookkeeping for `req`, steps done+1..upto at once: counters, one
+        token at each step's end, and its decode segment (one stretch, extended if contiguous)."""
+        done = self.booked.get(req, self.done)
+        n = upto - done
+        if n <= 0:
+            return
+        self.booked[req] = upto
+        req.num_computed += n
+        req.num_generated += n
+        if req.num_computed > req.high_water:
+            req.high_water = req.num_computed
+        times = self._times
+        req.token_times.extend(times[done + 1 : upto + 1])
+        rec = self.engine.recorder
+        start, end = times[done], times[upto]
+        last_step = self.first_step + upto - 1
+        j = req.last_segment
+        if (j >= 0 and rec.end[j] == start and rec.kind[j] == DECODE and rec.flags[j] == 0
+                and rec.worker[j] == self.engine._worker_code):  # fmt: skip
+            rec.end[j] = end
+            rec.tokens[j] += n
+            rec.last[j] = last_step
+        else:
+            rec.add(req, self.engine._worker_code, DECODE, start, end, n, 0, self.first_step + done)
+            rec.last[req.last_segment] = last_step
 
 
 _MISMATCH = False

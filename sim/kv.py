@@ -58,10 +58,22 @@ class KVCache:
         req.blocks += extra
         return True
 
-    def free(self, req: Request) -> None:
-        """Return all of `req`'s blocks."""
+    def free(self, req: Request, gone: bool = False) -> None:
+        """Return all of `req`'s blocks (`gone`: it will not come back; the prefix cache cares)."""
         self.free_blocks += req.blocks
         req.blocks = 0
+
+    def take_blocks(self, reqs, totals) -> None:
+        """Blocks for each request to hold its total (known to fit): a run of decode steps."""
+        bs = self.block_size
+        for req, total in zip(reqs, totals, strict=True):
+            extra = -(-total // bs) - req.blocks
+            if extra > 0:
+                self.free_blocks -= extra
+                req.blocks += extra
+
+    def cache_full(self, req: Request, total_tokens: int) -> None:
+        """Register the blocks `total_tokens` fill in the prefix cache: there is none here."""
 
     # The same calls as the prefix-caching variant, without a cache.
 

@@ -59,40 +59,58 @@ class RequestSpec:
                 "which requests share those tokens"
             )
 
-    def block_key(self, index: int, block_size: int) -> tuple:
+    def block_key(self, index: int, block_size: int) -> int:
         """What identifies the tokens of KV block `index` AND of every block before it.
 
         vLLM hashes each full block together with its parent block's hash (a hash chain), so two
-        requests can share block i only if all their tokens up to the end of block i agree. Here:
-        - inside a shared prefix group: ("g", group, i), the same for every member;
+        requests can share block i only if all their tokens up to the end of block i agree. Here
+        the key names (kind, owner, i):
+        - inside a shared prefix group: ("g", the group, i), the same for every member;
         - inside Mooncake hash blocks: ("m", hash id of the 512-token block holding its end, i);
         - otherwise the tokens are this request's own: ("r", request_id, i).
+        It is packed into one int, `pack_key`, because the prefix cache hashes every block's key
+        several times in its life and an int hashes for free (a tuple re-hashes its items).
         """
-        end = (index + 1) * block_size
-        if self.hash_ids and end <= min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK):
-            return ("m", self.hash_ids[(end - 1) // HASH_BLOCK], index)
-        if end <= self.prefix_tokens:
-            return ("g", self.prefix_group, index)
-        return ("r", self.request_id, index)
+        return self.block_keys(index, index + 1, block_size)[0]
 
-    def block_keys(self, start: int, stop: int, block_size: int) -> list[tuple]:
-        """`[self.block_key(i, block_size) for i in range(start, stop)]`, a run at a time."""
+    def shared_blocks(self, block_size: int) -> int:
+        """How many leading blocks have keys other requests may share ("m" or "g" ones)."""
+        hashed = 0
+        if self.hash_ids:
+            hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
+        return max(hashed, self.prefix_tokens // block_size)
+
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[int]:
+        """`block_key(i, block_size)` for i in range(start, stop), a run at a time."""
+        keys: list[int] = []
         m_end = start
         if self.hash_ids:  # blocks ending inside the hashed part of the prompt
             hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
             m_end = max(start, min(stop, hashed))
             ids = self.hash_ids
-            keys = [("m", ids[((i + 1) * block_size - 1) // HASH_BLOCK], i)
+            keys = [pack_key(KEY_HASHED, ids[((i + 1) * block_size - 1) // HASH_BLOCK], i)
                     for i in range(start, m_end)]  # fmt: skip
-        else:
-            keys = []
         g_end = max(m_end, min(stop, self.prefix_tokens // block_size))
         if g_end > m_end:
-            group = self.prefix_group
-            keys += [("g", group, i) for i in range(m_end, g_end)]
-        rid = self.request_id
-        keys += [("r", rid, i) for i in range(g_end, stop)]
+            base = pack_key(KEY_GROUP, _group_id(self.prefix_group), 0)
+            keys += range(base + (m_end << 2), base + (g_end << 2), 4)
+        base = pack_key(KEY_OWN, self.request_id, 0)
+        keys += range(base + (g_end << 2), base + (stop << 2), 4)
         return keys
+
+
+KEY_HASHED, KEY_GROUP, KEY_OWN = 1, 2, 3  # the kinds of block key ("m", "g", "r")
+_INDEX_BITS = 24  # block index within a request: up to 16.7M blocks (268M tokens of 16)
+_GROUPS: dict[str, int] = {}  # prefix group name -> a small int, for packing
+
+
+def pack_key(kind: int, owner: int, index: int) -> int:
+    """(kind, owner, block index) as one int: ((owner << 24) | index) << 2 | kind."""
+    return ((owner << _INDEX_BITS) | index) << 2 | kind
+
+
+def _group_id(group: str) -> int:
+    return _GROUPS.setdefault(group, len(_GROUPS))
 
 
 class RequestState(Enum):
@@ -115,7 +133,7 @@ class Request:
         "first_token_s", "finish_s", "preemptions", "reject_reason", "remote_decode",
         "token_times", "workers", "wait_kind", "wait_since", "admit_seq", "last_segment",
         "swapped_tokens", "high_water", "is_decoding", "block_ids", "num_cached_blocks",
-        "cached_tokens", "pending_cached", "kv_holding",
+        "cached_tokens", "pending_cached", "kv_holding", "cache_keys",
     )  # fmt: skip
 
     def __init__(self, spec: RequestSpec) -> None:
@@ -154,6 +172,7 @@ class Request:
         self.num_cached_blocks = 0
         self.cached_tokens = 0
         self.pending_cached = 0  # cache-hit tokens to draw beside its next prefill chunk
+        self.cache_keys: list[int] | None = None  # its blocks' keys, kept while the cache uses them
         # Disaggregated decode side: its prompt KV arrived from a P worker and sits in blocks it
         # holds while it waits to be admitted (vLLM's KV-holding waiting requests).
         self.kv_holding = False
