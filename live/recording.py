@@ -187,7 +187,9 @@ def load(path: Path) -> Recording:
 
 
 def available(folder: Path = RECORDINGS) -> list[Path]:
-    return sorted(folder.glob("*.json"))
+    """The recordings in `folder`, the default set first in its order (C5's freeze leads)."""
+    order = {name_of(*row): i for i, row in enumerate(DEFAULT_SET)}
+    return sorted(folder.glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
 
 
 def record(workload: str, policy: str, versus: str, topology: str, model: str, calibration):
