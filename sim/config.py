@@ -45,8 +45,8 @@ def _within(name: str, value, lo: float, hi: float, unit: str = "", lo_open: boo
     ok = ok and (value > lo if lo_open else value >= lo) and value <= hi
     if not ok:
         unit = f" {unit}" if unit else ""
-        low = f"more than {lo:g}" if lo_open else f"{lo:g}"
-        raise ValueError(f"{name} must be from {low} to {hi:g}{unit}, got {value!r}: "
+        span = f"more than {lo:g} and at most" if lo_open else f"between {lo:g} and"
+        raise ValueError(f"{name} must be {span} {hi:g}{unit}, got {value!r}: "
                          f"set {name} within that range")  # fmt: skip
 
 
