@@ -110,7 +110,7 @@ class Worker:
         self.fast = False
         self.limit_s = _never
         self.run = None  # the DecodeRun in progress
-        self.decode_terms: dict[int, tuple] = {}  # batch size -> its decode step's cost terms
+        self.decode_terms = None  # sim.fastforward.DecodeTerms of its cost model, once needed
         self._wake = env.event()
         self.process = env.process(self.instance_loop())
 

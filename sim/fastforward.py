@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from sim.engine import Batch
 
 DECODE = KIND_CODE["decode"]
-MAX_RUN_STEPS = 4096  # steps planned at once; a longer quiet stretch is taken in several runs
+MAX_RUN_CELLS = 1 << 20  # requests x steps planned at once (a longer stretch takes more runs)
 
 
 def run_seconds(a_b: float, kv_s: float, b: int, c1: int, k: int) -> float:
@@ -73,6 +73,50 @@ class Environment(simpy.Environment):
         event._ok, event._value = True, None  # already triggered, like a Timeout
         heappush(self._queue, (at, NORMAL, next(self._eid), event))
         return event
+
+
+class DecodeTerms:
+    """What a decode-only step costs apart from its context, by batch size, from step_cost.
+
+    `price(b, c)` gives every step's (seconds, compute_s, memory_s, overhead_s, comm_s) as
+    `step_cost((), b, c)` would: the batch-size terms are step_cost's own at context 0, looked
+    up per step, then memory_s + c * kv_s and the left-to-right sum, as step_cost adds them.
+    """
+
+    def __init__(self, cost) -> None:
+        self.cost = cost
+        self.kv_s = getattr(cost, "decode_kv_s_per_token", None)
+        self.step_min = cost.step_cost((), 1, 0).seconds  # no decode step is shorter
+        self.columns = np.zeros((4, 0))  # compute, memory, overhead, comm by batch size
+
+    def _extend(self, size: int) -> None:
+        old = self.columns.shape[1]
+        rows = [self.cost.step_cost((), b, 0) if b else None for b in range(old, size)]
+        new = [(r.compute_s, r.memory_s, r.overhead_s, r.comm_s) if r else (0.0,) * 4
+               for r in rows]  # fmt: skip
+        self.columns = np.concatenate((self.columns, np.array(new).T.reshape(4, -1)), axis=1)
+
+    def price(self, active: np.ndarray, context: np.ndarray) -> tuple:
+        cost = self.cost
+        if self.kv_s is not None and not _MISMATCH:
+            top = int(active.max()) + 1
+            if top > self.columns.shape[1]:
+                self._extend(max(top, 2 * self.columns.shape[1], 64))
+            compute, memory_b, overhead, comm = self.columns[:, active]
+            memory = memory_b + context * self.kv_s  # the decode attention's KV read, added last
+            seconds = overhead + compute + memory + comm  # left to right, as in step_cost
+            last = cost.step_cost((), int(active[-1]), int(context[-1]))
+            if (last.seconds, last.compute_s, last.memory_s) == (
+                seconds[-1],
+                compute[-1],
+                memory[-1],
+            ):
+                return seconds, compute, memory, overhead, comm
+            _disagree()
+        # Step by step pricing (any cost model with step_cost): exact by construction.
+        rows = [cost.step_cost((), int(b), int(c)) for b, c in zip(active, context, strict=True)]
+        fields = ("seconds", "compute_s", "memory_s", "overhead_s", "comm_s")
+        return tuple(np.array([getattr(r, f) for r in rows], dtype=float) for f in fields)
 
 
 class DecodeRun:
@@ -99,7 +143,7 @@ class DecodeRun:
         self.freed_at: list[tuple[int, int]] = []  # (step, blocks its finishes freed)
         self.c0_list, self.rem_list = c0.tolist(), rem.tolist()
         self.taken_to = allocated  # blocks are held for the steps up to this one
-        self.booked: dict = {}  # request -> last step applied to it (when ahead of `done`)
+        self.booked = [0] * len(reqs)  # the last step applied to each request
         self.touched = False  # another process read or changed the engine mid-run
         self.k = 0
 
@@ -107,39 +151,48 @@ class DecodeRun:
 
     def plan(self, limit_s: float, blocked: bool, margin: int) -> int:
         """Decide how many steps to take (0 or 1: not worth it) and price them."""
-        worker, engine = self.worker, self.engine
-        bs = engine.kv.block_size
+        worker = self.worker
+        bs = self.engine.kv.block_size
         c0, rem, n = self.c0, self.rem, len(self.reqs)
         now = worker.env.now
+        terms = worker.decode_terms
+        if terms is None:
+            terms = worker.decode_terms = DecodeTerms(worker.cost)
         # (1) finishes: with someone waiting the first finish ends the run (freed memory or a
-        #     free seat may admit them); otherwise the run may go on until the last one.
+        #     free seat may admit them); otherwise the run may go on until the last one. No
+        #     step is shorter than one decode of one token: that bounds the steps before limit_s.
         k = int(rem.min()) if blocked else int(rem.max())
-        k = min(k, MAX_RUN_STEPS)
-        steps = np.arange(1, k + 1)
-        # Requests active in step j: those with rem >= j. Sorting by rem gives the counts and
-        # the context of every step with two searchsorted calls.
-        order = np.argsort(rem, kind="stable")
-        rem_sorted = rem[order]
-        gone = np.searchsorted(rem_sorted, steps, side="left")  # finished before step j
-        active = n - gone
-        c_cum = np.concatenate(([0], np.cumsum(c0[order])))
-        context = (c_cum[-1] - c_cum[gone]) + (steps - 1) * active  # sum of contexts at step j
-        # (2) KV: new blocks needed through step j, never more than the free ones (minus the
-        #     policy's margin); blocks freed by finishes inside the run are not counted on.
-        need = self._new_blocks(k, bs)
-        ok = self.free0 - need >= margin
-        if not ok.all():
-            k = int(np.argmin(ok))  # first step that would run short: stop before it
+        k = min(k, max(64, MAX_RUN_CELLS // n))
+        if limit_s < math.inf:
+            k = min(k, int((limit_s - now) / terms.step_min) + 2)
         if k < 2:
             return 0
+        steps = np.arange(1, k + 1)
+        # Requests active in step j: those with rem >= j. Sorted by rem, the counts and the
+        # context of every step come from one searchsorted.
+        order = np.argsort(rem, kind="stable")
+        rem_sorted = rem[order]
+        gone = rem_sorted.searchsorted(steps)  # requests that finished before step j
+        active = n - gone
+        c_cum = np.concatenate(([0], c0[order].cumsum()))
+        context = (c_cum[-1] - c_cum[gone]) + (steps - 1) * active  # sum of contexts at step j
+        # (2) KV: step j grows request i to hold c0 + j tokens, i.e. ceil((c0 + j) / bs) blocks;
+        #     the blocks still to take through step j must leave the policy's margin free.
+        #     Blocks freed by finishes inside the run are not counted on.
+        upto = np.minimum(steps, rem[:, None])  # (request, step) -> steps it has taken part in
+        need = np.maximum(-(-(c0[:, None] + upto) // bs) - self.blocks0[:, None], 0).sum(0)
+        if need[-1] > self.free0 - margin:
+            k = int(np.argmax(self.free0 - need < margin))  # stop before the first short step
+            if k < 2:
+                return 0
         # (3) price the steps; a step may START only before limit_s (touch-first on a tie).
-        seconds, compute, memory, overhead, comm = self._price(active[:k], context[:k])
+        seconds, compute, memory, overhead, comm = terms.price(active[:k], context[:k])
         times = np.empty(k + 1)
         times[0] = now
         times[1:] = seconds
-        times = np.cumsum(times)  # sequential: times[j] = times[j-1] + seconds[j-1], as simpy
+        times = times.cumsum()  # sequential: times[j] = times[j-1] + seconds[j-1], as simpy
         if limit_s < math.inf:
-            k = min(k, int(np.searchsorted(times[:k], limit_s, side="left")))
+            k = min(k, int(times[:k].searchsorted(limit_s)))
             if k < 2:
                 return 0
         k = worker.clock.decode_run(worker, k)  # a budget may count (or refuse) the steps
@@ -152,69 +205,17 @@ class DecodeRun:
         self.cost = (compute[:k], memory[:k], overhead[:k], comm[:k])
         self.end_s = float(self.times[k])
         self._times = array("d", self.times.tobytes())  # sliced into token_times
-        self._finish_steps = sorted(set(rem_sorted[rem_sorted <= k].tolist()))
+        self._order = order.tolist()  # requests by their last step
+        self._set_finishing(k)
         return k
 
-    def _new_blocks(self, k: int, bs: int) -> np.ndarray:
-        """need[j-1] = KV blocks the run must still take through step j (cumulative).
-
-        Step j of request i grows it to hold c0 + j tokens: it then needs
-        max(0, ceil((c0 + j) / bs) - blocks0) more blocks than it holds now. That is a first
-        jump at step 1 (usually 0, or 1 at a block boundary), then one block at each step where
-        its tokens cross into a new block (c0 + j - 1 a multiple of bs), until its last step.
-        """
-        c0, blocks = self.c0, self.blocks0
-        last = np.minimum(self.rem, k)
-        first = -(-(c0 + 1) // bs) - blocks  # blocks short at step 1 (<= 0: none)
-        hist = np.zeros(k + 2, dtype=np.int64)
-        hist[1] = np.maximum(first, 0).sum()
-        # The next step taking a block: after step 1, the next crossing of a boundary; if it
-        # still held spare blocks at step 1, the step its tokens outgrow them.
-        crossing = 1 + (-c0) % bs
-        crossing = np.where(crossing < 2, crossing + bs, crossing)
-        start = np.where(first > 0, crossing, blocks * bs - c0 + 1)
-        takes = np.where(start <= last, (last - start) // bs + 1, 0)
-        total = int(takes.sum())
-        if total:
-            offset = np.repeat(np.cumsum(takes) - takes, takes)
-            at = np.repeat(start, takes) + bs * (np.arange(total) - offset)
-            hist += np.bincount(at, minlength=k + 2)
-        return np.cumsum(hist)[1 : k + 1]
-
-    def _price(self, active: np.ndarray, context: np.ndarray) -> tuple:
-        """(seconds, compute_s, memory_s, overhead_s, comm_s) of each step, as step_cost says."""
-        cost = self.worker.cost
-        kv_s = getattr(cost, "decode_kv_s_per_token", None)
-        if kv_s is not None and not _MISMATCH:
-            # The batch-size terms come from step_cost itself (context 0), once per size.
-            cache = self.worker.decode_terms
-            change = np.flatnonzero(active[1:] != active[:-1]) + 1
-            starts = np.concatenate(([0], change))
-            lengths = np.diff(np.concatenate((starts, [len(active)])))
-            terms = []
-            for b in active[starts].tolist():
-                t = cache.get(b)
-                if t is None:
-                    c = cost.step_cost((), b, 0)
-                    t = cache[b] = (c.compute_s, c.memory_s, c.overhead_s, c.comm_s)
-                terms.append(t)
-            compute, memory_b, overhead, comm = (
-                np.repeat(np.array(col), lengths) for col in zip(*terms, strict=True)
-            )
-            memory = memory_b + context * kv_s  # the decode attention's KV read, added last
-            seconds = overhead + compute + memory + comm  # left to right, as in step_cost
-            last = cost.step_cost((), int(active[-1]), int(context[-1]))
-            if (last.seconds, last.compute_s, last.memory_s) == (
-                seconds[-1],
-                compute[-1],
-                memory[-1],
-            ):
-                return seconds, compute, memory, overhead, comm
-            _disagree()
-        # Step by step pricing (any cost model with step_cost): exact by construction.
-        rows = [cost.step_cost((), int(b), int(c)) for b, c in zip(active, context, strict=True)]
-        fields = ("seconds", "compute_s", "memory_s", "overhead_s", "comm_s")
-        return tuple(np.array([getattr(r, f) for r in rows], dtype=float) for f in fields)
+    def _set_finishing(self, k: int) -> None:
+        """(step, requests whose last token comes then) for the finishes in steps 1..k."""
+        by_step: dict[int, list[int]] = {}
+        for i, r in enumerate(self.rem_list):
+            if r <= k:
+                by_step.setdefault(r, []).append(i)  # in running order
+        self._finishing = sorted(by_step.items())
 
     # ---- applying -----------------------------------------------------------------------------
 
@@ -239,7 +240,7 @@ class DecodeRun:
             return False
         self.k = m
         self.end_s = float(self.times[m])
-        self._finish_steps = [f for f in self._finish_steps if f <= m]
+        self._set_finishing(m)
         return True
 
     def finish(self) -> None:
@@ -257,17 +258,9 @@ class DecodeRun:
         assert self.touched or used[-1] == kv.used_tokens, "fast-forward: KV out of step"
         used[-1] = kv.used_tokens
         compute, memory, overhead, comm = (c[:k] for c in self.cost)
-        active = self.active[:k]
-        zeros_i, zeros_f = np.zeros(k, dtype=np.int64), np.zeros(k)
-        engine.recorder.step_run(engine.name, {
-            "step": np.arange(self.first_step, self.first_step + k),
-            "start_s": self.times[:k], "end_s": self.times[1 : k + 1],
-            "prefill_tokens": zeros_i, "decode_tokens": active, "batch_size": active,
-            "num_prefills": zeros_i, "kv_used_tokens": used,
-            "kv_capacity_tokens": np.full(k, kv.capacity_tokens, dtype=np.int64),
-            "compute_s": compute, "memory_s": memory, "overhead_s": overhead, "comm_s": comm,
-            "swap_s": zeros_f, "preempted": zeros_i,
-        })  # fmt: skip
+        engine.recorder.step_run(engine.name, self.first_step, self.times[: k + 1],
+                                 self.active[:k], used, kv.capacity_tokens, compute, memory,
+                                 overhead, comm)  # fmt: skip
 
     def _advance(self, done_to: int, allocated_to: int) -> None:
         """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.
@@ -277,83 +270,82 @@ class DecodeRun:
         blocks are taken phase by phase: those of the steps up to a finishing step f, then step
         f's frees, then the next phase. Within a phase, blocks come off the free queue's front
         request by request rather than step by step: with no free or lookup in between the same
-        blocks are taken, only which request holds which id differs, and nothing observable
-        depends on ids. Tokens, segments and counters are per request: applied once.
+        blocks are taken, and the blocks a decode fills hold the request's own tokens, which the
+        cache only counts (sim/prefix_cache.py), so nothing else can differ. Tokens, segments
+        and counters are per request: applied once.
         """
         if done_to <= self.done and allocated_to <= self.allocated:
             return
-        engine = self.engine
-        kv, end_of = engine.kv, self._times
-        for f in self._finish_steps:
+        engine, reqs, c0s = self.engine, self.reqs, self.c0_list
+        kv = engine.kv
+        bs = kv.block_size
+        for f, leaving in self._finishing:
             if f <= self.done:
                 continue
             if f > done_to:
                 break
             self._take_blocks(f)
             before = kv.free_blocks
-            for req, c0, r in self._active():
-                if r == f:  # its last token came in step f: it leaves, in running order
-                    self._book(req, f)
-                    kv.cache_full(req, c0 + f)
-                    engine._finish(req, end_of[f])
+            for i in leaving:  # their last token came in step f: they leave, in running order
+                req = reqs[i]
+                self._book(i, f)
+                kv.cache_full(req, c0s[i] + f)
+                engine._finish(req, self._times[f])
             self.freed_at.append((f, kv.free_blocks - before))
         self._take_blocks(allocated_to)
-        for req, c0, r in self._active():
+        for i in self._order:
+            r = self.rem_list[i]
             if r > done_to:
-                self._book(req, done_to)
-                kv.cache_full(req, c0 + min(allocated_to, r))
+                req = reqs[i]
+                self._book(i, done_to)
+                total = c0s[i] + min(allocated_to, r)
+                if total // bs > req.num_cached_blocks:
+                    kv.cache_full(req, total)
         self.done = max(self.done, done_to)
         self.allocated = max(self.allocated, allocated_to)
         engine.num_steps = self.first_step + self.done
 
-    def _active(self):
-        """(request, c0, rem) of the requests still running in the run, in running order."""
-        done = self.done
-        return ((req, c0, r) for req, c0, r in zip(self.reqs, self.c0_list, self.rem_list,
-                                                   strict=True) if r > done)  # fmt: skip
-
     def _take_blocks(self, upto: int) -> None:
-        """Blocks for every active request to hold what step `upto` computes (c0 + upto)."""
+        """Blocks for every request still in step `upto` to hold what it computes (c0 + upto)."""
         if upto <= self.taken_to:
             return
         self.taken_to = upto
         bs = self.engine.kv.block_size
         growing, totals = [], []
         for req, c0, r in zip(self.reqs, self.c0_list, self.rem_list, strict=True):
-            if r < upto:
-                continue  # it finished before step `upto` (and freed its blocks)
-            total = c0 + upto
-            if total > req.blocks * bs:
+            if r >= upto and c0 + upto > req.blocks * bs:
                 growing.append(req)
-                totals.append(total)
+                totals.append(c0 + upto)
         if growing:
             self.engine.kv.take_blocks(growing, totals)
 
-    def _book(self, req, upto: int) -> None:
-        """Engine.complete's bookkeeping for `req`, steps done+1..upto at once: counters, one
-        token at each step's end, and its decode segment (one stretch, extended if contiguous)."""
-        done = self.booked.get(req, self.done)
+    def _book(self, i: int, upto: int) -> None:
+        """Engine.complete's bookkeeping for request i, steps done+1..upto at once: counters,
+        one token at each step's end, and its decode segment (one stretch, extended if it
+        continues the request's last one)."""
+        done = self.booked[i]
         n = upto - done
         if n <= 0:
             return
-        self.booked[req] = upto
+        self.booked[i] = upto
+        req = self.reqs[i]
         req.num_computed += n
         req.num_generated += n
         if req.num_computed > req.high_water:
             req.high_water = req.num_computed
         times = self._times
         req.token_times.extend(times[done + 1 : upto + 1])
-        rec = self.engine.recorder
+        rec, wid = self.engine.recorder, self.engine._worker_code
         start, end = times[done], times[upto]
         last_step = self.first_step + upto - 1
         j = req.last_segment
         if (j >= 0 and rec.end[j] == start and rec.kind[j] == DECODE and rec.flags[j] == 0
-                and rec.worker[j] == self.engine._worker_code):  # fmt: skip
+                and rec.worker[j] == wid):  # fmt: skip
             rec.end[j] = end
             rec.tokens[j] += n
             rec.last[j] = last_step
         else:
-            rec.add(req, self.engine._worker_code, DECODE, start, end, n, 0, self.first_step + done)
+            rec.add(req, wid, DECODE, start, end, n, 0, self.first_step + done)
             rec.last[req.last_segment] = last_step
 
 

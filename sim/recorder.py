@@ -42,9 +42,8 @@ class TraceRecorder:
         self.first = array("q")  # first and last step index covered (-1: not a step)
         self.last = array("q")
         self.step_rows: list[tuple] = []
-        # Runs of steps taken at once (sim/fastforward.py): (position among step_rows, worker,
-        # columns). result() splices them in where they were added, one row per step.
-        self.step_runs: list[tuple[int, str, dict]] = []
+        # Runs of decode steps taken at once (sim/fastforward.py), as arrays; see step_run.
+        self.step_runs: list[tuple] = []
 
     def worker_code(self, name: str) -> int:
         """A small int standing for a worker (or link) name."""
@@ -94,9 +93,13 @@ class TraceRecorder:
         """Add one engine step; `row` follows STEP_COLUMNS."""
         self.step_rows.append(row)
 
-    def step_run(self, worker: str, columns: dict) -> None:
-        """Add a run of steps at once: one numpy array per STEP_COLUMNS column but `worker`."""
-        self.step_runs.append((len(self.step_rows), worker, columns))
+    def step_run(self, worker: str, first_step: int, times, batch, kv_used, kv_capacity: int,
+                 compute, memory, overhead, comm) -> None:  # fmt: skip
+        """Add a run of decode-only steps at once (sim/fastforward.py): step j of the run is
+        engine step first_step + j, from times[j] to times[j + 1], with batch[j] decodes; the
+        other arrays are per step too (STEP_COLUMNS). One row per step in the steps table."""
+        self.step_runs.append((worker, first_step, times, batch, kv_used, kv_capacity, compute,
+                               memory, overhead, comm))  # fmt: skip
 
     def steps_frame(self) -> pd.DataFrame:
         """The steps table: one row per step, in the order the steps ended."""
@@ -105,25 +108,31 @@ class TraceRecorder:
         if not self.step_runs:
             return pd.DataFrame.from_records(rows, columns=names)
         flat = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-        base = {name: np.array(col, dtype=STEP_DTYPES[name])
-                for name, col in zip(names, flat, strict=True)}  # fmt: skip
-        pieces: dict[str, list] = {name: [] for name in names}
-        at = 0
-        for pos, worker, columns in self.step_runs:
-            n = len(columns["step"])
-            for name in names:
-                pieces[name].append(base[name][at:pos])
-                pieces[name].append(np.full(n, worker, dtype=object) if name == "worker"
-                                    else columns[name])  # fmt: skip
-            at = pos
-        for name in names:
-            pieces[name].append(base[name][at:])
-        frame = pd.DataFrame({name: np.concatenate(pieces[name]).astype(STEP_DTYPES[name],
-                                                                        copy=False)
+        columns = {name: [np.array(col, dtype=STEP_DTYPES[name])]
+                   for name, col in zip(names, flat, strict=True)}  # fmt: skip
+        runs = list(zip(*self.step_runs, strict=True))
+        worker, first, times, batch, used, capacity, compute, memory, overhead, comm = runs
+        lengths = np.array([len(b) for b in batch])
+        total = int(lengths.sum())
+        offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        columns["worker"].append(np.repeat(np.array(worker, dtype=object), lengths))
+        columns["step"].append(np.repeat(np.array(first), lengths) + np.arange(total) - offsets)
+        columns["start_s"].append(np.concatenate([t[:-1] for t in times]))
+        columns["end_s"].append(np.concatenate([t[1:] for t in times]))
+        for name, parts in (("decode_tokens", batch), ("batch_size", batch),
+                            ("kv_used_tokens", used), ("compute_s", compute),
+                            ("memory_s", memory), ("overhead_s", overhead),
+                            ("comm_s", comm)):  # fmt: skip
+            columns[name].append(np.concatenate(parts))
+        columns["kv_capacity_tokens"].append(np.repeat(np.array(capacity), lengths))
+        for name in ("prefill_tokens", "num_prefills", "preempted", "swap_s"):
+            columns[name].append(np.zeros(total, dtype=STEP_DTYPES[name]))
+        frame = pd.DataFrame({name: np.concatenate(columns[name]).astype(STEP_DTYPES[name],
+                                                                         copy=False)
                               for name in names})  # fmt: skip
-        if len(self.worker_names) > 1:  # runs were added when they ended: back in end order
-            frame = frame.sort_values("end_s", kind="stable", ignore_index=True)
-        return frame
+        # Normal steps first, then the runs: back in the order the steps ended (a worker's
+        # steps end in step order; several workers' steps interleave).
+        return frame.sort_values("end_s", kind="stable", ignore_index=True)
 
     def segments_frame(self) -> pd.DataFrame:
         flags = np.frombuffer(self.flags, dtype=np.int8)
@@ -146,17 +155,32 @@ class TraceRecorder:
         """Freeze everything into a RunResult (the three DataFrames + token times)."""
         ttft_slo = meta.get("ttft_slo_s", math.inf)
         tpot_slo = meta.get("tpot_slo_s", math.inf)
-        rows = []
+        ordered = sorted(requests, key=lambda q: q.request_id)
+        # Every token time in one array (each request's a slice of it), and each request's
+        # largest gap between tokens from one pass over all the gaps.
+        counts = np.array([len(r.token_times) for r in ordered], dtype=np.int64)
+        everything = array("d")
+        for r in ordered:
+            everything += r.token_times
+        flat = np.frombuffer(everything, dtype=np.float64)
+        starts = np.cumsum(counts) - counts
+        gaps = np.append(np.diff(flat), 0.0)  # gaps[i] = flat[i + 1] - flat[i]
+        many = counts > 1
+        bounds = np.stack([starts[many], starts[many] + counts[many] - 1], axis=1).ravel()
+        max_gap = np.full(len(ordered), math.nan)
+        if len(bounds):
+            max_gap[many] = np.maximum.reduceat(gaps, bounds)[::2]
         token_times: dict[int, np.ndarray] = {}
-        for r in sorted(requests, key=lambda q: q.request_id):
-            times = np.frombuffer(r.token_times, dtype=np.float64).copy()
-            token_times[r.request_id] = times
+        rows = []
+        for r, start, count, gap in zip(ordered, starts.tolist(), counts.tolist(),
+                                        max_gap.tolist(), strict=True):  # fmt: skip
+            token_times[r.request_id] = flat[start : start + count]
             finished = r.state is RequestState.FINISHED
             ttft = r.first_token_s - r.arrival_s if finished else math.nan
             e2e = r.finish_s - r.arrival_s if finished else math.nan
             if finished and r.output_tokens > 1:
                 tpot = (r.finish_s - r.first_token_s) / (r.output_tokens - 1)
-                max_itl = float(np.max(np.diff(times)))
+                max_itl = gap
             else:
                 tpot = math.nan
                 max_itl = math.nan
