@@ -154,7 +154,7 @@ def cmd_run(args) -> None:
     requests, base, label = _workload_and_base(args)
     config = _config(args, base)
     _notes(config)
-    run = simulate(requests, config)
+    run = simulate(requests, config, step_by_step=args.step_by_step)
     summary = emit_files_and_json(run, args)
     if args.json:
         return
@@ -240,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--json", action="store_true", help="print one JSON object")
             p.add_argument("--out", help="write requests/segments/steps CSV, summary, trace")
+            p.add_argument("--step-by-step", action="store_true",
+                           help="take every engine step one by one (same trace, slower; the "
+                                "default takes runs of decode-only steps at once)")  # fmt: skip
         if name == "sweep":
             p.add_argument("--rate", required=True, help="arrival rates A:B:STEP (req/s)")
             p.add_argument("--slo", help=f"an SLO preset: {', '.join(SLO_PRESETS)}")
