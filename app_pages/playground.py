@@ -13,6 +13,7 @@ from sim.sweep import goodput_of
 from sim.workload import PRESETS, WorkloadConfig, WorkloadError, head, load_csv
 from ui import charts
 from ui import widgets as w
+from ui.model_upload import uploaded_model
 
 T, L = w.translator(), w.lang()
 # Requests per run: 1,000 keeps a hosted deployment responsive and the timeline smooth; a local
@@ -59,6 +60,8 @@ else:
 # ---- configurations ----
 st.subheader(T("play.configs"))
 count = w.select("k", T("play.count"), [1, 2, 3, 4], 2)
+with st.expander(T("common.own_model")):
+    own_model = uploaded_model(T("common.own_model_upload"), help=T("common.own_model_help"))
 defaults = [("vllm", "colocated"), ("prefill-first", "colocated"),
             ("vllm", "disaggregated"), ("sglang", "colocated")]  # fmt: skip
 specs, columns = [], st.columns(count)
@@ -71,6 +74,8 @@ for i, col in enumerate(columns):
                               help=T("play.knobs_help"))  # fmt: skip
         try:
             knobs_dict = w.parse_knobs(knobs)
+            if own_model:  # every configuration runs the uploaded model unless it sets model=
+                knobs_dict.setdefault("model", own_model)
             config = with_overrides(SimConfig(policy=policy), {"topology": topology, **knobs_dict})
         except ValueError as err:
             w.config_error(err)

@@ -3,9 +3,11 @@
 import streamlit as st
 
 from sim.hardware import GPUS, MODELS, get_gpu, get_model, kv_capacity_tokens
+from sim.profiles import profile_origin
 from sim.scenarios import get_scenario
 from ui import charts, formulas
 from ui import widgets as w
+from ui.model_upload import uploaded_model
 
 T, L = w.translator(), w.lang()
 st.title(T("pd.title"))
@@ -19,6 +21,10 @@ with c2:
 with c3:
     context = w.steps("ctx", T("pd.context"), [256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
                       2048)  # fmt: skip
+
+with st.expander(T("common.own_model")):
+    own = uploaded_model(T("common.own_model_upload"), help=T("common.own_model_help"))
+model_name = own or model_name  # a path to the uploaded config.json: the simulator reads it
 
 try:
     gpu, model = get_gpu(gpu_name), get_model(model_name)
@@ -53,3 +59,20 @@ except ValueError as err:
 table = charts.concurrency_table(runs)
 w.cached_chart(charts.throughput_vs_concurrency, table, lang=L)
 w.engine_note(scenario.config.policy)
+
+st.subheader(T("pd.trust_title"))
+st.markdown(T("pd.trust_text"))
+profile, origin, detail = profile_origin(gpu_name)
+st.caption(T(f"pd.trust_origin_{origin}", gpu=gpu_name, detail=detail, mfu=profile.mfu,
+             attn=profile.mfu_attn, mbu=profile.mbu,
+             overhead=profile.overhead_s * 1000))  # fmt: skip
+report = charts.load_report()
+if report is None:
+    st.info(T("pd.trust_missing"))
+else:
+    if not any(r["gpu"] == gpu_name for r in report["summary"]):
+        st.caption(T("pd.trust_other", gpu=gpu_name))
+    table = charts.fidelity_table(gpu_name, L)
+    st.dataframe(table.style.format(precision=0), width="stretch", hide_index=True)
+    w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L)
+    st.caption(T("pd.trust_sources", command=report.get("command", "")))

@@ -2,7 +2,8 @@
 
 Notable features
 - `GpuSpec` and `ModelSpec` are frozen, validated dataclasses. Units live in the field names:
-  TFLOP/s (1e12 FLOP per second), GB/s and GB (GB = 1e9 bytes, like the datasheets).
+  TFLOP/s (1e12 FLOP per second), GB/s (1e9 bytes per second) and the memory size as the
+  datasheets print it ("80 GB", which nvidia-smi shows to be 80 GiB).
 - `ModelSpec` derives parameter counts, weight bytes, KV bytes per token and FLOPs per token from
   a Hugging Face style config: GQA attention or DeepSeek's MLA, SwiGLU MLPs, and mixture-of-experts
   layers (`MoeSpec`: routed experts, top-k, shared experts, leading dense layers). Norms, biases
@@ -32,6 +33,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 _T = TypeVar("_T")
+GIB = 1024**3  # bytes in a GiB
 
 
 def _check_positive(owner: str, **values: float) -> None:
@@ -48,7 +50,7 @@ class GpuSpec:
     name: str
     bf16_tflops: float  # dense BF16 peak, 1e12 FLOP/s (no 2:4 sparsity)
     mem_bw_gb_s: float  # HBM/GDDR bandwidth, GB/s
-    mem_gb: float  # device memory, GB (datasheet "GB", taken as 1e9 bytes: slightly conservative)
+    mem_gb: float  # device memory as the datasheet says it ("80 GB": in fact GiB, 2^30 bytes)
     interconnect_gb_s: float  # GPU-to-GPU, one direction: NVLink if present, else PCIe, GB/s
     host_link_gb_s: float  # PCIe to host memory, one direction (swap), GB/s
     fp8_tflops: float = 0.0  # dense FP8 peak; 0 = no FP8 tensor cores (FP8 weights run at BF16)
@@ -666,7 +668,8 @@ def kv_capacity_tokens(
         raise ValueError(f"mem_utilization must be in (0, 1], got {mem_utilization}")
     if not (math.isfinite(activation_reserve_gb) and activation_reserve_gb >= 0):
         raise ValueError(f"activation_reserve_gb must be >= 0, got {activation_reserve_gb}")
-    per_gpu = (mem_utilization * gpu.mem_gb - activation_reserve_gb) * 1e9  # usable bytes per GPU
+    # Datasheets' "80 GB" of HBM or GDDR is 80 GiB (nvidia-smi shows 81,559 MiB on an H100).
+    per_gpu = mem_utilization * gpu.mem_gb * GIB - activation_reserve_gb * 1e9  # usable bytes/GPU
     weights = model.weight_bytes_held(expert_shards)
     free = per_gpu * tensor_parallel - weights  # bytes left for KV on all GPUs
     per_token = model.kv_bytes_per_token * model.kv_replication(tensor_parallel)

@@ -48,8 +48,8 @@ AICONFIGURATOR = (
 FITTED: Mapping[str, FittedProfile] = MappingProxyType(
     {
         "RTX-PRO-6000": FittedProfile(
-            DeviceProfile(mfu=0.5, mfu_attn=0.4, mbu=0.7, overhead_s=0.003),
-            "Llama-3.1-8B, TP1, 300 ShareGPT requests at 10 req/s",
+            DeviceProfile(mfu=0.606, mfu_attn=0.514, mbu=0.746, overhead_s=0.00253),
+            "Llama-3.1-8B TP1, vLLM 0.19, 300 ShareGPT requests at 10 req/s",
             LLMSERVINGSIM,
         ),
     }
@@ -67,15 +67,26 @@ BORROWED: Mapping[str, str] = MappingProxyType(
 )
 
 
-def fitted_profile(gpu_name: str) -> tuple[DeviceProfile, str]:
-    """The default profile for a GPU and a one-line note on where it comes from."""
+def profile_origin(gpu_name: str) -> tuple[DeviceProfile, str, str]:
+    """(profile, kind, detail): kind "fitted" (detail: the runs it was fitted on), "borrowed"
+    (detail: the GPU lending its profile) or "generic" (no public runs for this class)."""
     if gpu_name in FITTED:
         f = FITTED[gpu_name]
-        return f.profile, f"fitted on {f.fitted_on} ({f.source.split(' ')[0]})"
+        return f.profile, "fitted", f.fitted_on
     lender = BORROWED.get(gpu_name)
     if lender in FITTED:
-        return FITTED[lender].profile, f"borrowed from {lender} (no public runs fitted)"
-    return GENERIC, "generic rule-of-thumb figures (no public runs for this GPU)"
+        return FITTED[lender].profile, "borrowed", lender
+    return GENERIC, "generic", ""
+
+
+def fitted_profile(gpu_name: str) -> tuple[DeviceProfile, str]:
+    """The default profile for a GPU and a one-line note (English) on where it comes from."""
+    profile, kind, detail = profile_origin(gpu_name)
+    if kind == "fitted":
+        return profile, f"fitted on {detail} ({FITTED[gpu_name].source.split(' ')[0]})"
+    if kind == "borrowed":
+        return profile, f"borrowed from {detail} (no public runs fitted)"
+    return profile, "generic rule-of-thumb figures (no public runs for this GPU)"
 
 
 _FIELDS = (("mfu", "mfu", 1.0), ("mfu_attn", "mfu_attn", 1.0), ("mbu", "mbu", 1.0),

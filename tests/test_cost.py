@@ -96,7 +96,7 @@ def test_validation() -> None:
 def test_kv_capacity() -> None:
     h100, llama8 = get_gpu("H100-SXM"), get_model("Llama-3.1-8B")
     tokens = kv_capacity_tokens(h100, llama8)
-    expected = (0.9 * 80e9 - 1e9 - llama8.weight_bytes) / (128 * KIB)
+    expected = (0.9 * 80 * 2**30 - 1e9 - llama8.weight_bytes) / (128 * KIB)  # "80 GB" = 80 GiB
     assert tokens == math.floor(expected)
     assert kv_capacity_tokens(h100, llama8, tensor_parallel=2) > 2 * tokens
     with pytest.raises(ValueError, match=r"141 GB of weights\) does not fit on 1×H200; set tens"):

@@ -169,8 +169,8 @@ def test_kv_heads_replicated_beyond_their_count() -> None:
     assert m.kv_replication(4) == 1 and m.kv_replication(8) == 2
     t4 = kv_capacity_tokens(gpu, m, 4)
     t8 = kv_capacity_tokens(gpu, m, 8)
-    free4 = (0.9 * 80 - 1) * 4e9 - m.weight_bytes
-    free8 = (0.9 * 80 - 1) * 8e9 - m.weight_bytes
+    free4 = (0.9 * 80 * 2**30 - 1e9) * 4 - m.weight_bytes
+    free8 = (0.9 * 80 * 2**30 - 1e9) * 8 - m.weight_bytes
     assert t4 == math.floor(free4 / m.kv_bytes_per_token)
     assert t8 == math.floor(free8 / (2 * m.kv_bytes_per_token))
 
@@ -242,3 +242,17 @@ def test_cli_moe_needs_room(capsys) -> None:
     assert "set tensor_parallel to 2" in capsys.readouterr().err
     assert main(["run", "--scenario", "c2", "--model", str(HF / "mixtral-8x7b"),
                  "--gpu", "H100-SXM", "--set", "tensor_parallel=2"]) in (0, None)  # fmt: skip
+
+
+def test_uploaded_config_is_checked_and_kept(tmp_path: Path, monkeypatch) -> None:
+    from ui import model_upload
+
+    monkeypatch.setattr(model_upload, "UPLOADS", tmp_path)
+    data = (HF / "qwen3-30b-a3b" / "config.json").read_bytes()
+    path = model_upload.save_config(data, "config")
+    assert path == model_upload.save_config(data, "config")  # same content, same path
+    assert get_model(str(path)).moe.num_experts == 128
+    with pytest.raises(ValueError, match="not a JSON file"):
+        model_upload.save_config(b"\xff\xfe")
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        model_upload.save_config(b'{"hidden_size": 8}')

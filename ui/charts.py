@@ -13,9 +13,12 @@ Notable features
   `chunk_tradeoff_table`) and `goodput_curves`.
 - Run figures (`ui.charts_run`, C10c, C11, C12): `kv_use`, `worker_utilisation_bars`,
   `tokens_in_window_bars`.
+- Fidelity (`ui.charts_fidelity`): `fidelity_table` and `fidelity_scatter`, the simulator's
+  errors against public measurements of real servers (`load_report` reads them).
 - The modules are split by topic to stay short; this one only re-exports them.
 """
 
+from ui.charts_fidelity import fidelity_scatter, fidelity_table, load_report
 from ui.charts_load import (
     chunk_tradeoff,
     chunk_tradeoff_table,
@@ -29,6 +32,9 @@ from ui.charts_run import kv_use, tokens_in_window_bars, worker_utilisation_bars
 from ui.charts_steps import cost_model, step_time_vs_batch, step_time_vs_prompt
 
 __all__ = [
+    "fidelity_scatter",
+    "fidelity_table",
+    "load_report",
     "chunk_tradeoff",
     "chunk_tradeoff_table",
     "concurrency_table",

@@ -1,0 +1,187 @@
+"""How far to trust the simulator: scored against every public run of a real server it can read.
+
+Notable features
+- Reads the public runs (`bench/fidelity_runs.py`: LLMServingSim's per-request vLLM traces on
+  the RTX PRO 6000 and RTX 4090, aiconfigurator's mean TTFT/TPOT of vLLM and SGLang on H100,
+  H200 and B200) and replays each with the same arrivals or closed loop, lengths, scheduler
+  settings, parallelism and KV capacity, under the GPU's default (fitted) profile.
+- Errors are signed: (simulated − measured) / measured, + = the simulator is too slow. Per run:
+  mean and p90 of TTFT, TPOT and E2E where the source has requests; the mean only where it
+  publishes means (closed-loop points).
+- Every run is marked fit (its GPU's profile was fitted on it, `bench/fit_profiles.py`) or
+  held out; the summary keeps them apart, per GPU, model and engine.
+- Writes `assets/fidelity/report.json` (per-run aggregates and the summary, no raw requests),
+  which the app's "How far to trust these numbers" section reads.
+
+Run: .venv/bin/python bench/bench_fidelity_real.py [--gpu H200] [--max-osl 1024] [--jobs 2]
+     [--data DIR] [--json FILE] [--profile generic]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs
+
+import pandas as pd  # noqa: E402
+from fidelity_runs import (  # noqa: E402
+    CLIENT_LATENCY_S,
+    load_runs,
+    replay,
+    score,
+    score_failed,
+    select,
+)
+
+from sim.profiles import fitted_profile  # noqa: E402
+
+REPORT = Path(__file__).resolve().parents[1] / "assets" / "fidelity" / "report.json"
+METRICS = ("ttft", "tpot", "e2e")
+
+
+def _score_one(args: tuple) -> dict:
+    run, overrides = args
+    started = time.perf_counter()
+    try:
+        row = score(run, replay(run, overrides))
+    except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
+        row = {**score_failed(run), "error": str(err)}
+    row["sim_s"] = time.perf_counter() - started
+    return row
+
+
+def score_runs(runs, overrides: dict | None = None, jobs: int = 1) -> pd.DataFrame:
+    """One row per run: measured and predicted means, signed % errors."""
+    work = [(r, overrides) for r in runs]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            rows = list(pool.map(_score_one, work, chunksize=4))
+    else:
+        rows = [_score_one(w) for w in work]
+    return pd.DataFrame(rows)
+
+
+def summarize(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU, model, engine and fit/held-out: how many runs, mean signed error and mean
+    absolute error of each metric's mean, and the mean signed p90 error where it exists."""
+    rows = []
+    keys = ["gpu", "model", "engine_name", "fit"]
+    df = scores.assign(engine_name=scores["engine"].str.split(" ").str[0])
+    for key, g in df.groupby(keys, sort=False):
+        row = dict(zip(keys, key, strict=True))
+        row["runs"] = len(g)
+        row["source"] = ", ".join(sorted(set(g["source"])))
+        row["parallel"] = ", ".join(sorted(set(g["parallel"])))
+        for m in METRICS:
+            e = g[f"{m}_mean_err"].dropna()
+            row[f"{m}_bias"] = float(e.mean()) if len(e) else math.nan
+            row[f"{m}_mape"] = float(e.abs().mean()) if len(e) else math.nan
+            p90 = g[f"{m}_p90_err"].dropna()
+            row[f"{m}_p90_err"] = float(p90.mean()) if len(p90) else math.nan
+        rows.append(row)
+    out = pd.DataFrame(rows).rename(columns={"engine_name": "engine"})
+    return out.sort_values(["gpu", "fit", "model", "engine"], ascending=[True, False, True, True])
+
+
+def overall(scores: pd.DataFrame) -> dict:
+    """Mean absolute errors over every held-out run, and over every fitted one."""
+    out = {}
+    for fit, g in scores.groupby("fit"):
+        name = "fit" if fit else "held_out"
+        out[name] = {"runs": len(g)}
+        for m in METRICS:
+            e = g[f"{m}_mean_err"].dropna()
+            out[name][f"{m}_mape"] = float(e.abs().mean()) if len(e) else math.nan
+            out[name][f"{m}_bias"] = float(e.mean()) if len(e) else math.nan
+    return out
+
+
+def _fmt(v: float) -> str:
+    return "    -" if v != v else f"{v:+5.0f}"
+
+
+def print_summary(summary: pd.DataFrame) -> None:
+    print(f"{'GPU':13s} {'model':20s} {'engine':7s} {'set':8s} {'runs':>4s} | "
+          f"{'TTFT bias':>9s} {'|err|':>5s} {'p90':>5s} | {'TPOT bias':>9s} {'|err|':>5s} "
+          f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s}")  # fmt: skip
+    for _, r in summary.iterrows():
+        print(f"{r.gpu:13s} {r.model:20s} {r.engine:7s} {'fit' if r.fit else 'held-out':8s} "
+              f"{r.runs:4d} | {_fmt(r.ttft_bias):>9s} {r.ttft_mape:5.0f} {_fmt(r.ttft_p90_err)} | "
+              f"{_fmt(r.tpot_bias):>9s} {r.tpot_mape:5.0f} {_fmt(r.tpot_p90_err)} | "
+              f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f}")  # fmt: skip
+
+
+def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: float) -> dict:
+    """What the app shows: per-run aggregates, the summary and where the numbers come from."""
+    keep = ["key", "source", "gpu", "model", "engine", "parallel", "kind", "fit", "concurrency",
+            "isl", "osl"]  # fmt: skip
+    keep += [f"{m}_{k}" for m in METRICS
+             for k in ("measured_mean", "predicted_mean", "mean_err", "p90_err")]  # fmt: skip
+    profiles = {}
+    for g in sorted(set(scores["gpu"])):
+        p, note = fitted_profile(g)
+        profiles[g] = {"note": note, "mfu": p.mfu, "mfu_attn": p.mfu_attn, "mbu": p.mbu,
+                       "overhead_ms": p.overhead_s * 1000,
+                       "client_latency_ms": CLIENT_LATENCY_S.get(g, 0.0) * 1000}  # fmt: skip
+
+    def clean(records):
+        return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in records]  # fmt: skip
+
+    return {
+        "about": "Simulator vs public measurements of real vLLM/SGLang servers; errors are "
+                 "signed % (simulated - measured) / measured. Sources: casys-kaist/LLMServingSim "
+                 "bench/examples (MIT), ai-dynamo/aiconfigurator silicon_sample.csv (Apache-2.0).",
+        "command": "python bench/bench_fidelity_real.py",
+        "elapsed_s": round(elapsed, 1),
+        "profiles": profiles,
+        "overall": overall(scores),
+        "summary": clean(summary.to_dict("records")),
+        "runs": clean(scores[keep].to_dict("records")),
+        "skipped": dict(skipped),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="folder of the public runs (see bench/fidelity_runs.py)")
+    parser.add_argument("--gpu", help="only this GPU (catalog name)")
+    parser.add_argument("--max-osl", type=int, help="skip closed-loop runs with longer outputs")
+    parser.add_argument("--jobs", type=int, default=1, help="processes")
+    parser.add_argument("--profile", default="fitted", help="fitted (default) or generic")
+    parser.add_argument("--json", default=str(REPORT), help="where to write the report ('' = no)")
+    parser.add_argument("--csv", help="also write one row per run here")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    runs, skipped = load_runs(args.data)
+    runs = select(runs, gpu=args.gpu, max_osl=args.max_osl)
+    print(f"{len(runs)} public runs ({sum(r.fit for r in runs)} fit, "
+          f"{sum(not r.fit for r in runs)} held out); skipped: "
+          f"{', '.join(f'{v} {k}' for k, v in skipped.most_common())}", flush=True)  # fmt: skip
+    overrides = {"profile": args.profile} if args.profile != "fitted" else None
+    scores = score_runs(runs, overrides, args.jobs)
+    summary = summarize(scores)
+    print_summary(summary)
+    for name, o in overall(scores).items():
+        print(f"{name:8s} {o['runs']:4d} runs: mean |error| TTFT {o['ttft_mape']:.0f}%, "
+              f"TPOT {o['tpot_mape']:.0f}%, E2E {o['e2e_mape']:.0f}%")  # fmt: skip
+    elapsed = time.perf_counter() - started
+    print(f"({elapsed:.0f} s)")
+    if args.csv:
+        scores.to_csv(args.csv, index=False)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        report = report_json(scores, summary, skipped, elapsed)
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

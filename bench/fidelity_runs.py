@@ -1,0 +1,395 @@
+"""Public measurements of real LLM servers, read into runs the simulator can replay.
+
+Notable features
+- Two public sources, read from a data folder outside the project (default
+  `../shared/data/fidelity/` beside the checkout, or $PDLAB_FIDELITY_DATA); nothing of them is
+  copied into the project. `data_dir()` says where to get them when they are missing.
+  1. casys-kaist/LLMServingSim (MIT), `bench/examples/<GPU>/<model>/vllm/{meta.json,
+     requests.jsonl}`: vLLM 0.19 serving 300 ShareGPT requests at 10 req/s, with each
+     request's lengths and timestamps (queued, first token, last token). Replayed request by
+     request: same arrivals, lengths, max_num_seqs, max_num_batched_tokens, parallelism and (where
+     meta.json states it) KV capacity. Copy each example's `vllm/` folder to
+     `<data>/llmservingsim/<GPU>/<model>/`.
+  2. ai-dynamo/aiconfigurator (Apache-2.0), `aic-core/src/aiconfigurator_core/systems/
+     silicon_sample.csv` (copy it to `<data>/aiconfigurator/`): mean TTFT and TPOT of vLLM and
+     SGLang on H100/H200/B200 at a fixed input/output length and a fixed number of requests in
+     flight (concurrency). Replayed as a closed loop (`closed_loop`): `concurrency` clients,
+     each sending its next request when the last one finishes; the first wave is warm-up.
+- Each run carries `fit`: True for the runs `bench/fit_profiles.py` fits a GPU's profile on
+  (`FIT_RULES`), False for the held-out runs the report validates on. A run is never both.
+- Rows the simulator cannot represent are skipped with the reason counted (models outside the
+  catalog such as DeepSeek-R1 or gpt-oss, GB200/B300 systems, TensorRT-LLM, disaggregated or
+  attention-data-parallel deployments).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.cluster import Cluster
+from sim.config import SimConfig, with_overrides
+from sim.request import Request, RequestSpec, RequestState
+from sim.trace import RunResult
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fidelity"
+HOW_TO_GET = """\
+The public runs are not part of PD Lab. Put them in {path} (or set PDLAB_FIDELITY_DATA):
+  git clone https://github.com/casys-kaist/LLMServingSim   (MIT; tested at commit 5daddb2)
+    for each bench/examples/<GPU>/<model>/ with a vllm/ folder (RTXPRO6000/Llama-3.1-8B,
+    RTXPRO6000/Qwen3-32B, RTXPRO6000/Qwen3-30B-A3B-Instruct-2507, RTX4090/Llama-3.1-8B):
+      mkdir -p {path}/llmservingsim/<GPU>/<model>
+      cp bench/examples/<GPU>/<model>/vllm/{{meta.json,requests.jsonl}} \\
+         {path}/llmservingsim/<GPU>/<model>/
+  git clone https://github.com/ai-dynamo/aiconfigurator   (Apache-2.0; tested at commit 095f58a)
+      mkdir -p {path}/aiconfigurator
+      cp aic-core/src/aiconfigurator_core/systems/silicon_sample.csv {path}/aiconfigurator/
+"""
+
+
+def data_dir(path: str | Path | None = None) -> Path:
+    """The folder holding the public runs; SystemExit with instructions when it is missing."""
+    d = Path(path or os.environ.get("PDLAB_FIDELITY_DATA") or DEFAULT_DATA)
+    if not ((d / "llmservingsim").is_dir() or (d / "aiconfigurator").is_dir()):
+        raise SystemExit(f"no public runs found at {d}\n" + HOW_TO_GET.format(path=d))
+    return d
+
+
+@dataclass
+class PublicRun:
+    """One measured deployment and workload, ready to replay in the simulator."""
+
+    key: str  # unique, readable id
+    source: str  # "LLMServingSim" or "aiconfigurator"
+    gpu: str  # catalog GPU
+    model: str  # catalog model (":fp8"/":fp4" for quantized weights)
+    engine: str  # e.g. "vLLM 0.19"
+    policy: str  # the simulator's policy mirroring that engine: vllm or sglang
+    settings: dict  # SimConfig overrides: parallelism, scheduler knobs, KV capacity
+    parallel: str  # e.g. "TP2", "DP2+EP"
+    fit: bool = False  # True: used to fit the GPU's profile; False: held out
+    # Trace runs: the requests as they arrived, and measured per-request seconds.
+    specs: list[RequestSpec] = field(default_factory=list)
+    measured: pd.DataFrame | None = None  # columns ttft_s, tpot_s, e2e_s (index request_id)
+    # Closed-loop runs: fixed lengths, requests in flight, and the measured means (seconds).
+    isl: int = 0
+    osl: int = 0
+    concurrency: int = 0
+    measured_means: dict = field(default_factory=dict)  # ttft_s, tpot_s
+
+    @property
+    def kind(self) -> str:
+        return "trace" if self.specs else "closed-loop"
+
+    @property
+    def group(self) -> str:
+        """GPU / model / engine: the rows of the report's summary."""
+        return f"{self.gpu} | {self.model} | {self.engine.split(' ')[0]}"
+
+    def config(self, profile_overrides: dict | None = None) -> SimConfig:
+        """The simulator's configuration for this run (the GPU's fitted profile by default)."""
+        base = SimConfig(policy=self.policy)
+        sets = {"gpu": self.gpu, "model": self.model, **self.settings}
+        return with_overrides(base, {**sets, **(profile_overrides or {})})
+
+
+# ---- which runs fit each GPU's profile --------------------------------------------------------
+# Everything else is held out. One rule per GPU with public runs; the RTX 4090 has none (it
+# borrows the RTX PRO 6000's profile, so all its runs test that borrowing).
+FIT_RULES: dict[str, Callable[[PublicRun], bool]] = {
+    "RTX-PRO-6000": lambda r: r.model == "Llama-3.1-8B",
+    "H100-SXM": lambda r: r.model == "Qwen3-32B" and r.engine.startswith("vLLM"),
+    "H200": lambda r: (
+        r.model == "Llama-3.1-70B:fp8" and r.engine.startswith("vLLM") and r.osl <= 1024
+    ),
+    "B200": lambda r: r.model == "Llama-3.1-70B:fp8" and r.osl <= 1024,
+}
+
+
+# Client-side latency of the aiconfigurator benchmark's closed loop (HTTP, tokenization, the
+# serving frontend): the simulator models the engine only, so this is added to the simulated
+# TTFT (and E2E) of that GPU's closed-loop runs. Fitted with each GPU's profile, on its fit runs
+# only (bench/fit_profiles.py). LLMServingSim's traces time TTFT from the engine's queue: 0.
+CLIENT_LATENCY_S: dict[str, float] = {}
+
+
+def _mark(runs: list[PublicRun]) -> list[PublicRun]:
+    for r in runs:
+        rule = FIT_RULES.get(r.gpu)
+        r.fit = bool(rule and rule(r))
+    return runs
+
+
+# ---- LLMServingSim: per-request traces ---------------------------------------------------------
+
+LSS_GPUS = {"RTXPRO6000": "RTX-PRO-6000", "RTX4090": "RTX-4090"}
+LSS_MODELS = {"meta-llama/Llama-3.1-8B": "Llama-3.1-8B", "Qwen/Qwen3-32B": "Qwen3-32B",
+              "Qwen/Qwen3-30B-A3B-Instruct-2507": "Qwen3-30B-A3B"}  # fmt: skip
+
+
+def load_llmservingsim(root: Path, skipped: Counter) -> list[PublicRun]:
+    """Every <GPU>/<model>/ folder holding meta.json and requests.jsonl."""
+    runs = []
+    for meta_path in sorted((root / "llmservingsim").glob("*/*/meta.json")):
+        folder = meta_path.parent
+        meta = json.loads(meta_path.read_text())
+        kw = meta["engine_kwargs"]
+        gpu = LSS_GPUS.get(folder.parent.name)
+        model = LSS_MODELS.get(meta["model"])
+        if gpu is None or model is None or kw.get("dtype", "bfloat16") != "bfloat16":
+            skipped[f"LLMServingSim {folder.parent.name}/{folder.name}: not in the catalog"] += 1
+            continue
+        rows = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()
+                if line.strip()]  # fmt: skip
+        # Timestamps share one monotonic clock; arrivals are the server's queued_ts (the source's
+        # own validator anchors TTFT there too: bench/core/validate.py).
+        t0 = min(r["queued_ts"] for r in rows)
+        specs, measured = [], []
+        for i, r in enumerate(sorted(rows, key=lambda r: r["queued_ts"])):
+            specs.append(RequestSpec(i, r["queued_ts"] - t0, int(r["input_toks"]),
+                                     int(r["output_toks"])))  # fmt: skip
+            out = int(r["output_toks"])
+            tpot = (r["last_token_ts"] - r["first_token_ts"]) / (out - 1) if out > 1 else math.nan
+            measured.append((i, r["first_token_ts"] - r["queued_ts"], tpot,
+                             r["last_token_ts"] - r["queued_ts"]))  # fmt: skip
+        tp, dp = int(kw.get("tensor_parallel_size") or 1), int(kw.get("data_parallel_size") or 1)
+        settings = {"tensor_parallel": tp, "max_num_seqs": int(kw["max_num_seqs"]),
+                    "max_num_batched_tokens": int(kw["max_num_batched_tokens"])}  # fmt: skip
+        parallel = f"TP{tp}"
+        if dp > 1:  # vLLM data parallel: one engine per rank behind a least-loaded balancer
+            settings.update(topology="router", router="least-loaded", num_instances=dp)
+            parallel = f"DP{dp}"
+            if kw.get("enable_expert_parallel"):
+                settings["expert_parallel"] = True
+                parallel += "+EP"
+        kv = (meta.get("kv_cache") or {}).get("num_kv_tokens")
+        if kv:  # the server's own count, when meta.json records it
+            settings["kv_capacity_tokens"] = int(kv)
+        runs.append(PublicRun(
+            key=f"lss/{folder.parent.name}/{folder.name}", source="LLMServingSim", gpu=gpu,
+            model=model, engine=f"vLLM {meta.get('vllm_version', '?')}", policy="vllm",
+            settings=settings, parallel=parallel, specs=specs,
+            measured=pd.DataFrame(measured, columns=["request_id", "ttft_s", "tpot_s", "e2e_s"])
+            .set_index("request_id"),
+        ))  # fmt: skip
+    return runs
+
+
+# ---- aiconfigurator: closed-loop means ---------------------------------------------------------
+
+AIC_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
+AIC_MODELS = {"Qwen/Qwen3-32B": "Qwen3-32B", "meta-llama/Llama-3.1-70B": "Llama-3.1-70B",
+              "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+              "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B",
+              "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B"}  # fmt: skip
+AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
+
+
+def _num(value: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
+    """The silicon sample's aggregated vLLM/SGLang rows on H100, H200 and B200."""
+    path = root / "aiconfigurator" / "silicon_sample.csv"
+    if not path.is_file():
+        return []
+    runs = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            why = None
+            moe_gpus = (_num(row["moe_tp_size"]) or 0) * (_num(row["moe_ep_size"]) or 0)
+            if row["mode"] != "agg":
+                why = "disaggregated deployment"
+            elif row["backend"] not in AIC_ENGINES:
+                why = f"engine {row['backend']}"
+            elif row["system"] not in AIC_GPUS:
+                why = f"GPU {row['system']}"
+            elif row["model_path"] not in AIC_MODELS:
+                why = f"model {row['model_path']}"
+            elif (
+                _num(row["attention_dp_size"]) > 1
+                or _num(row["pp_size"]) > 1
+                or moe_gpus > max(1, _num(row["tp_size"]))
+            ):  # more GPUs for the MoE layers than for attention: attention data parallel
+                why = "attention-DP or pipeline parallel"
+            if why:
+                skipped[f"aiconfigurator: {why}"] += 1
+                continue
+            precision = (row["precision"] or "bf16").lower()
+            model = AIC_MODELS[row["model_path"]]
+            model += "" if precision == "bf16" else f":{precision}"
+            source = dict(p.split("=", 1) for p in row["silicon_data_source"].split("; ")
+                          if "=" in p)  # fmt: skip
+            conc = int(_num(source.get("silicon_concurrency")) if
+                       "silicon_concurrency" in source else _num(row["batch_size"]))  # fmt: skip
+            tp = int(_num(row["tp_size"]) or 1)
+            name, policy = AIC_ENGINES[row["backend"]]
+            version = row["backend_version"] or "?"
+            ep = _num(row["moe_ep_size"])
+            runs.append(PublicRun(
+                key=row["id"], source="aiconfigurator", gpu=AIC_GPUS[row["system"]], model=model,
+                engine=f"{name} {version}", policy=policy, settings={"tensor_parallel": tp},
+                parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
+                isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,
+                measured_means={"ttft_s": float(row["silicon_ttft_ms"]) / 1000,
+                                "tpot_s": float(row["silicon_tpot_ms"]) / 1000},
+            ))  # fmt: skip
+    return runs
+
+
+def load_runs(path: str | Path | None = None) -> tuple[list[PublicRun], Counter]:
+    """Every public run found, marked fit or held out, and the count of rows skipped (why)."""
+    root = data_dir(path)
+    skipped: Counter = Counter()
+    runs = load_llmservingsim(root, skipped) + load_aiconfigurator(root, skipped)
+    return _mark(runs), skipped
+
+
+# ---- replay ------------------------------------------------------------------------------------
+
+
+def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
+                num_requests: int, start: str = "even", seed: int = 0) -> RunResult:  # fmt: skip
+    """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
+    one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
+
+    The clients start staggered, evenly over one request's estimated lifetime. Started together
+    they would stay in lockstep forever in a deterministic simulator (every wave prefilling in
+    the same step), which the measurements rule out: at concurrency 4 the measured TTFT is about
+    one prefill, not four. A real benchmark's ramp-up and jitter spread its clients out.
+    """
+    # Step by step: a finish sends the next request at once, which a run of decode steps taken
+    # at once (sim/fastforward.py) cannot foresee.
+    cluster = Cluster(config, step_by_step=True)
+    env, live = cluster.env, []
+    per_instance = max(1, concurrency // len(cluster.workers))
+    life = cluster.cost.prefill_s(isl) + osl * cluster.cost.decode_step_s(
+        per_instance, isl + osl // 2
+    )
+
+    def send() -> None:
+        spec = RequestSpec(len(live), env.now, isl, osl)
+        req = Request(spec)
+        live.append(req)
+        cluster.route(req)
+
+    def after_step(_worker) -> None:  # top up the clients whose request just finished
+        in_flight = sum(r.state not in (RequestState.FINISHED, RequestState.REJECTED)
+                        for r in live)  # fmt: skip
+        while in_flight < started[0] and len(live) < num_requests:
+            send()
+            in_flight += 1
+
+    started = [0]  # clients started so far
+
+    def starter():
+        n = min(concurrency, num_requests)
+        if start == "even":
+            times = [i * life / concurrency for i in range(n)]
+        elif start == "random":
+            times = sorted(np.random.default_rng(seed).uniform(0, life, n))
+        else:
+            times = [0.0] * n
+        for t in times:
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            started[0] += 1
+            send()
+
+    for w in cluster.workers:
+        w.on_step = after_step
+    env.process(starter())
+    env.run()
+    return cluster.recorder.result(live, cluster.meta(live))
+
+
+def closed_loop_size(concurrency: int, osl: int) -> tuple[int, int]:
+    """(requests to send, warm-up requests to leave out): three per client, the first one
+    warm-up (it starts on an idle or filling server)."""
+    return 3 * concurrency, concurrency
+
+
+def replay(run: PublicRun, profile_overrides: dict | None = None) -> pd.DataFrame:
+    """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count."""
+    config = run.config(profile_overrides)
+    if run.specs:
+        from sim.cluster import simulate
+
+        res = simulate(run.specs, config)
+        return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
+    n, warm = closed_loop_size(run.concurrency, run.osl)
+    res = closed_loop(config, run.isl, run.osl, run.concurrency, n)
+    req = res.requests.set_index("request_id")
+    return req.loc[req.index >= warm, ["ttft_s", "tpot_s", "e2e_s"]]
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+def signed_pct(predicted: float, measured: float) -> float:
+    """(predicted − measured) / measured, in percent: + means the simulator is slower."""
+    return 100.0 * (predicted - measured) / measured if measured > 0 else math.nan
+
+
+def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
+    """Mean and p90 errors (signed %) of TTFT, TPOT and E2E; for closed-loop runs only the means
+    exist (E2E taken as TTFT + (osl − 1)·TPOT on both sides)."""
+    out = {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
+           "engine": run.engine, "parallel": run.parallel, "kind": run.kind,
+           "fit": run.fit, "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl,
+           "requests": len(run.specs) or run.concurrency}  # fmt: skip
+    if run.specs:
+        meas = run.measured
+        for m in ("ttft_s", "tpot_s", "e2e_s"):
+            a, b = predicted[m].dropna(), meas[m].dropna()
+            out[f"{m[:-2]}_measured_mean"], out[f"{m[:-2]}_predicted_mean"] = b.mean(), a.mean()
+            out[f"{m[:-2]}_mean_err"] = signed_pct(a.mean(), b.mean())
+            out[f"{m[:-2]}_p90_err"] = signed_pct(np.percentile(a, 90), np.percentile(b, 90))
+    else:
+        latency = CLIENT_LATENCY_S.get(run.gpu, 0.0)
+        out["client_latency_s"] = latency
+        for m in ("ttft_s", "tpot_s"):
+            p, q = float(predicted[m].mean()), run.measured_means[m]
+            p += latency if m == "ttft_s" else 0.0
+            out[f"{m[:-2]}_measured_mean"], out[f"{m[:-2]}_predicted_mean"] = q, p
+            out[f"{m[:-2]}_mean_err"] = signed_pct(p, q)
+            out[f"{m[:-2]}_p90_err"] = math.nan
+        e2e = [run.measured_means["ttft_s"] + (run.osl - 1) * run.measured_means["tpot_s"],
+               out["ttft_predicted_mean"] + (run.osl - 1) * out["tpot_predicted_mean"]]  # fmt: skip
+        out["e2e_measured_mean"], out["e2e_predicted_mean"] = e2e
+        out["e2e_mean_err"] = signed_pct(e2e[1], e2e[0])
+        out["e2e_p90_err"] = math.nan
+    return out
+
+
+def score_failed(run: PublicRun) -> dict:
+    """The row of a run the simulator could not replay (its errors are NaN)."""
+    nan = math.nan
+    row = {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
+           "engine": run.engine, "parallel": run.parallel, "kind": run.kind, "fit": run.fit,
+           "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl}  # fmt: skip
+    for m in ("ttft", "tpot", "e2e"):
+        for k in ("measured_mean", "predicted_mean", "mean_err", "p90_err"):
+            row[f"{m}_{k}"] = nan
+    return row
+
+
+def select(runs: Iterable[PublicRun], gpu: str | None = None, fit: bool | None = None,
+           max_osl: int | None = None) -> list[PublicRun]:  # fmt: skip
+    """Filter runs by GPU, fit/held-out and output length (long outputs cost the most)."""
+    return [r for r in runs if (gpu is None or r.gpu == gpu) and (fit is None or r.fit == fit)
+            and (max_osl is None or r.osl <= max_osl)]  # fmt: skip

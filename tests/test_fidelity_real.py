@@ -1,0 +1,121 @@
+"""The public-run fidelity harness (bench/) and the figures that show its report (ui/).
+
+The public runs themselves are not in the project: these tests build two tiny runs in their
+formats (an LLMServingSim folder, an aiconfigurator CSV row) and check that they load, replay,
+score and summarise, and that the report's figures draw. With the real data present
+(../shared/data/fidelity), one test also replays one real run of each source.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_fidelity_real as bench  # noqa: E402
+import fidelity_runs as fr  # noqa: E402
+
+from ui.charts_fidelity import fidelity_scatter, fidelity_table  # noqa: E402
+
+AIC_FIELDS = ["id", "silicon_data_source", "backend", "backend_version", "model_path", "system",
+              "precision", "mode", "isl", "osl", "gemm_quant_mode", "moe_quant_mode",
+              "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
+              "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]  # fmt: skip
+
+
+def _fake_data(root: Path) -> Path:
+    """One LLMServingSim-style trace and three aiconfigurator-style rows, made up."""
+    folder = root / "llmservingsim" / "RTXPRO6000" / "Llama-3.1-8B"
+    folder.mkdir(parents=True)
+    meta = {"model": "meta-llama/Llama-3.1-8B", "vllm_version": "0.19.0",
+            "engine_kwargs": {"tensor_parallel_size": 1, "data_parallel_size": 1,
+                              "max_num_seqs": 16, "max_num_batched_tokens": 2048,
+                              "dtype": "bfloat16"}}  # fmt: skip
+    (folder / "meta.json").write_text(json.dumps(meta))
+    lines = []
+    for i in range(12):
+        q = 100.0 + 0.2 * i
+        lines.append(json.dumps({"request_id": f"r{i}", "input_toks": 300 + 10 * i,
+                                 "output_toks": 40, "queued_ts": q, "first_token_ts": q + 0.05,
+                                 "last_token_ts": q + 0.05 + 39 * 0.02}))  # fmt: skip
+    (folder / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    aic = root / "aiconfigurator"
+    aic.mkdir()
+    with (aic / "silicon_sample.csv").open("w", newline="") as f:
+        out = csv.DictWriter(f, AIC_FIELDS)
+        out.writeheader()
+        base = {"backend": "vllm", "backend_version": "0.12.0", "model_path": "Qwen/Qwen3-32B",
+                "system": "h100_sxm", "precision": "", "mode": "agg", "isl": "512", "osl": "64",
+                "gemm_quant_mode": "", "moe_quant_mode": "", "tp_size": "2", "pp_size": "1",
+                "attention_dp_size": "", "moe_tp_size": "1", "moe_ep_size": "1",
+                "silicon_ttft_ms": "120", "silicon_tpot_ms": "20"}  # fmt: skip
+        out.writerow({**base, "id": "a", "batch_size": "4",
+                      "silicon_data_source": "x=1; silicon_concurrency=4"})  # fmt: skip
+        out.writerow({**base, "id": "b", "batch_size": "8", "silicon_data_source": "y"})
+        out.writerow({**base, "id": "c", "batch_size": "8", "silicon_data_source": "y",
+                      "backend": "trtllm"})  # fmt: skip
+    return root
+
+
+def test_missing_data_says_where_to_get_it(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="LLMServingSim"):
+        fr.data_dir(tmp_path / "nothing")
+
+
+def test_loads_replays_scores_and_summarises(tmp_path: Path) -> None:
+    runs, skipped = fr.load_runs(_fake_data(tmp_path))
+    assert skipped == {"aiconfigurator: engine trtllm": 1}
+    trace = next(r for r in runs if r.kind == "trace")
+    closed = [r for r in runs if r.kind == "closed-loop"]
+    assert trace.fit and trace.gpu == "RTX-PRO-6000" and len(trace.specs) == 12
+    assert trace.specs[3].arrival_s == pytest.approx(0.6)
+    assert trace.measured.loc[0, "tpot_s"] == pytest.approx(0.02)
+    assert sorted(r.concurrency for r in closed) == [4, 8]  # from the source, else batch_size
+    assert all(r.fit for r in closed)  # H100: the Qwen3-32B vLLM runs fit its profile
+    scores = bench.score_runs(runs)
+    assert set(scores["kind"]) == {"trace", "closed-loop"}
+    row = scores[scores["kind"] == "trace"].iloc[0]
+    assert row["ttft_mean_err"] == pytest.approx(
+        100 * (row["ttft_predicted_mean"] / row["ttft_measured_mean"] - 1)
+    )
+    assert not scores[["ttft_mean_err", "tpot_mean_err", "e2e_mean_err"]].isna().any().any()
+    summary = bench.summarize(scores)
+    assert list(summary["runs"]) and summary["runs"].sum() == 3
+    report = bench.report_json(scores, summary, skipped, 1.0)
+    json.dumps(report)  # plain JSON: no NaN, no numpy types the app could not read back
+    table = fidelity_table("H100-SXM", "en", report)
+    assert len(table) == 1 and table.iloc[0]["runs"] == 2
+    assert len(fidelity_table("L4", "ko", report)) == 2  # no runs on L4: every GPU's rows
+    fig = fidelity_scatter("H100-SXM", "ko", report)
+    assert any(tr.name and "Qwen3-32B" in tr.name for tr in fig.data)
+
+
+def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8)
+    res = fr.closed_loop(run.config(), run.isl, run.osl, 8, 24)
+    req = res.requests.sort_values("arrival_s")
+    # Never more than 8 in flight: each arrival finds at most 7 others unfinished.
+    for _, r in req.iterrows():
+        busy = ((req["arrival_s"] <= r["arrival_s"]) & (req["finish_s"] > r["arrival_s"])).sum()
+        assert busy <= 8
+    assert len(req) == 24 and (req["finish_s"] > 0).all()
+    # Clients start spread over one request's life, not all at once.
+    assert req["arrival_s"].iloc[:8].is_monotonic_increasing
+    assert req["arrival_s"].iloc[1] > 0
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "fidelity").is_dir(),
+                    reason="public runs not present")  # fmt: skip
+def test_real_runs_replay() -> None:
+    runs, _ = fr.load_runs()
+    some = [next(r for r in runs if r.kind == "trace"),
+            next(r for r in runs if r.kind == "closed-loop" and r.osl <= 1024)]  # fmt: skip
+    for row in bench.score_runs(some).itertuples():
+        assert abs(row.tpot_mean_err) < 100

@@ -1,0 +1,126 @@
+"""How far to trust a number: the simulator's errors against public measurements of real servers.
+
+Notable features
+- Reads `assets/fidelity/report.json`, which `bench/bench_fidelity_real.py` writes: per-run
+  measured and simulated means (TTFT, TPOT, E2E) of every public vLLM / SGLang run the
+  simulator could replay, each marked fit (its GPU's profile was fitted on it) or held out,
+  and a summary per GPU, model and engine. No raw measurements, only these aggregates.
+- `fidelity_table(gpu, lang)`: the summary rows of one GPU (all GPUs when it has no runs),
+  signed mean errors (+ = the simulator is slower than the real server) and mean |errors|.
+- `fidelity_scatter(gpu, lang)`: predicted against measured mean TTFT and TPOT, one point per
+  run, on log axes with the y = x diagonal and a ±25% band; fit runs hollow, held-out runs
+  filled, one colour per model.
+- Pure builders: the report (a dict) can be passed in; by default the shipped file is read once.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ui.charts_base import INK, SERIES_COLORS, styled
+from ui.i18n import t
+
+REPORT_PATH = Path(__file__).resolve().parents[1] / "assets" / "fidelity" / "report.json"
+BAND = 0.25  # the shaded band: within ±25% of the measurement
+
+
+@cache
+def _load(path: str) -> dict | None:
+    p = Path(path)
+    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+
+def load_report(path: str | Path = REPORT_PATH) -> dict | None:
+    """The fidelity report, or None when bench/bench_fidelity_real.py has not written one."""
+    return _load(str(path))
+
+
+def _role(fit: bool, lang: str) -> str:
+    """What a run was used for: fitting the profile, or held out to validate it."""
+    return t("charts.fid.fit", lang) if fit else t("charts.fid.held_out", lang)
+
+
+def _gpu_rows(rows: list[dict], gpu: str | None) -> list[dict]:
+    """Rows of `gpu`, or every row when it has none (a GPU without public runs)."""
+    mine = [r for r in rows if r.get("gpu") == gpu]
+    return mine or rows
+
+
+def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd.DataFrame:
+    """One row per GPU, model, engine and fit/held-out: runs and signed / absolute % errors."""
+    report = report if report is not None else load_report()
+    if not report:
+        return pd.DataFrame()
+    rows = []
+    for r in _gpu_rows(report["summary"], gpu):
+        rows.append({
+            t("charts.fid.col.gpu", lang): r["gpu"],
+            t("charts.fid.col.model", lang): r["model"],
+            t("charts.fid.col.engine", lang): r["engine"],
+            t("charts.fid.col.set", lang): _role(r["fit"], lang),
+            t("charts.fid.col.runs", lang): r["runs"],
+            t("charts.fid.col.ttft_bias", lang): r["ttft_bias"],
+            t("charts.fid.col.ttft_abs", lang): r["ttft_mape"],
+            t("charts.fid.col.tpot_bias", lang): r["tpot_bias"],
+            t("charts.fid.col.tpot_abs", lang): r["tpot_mape"],
+            t("charts.fid.col.end_bias", lang): r["e2e_bias"],
+            t("charts.fid.col.end_abs", lang): r["e2e_mape"],
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> go.Figure:
+    """Simulated vs measured mean TTFT (s) and TPOT (ms), one point per public run."""
+    report = report if report is not None else load_report()
+    runs = _gpu_rows(report["runs"] if report else [], gpu)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=(t("charts.fid.scatter.ttft", lang),
+                                        t("charts.fid.scatter.tpot", lang)))  # fmt: skip
+    models = sorted({r["model"] for r in runs})
+    colour = {m: SERIES_COLORS[i % len(SERIES_COLORS)] for i, m in enumerate(models)}
+    for col, metric, scale in ((1, "ttft", 1.0), (2, "tpot", 1000.0)):
+        pts = [r for r in runs if r.get(f"{metric}_measured_mean") and
+               r.get(f"{metric}_predicted_mean")]  # fmt: skip
+        if not pts:
+            continue
+        values = [r[f"{metric}_{k}_mean"] * scale for r in pts for k in ("measured", "predicted")]
+        lo, hi = min(values) / 1.5, max(values) * 1.5
+        diag = np.geomspace(lo, hi, 2)
+        for factor, dash in ((1 + BAND, "dot"), (1 - BAND, "dot"), (1.0, "solid")):
+            fig.add_trace(go.Scatter(x=diag, y=diag * factor, mode="lines", hoverinfo="skip",
+                                     line={"color": INK, "width": 1, "dash": dash},
+                                     showlegend=False), row=1, col=col)  # fmt: skip
+        for model in models:
+            for fit in (False, True):
+                sel = [r for r in pts if r["model"] == model and bool(r["fit"]) == fit]
+                if not sel:
+                    continue
+                label = f"{model} ({_role(fit, lang)})"
+                fig.add_trace(go.Scatter(
+                    x=[r[f"{metric}_measured_mean"] * scale for r in sel],
+                    y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
+                    mode="markers", name=label, legendgroup=label, showlegend=col == 1,
+                    marker={"color": "white" if fit else colour[model], "size": 8,
+                            "line": {"color": colour[model], "width": 1.5}},
+                    text=[f"{r['gpu']} {r['engine']} {r['parallel']}"
+                          + (f", {r['isl']}→{r['osl']} tok, c={r['concurrency']}"
+                             if r.get("concurrency") else "") for r in sel],
+                    hovertemplate="%{text}<br>" + t("charts.fid.hover", lang)
+                    + "<extra></extra>",
+                ), row=1, col=col)  # fmt: skip
+        unit = t("charts.fid.axis.s" if metric == "ttft" else "charts.fid.axis.ms", lang)
+        fig.update_xaxes(type="log", title_text=t("charts.fid.axis.measured", lang, unit=unit),
+                         row=1, col=col)  # fmt: skip
+        fig.update_yaxes(type="log", title_text=t("charts.fid.axis.predicted", lang, unit=unit),
+                         row=1, col=col)  # fmt: skip
+    title = t("charts.fid.scatter.title", lang, gpu=gpu or "")
+    if not runs:
+        title = t("charts.fid.missing", lang)
+    return styled(fig, title, height=520)
