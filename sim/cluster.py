@@ -31,7 +31,7 @@ from sim.fastforward import Environment, start_run
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens, kv_transfer_s
 from sim.kv import KVCache
 from sim.policies import make_policy
-from sim.prefix_cache import PrefixCachingKV
+from sim.prefix_cache import PrefixCachingKV, sharing
 from sim.profiles import resolve_profile
 from sim.recorder import TraceRecorder
 from sim.request import Request, RequestSpec, RequestState
@@ -413,6 +413,11 @@ def simulate(
     """
     config = config or SimConfig()
     cluster = Cluster(config, cost_model, clock, step_by_step)
+    caches = [w.engine.kv for w in cluster.workers if w.engine.kv.caching]
+    if caches:  # the workload is known: blocks nobody else holds need no name in the cache
+        shareable = sharing(requests, config.engine.block_size)
+        for kv in caches:
+            kv.shareable = shareable
     live: list[Request] = []
     cluster.env.process(cluster.client(list(requests), live))
     cluster.env.run()

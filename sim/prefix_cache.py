@@ -42,9 +42,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from itertools import repeat
 
 from sim.kv import KVCache
-from sim.request import Request
+from sim.request import HASH_BLOCK, Request
 
 
 class PrefixCachingKV(KVCache):
@@ -67,9 +68,12 @@ class PrefixCachingKV(KVCache):
         self._more: dict[int, list[int]] = {}
         # The free queue, front first: `_uncached` blocks holding nothing findable, then the
         # cached free blocks from least to most recently freed: -n for a run of n anonymous
-        # blocks, id + generation * num_blocks for a keyed block.
+        # blocks, a list of id + generation * num_blocks for keyed blocks freed together.
         self._uncached = n
-        self._queue: deque[int] = deque()
+        self._queue: deque[int | list[int]] = deque()
+        # request id -> how many of its first blocks other requests may also hold (from the
+        # whole workload, `sharing`); without it, every prefix-group or hash block may be.
+        self.shareable: dict[int, int] | None = None
 
     # ---- the block pool (vllm/v1/core/block_pool.py) ----------------------------------------
 
@@ -79,10 +83,10 @@ class PrefixCachingKV(KVCache):
         plain = min(self._uncached, count)
         self._uncached -= plain
         count -= plain
-        queue, n = self._queue, self.num_blocks
+        queue, n, ref, gens = self._queue, self.num_blocks, self.ref, self.gen
         while count:
             entry = queue[0]
-            if entry < 0:  # a run of anonymous cached blocks
+            if isinstance(entry, int):  # a run of anonymous cached blocks (-length)
                 if -entry <= count:
                     queue.popleft()
                     count += entry
@@ -90,12 +94,27 @@ class PrefixCachingKV(KVCache):
                     queue[0] = entry + count
                     count = 0
                 continue
-            queue.popleft()
-            gen, b = divmod(entry, n)
-            if self.ref[b] or self.gen[b] != gen:
-                continue  # a hit took it off the queue since (or it re-entered further back)
-            self._evict(b)  # _maybe_evict_cached_block
-            count -= 1
+            # Keyed blocks freed together, oldest first. An entry whose block a hit took off
+            # the queue since (or that re-entered further back) is stale and counts for nothing.
+            head = entry[:count]
+            if len(entry) > count:
+                queue[0] = entry[count:]
+            else:
+                queue.popleft()
+            taken = [e % n for e in head if not ref[e % n] and gens[e % n] == e // n]
+            count -= len(taken)
+            self._evict_many(taken)  # _maybe_evict_cached_block
+
+    def _evict_many(self, blocks: list[int]) -> None:
+        key = self.key
+        keys = [key[b] for b in blocks]
+        if self._more and not self._more.keys().isdisjoint(keys):
+            for b in blocks:  # a key with a second copy: one at a time
+                self._evict(b)
+            return
+        _drain(map(self.cached.__delitem__, keys))  # each was its key's only copy
+        _drain(map(key.__setitem__, blocks, repeat(None)))
+        self._spare_ids.extend(blocks)
 
     def _evict(self, b: int) -> None:
         k = self.key[b]
@@ -130,9 +149,25 @@ class PrefixCachingKV(KVCache):
             self.cached[key] = b
         return b
 
-    def _queue_keyed(self, b: int) -> None:
-        self.gen[b] += 1
-        self._queue.append(b + self.gen[b] * self.num_blocks)
+    def _register_many(self, keys: list[int], ref: int) -> list[int]:
+        """`_register` for each key, in order."""
+        spare = self._spare_ids
+        if len(keys) < 8 or not self.cached.keys().isdisjoint(keys):
+            return [self._register(k, ref) for k in keys]
+        ids = spare[: -len(keys) - 1 : -1]  # what popping them one by one gives
+        del spare[-len(keys) :]
+        _drain(map(self.key.__setitem__, ids, keys))
+        _drain(map(self.ref.__setitem__, ids, repeat(ref)))
+        self.cached.update(zip(keys, ids, strict=True))
+        return ids
+
+    def _queue_keyed(self, blocks: list[int]) -> None:
+        """Keyed blocks nobody holds now join the end of the free queue, in this order."""
+        if blocks:
+            gen, n = self.gen, self.num_blocks
+            stamps = [gen[b] + 1 for b in blocks]
+            _drain(map(gen.__setitem__, blocks, stamps))
+            self._queue.append([b + g * n for b, g in zip(blocks, stamps, strict=True)])
 
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
@@ -143,10 +178,14 @@ class PrefixCachingKV(KVCache):
             return
         # Blocks others can hit (shared prefix, hash blocks) get their keys now; the request's
         # own blocks after them are only counted (see the module docstring).
-        shared = min(full, req.spec.shared_blocks(bs))
-        if shared > start:
-            keys = self._keys(req, shared)
-            req.block_ids += [self._register(keys[i], 1) for i in range(start, shared)]
+        spec = req.spec
+        if spec.hash_ids or spec.prefix_tokens:
+            if self.shareable is None:
+                shared = min(full, spec.shared_blocks(bs))
+            else:
+                shared = min(full, self.shareable.get(req.request_id, 0))
+            if shared > start:
+                req.block_ids += self._register_many(self._keys(req, shared)[start:shared], 1)
         req.num_cached_blocks = full
 
     def _keys(self, req: Request, stop: int) -> list[int]:
@@ -248,17 +287,52 @@ class PrefixCachingKV(KVCache):
             if gone:
                 self._queue.append(keyed - cached)
             else:
-                keys = self._keys(req, cached)
-                for i in range(cached - 1, keyed - 1, -1):
-                    self._queue_keyed(self._register(keys[i], 0))
-        ref = self.ref
-        for b in reversed(req.block_ids):
-            ref[b] -= 1
-            if ref[b] == 0:
-                self._queue_keyed(b)
-                freed += 1
+                own = self._keys(req, cached)[keyed:cached][::-1]
+                self._queue_keyed(self._register_many(own, 0))
+        ids = req.block_ids[::-1]
+        if ids:
+            ref = self.ref
+            left = [ref[b] - 1 for b in ids]
+            _drain(map(ref.__setitem__, ids, left))
+            back = [b for b, r in zip(ids, left, strict=True) if r == 0]  # nobody holds them
+            self._queue_keyed(back)
+            freed += len(back)
         self.free_blocks += freed
         req.block_ids = []
         req.blocks = 0
         req.num_cached_blocks = 0
         req.cache_keys = None
+
+
+def _drain(iterator) -> None:
+    """Run an iterator (a `map` doing the work) to its end, in C."""
+    deque(iterator, maxlen=0)
+
+
+def sharing(specs, block_size: int) -> dict[int, int]:
+    """request id -> its first blocks whose keys another request of `specs` has too.
+
+    A block whose key no other request has can only be hit by its own request, after a
+    preemption, like its own tokens: the cache need not name it (see the module docstring).
+    Mooncake traces hash most of each prompt into ids no other request shares; a prefix group
+    of one member shares nothing. Blocks up to the last shared key are named (exact either way).
+    """
+    from collections import Counter
+
+    hash_use = Counter(h for s in specs for h in set(s.hash_ids))
+    group_use = Counter(s.prefix_group for s in specs if s.prefix_tokens)
+    out = {}
+    for s in specs:
+        blocks = 0
+        if s.hash_ids:
+            shared = [p for p, h in enumerate(s.hash_ids) if hash_use[h] > 1]
+            if shared:
+                end = min(
+                    s.prompt_tokens, len(s.hash_ids) * HASH_BLOCK, (shared[-1] + 1) * HASH_BLOCK
+                )
+                blocks = end // block_size
+        if s.prefix_tokens and group_use[s.prefix_group] > 1:
+            blocks = max(blocks, s.prefix_tokens // block_size)
+        if blocks:
+            out[s.request_id] = blocks
+    return out

@@ -87,9 +87,13 @@ class RequestSpec:
         if self.hash_ids:  # blocks ending inside the hashed part of the prompt
             hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
             m_end = max(start, min(stop, hashed))
-            ids = self.hash_ids
-            keys = [pack_key(KEY_HASHED, ids[((i + 1) * block_size - 1) // HASH_BLOCK], i)
-                    for i in range(start, m_end)]  # fmt: skip
+            i = start
+            while i < m_end:  # one hash id covers the blocks ending in its 512 tokens
+                h = ((i + 1) * block_size - 1) // HASH_BLOCK
+                last = min(m_end, ((h + 1) * HASH_BLOCK) // block_size)  # blocks ending in h
+                base = pack_key(KEY_HASHED, self.hash_ids[h], 0)
+                keys += range(base + (i << 2), base + (last << 2), 4)
+                i = last
         g_end = max(m_end, min(stop, self.prefix_tokens // block_size))
         if g_end > m_end:
             base = pack_key(KEY_GROUP, _group_id(self.prefix_group), 0)
