@@ -185,3 +185,19 @@ def azure_conv_300():
     # Three times the real rate, so that requests queue, preempt and share steps.
     return [RequestSpec(r.request_id, (r.arrival_s - t0) / 3, r.prompt_tokens, r.output_tokens)
             for r in requests]  # fmt: skip
+
+
+def test_the_run_budget_counts_fast_forwarded_steps():
+    """A hosted run's step cap (sim/budget.py) still holds when decode steps go by in runs."""
+    from sim.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
+    from sim.cluster import fast_forward_ok
+
+    specs = [RequestSpec(i, 0.0, 100, 400) for i in range(4)]
+    assert fast_forward_ok(BudgetClock(Budget()))
+    with pytest.raises(BudgetExceeded):
+        simulate_within(specs, SimConfig(), Budget(max_steps=300))
+    budget = Budget(max_steps=1000)
+    clock = BudgetClock(budget)
+    run = simulate_within(specs, SimConfig(), budget, clock)
+    assert clock.steps == len(run.steps) == 400  # colocated: no run is cut short
+    assert_same_run(run, simulate(specs, SimConfig(), step_by_step=True))
