@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import plotly.io as pio
+from aio import run_async
 
 from ui import warmup
 from ui.widgets import _prebuilt, fingerprint, plain
@@ -41,14 +42,12 @@ def test_warmup_stays_off_without_a_real_server(monkeypatch):
 def test_a_fresh_server_warms_every_lesson_and_then_serves_a_class_quickly():
     """A real server: after the first visit its warm-up caches each lesson's default view, so
     30 sessions opening lessons together are served from the caches (websocket, no browser)."""
-    import asyncio
-
     sys.path.insert(0, str(__import__("conftest").ROOT / "bench"))
     from bench_load import LESSONS, cpu_s, start_server, stop_server, ws_load
 
     proc, url = start_server()
     try:
-        asyncio.run(warmup.visit(url, "home"))
+        run_async(warmup.visit(url, "home"))
         deadline = time.time() + 120
         while time.time() < deadline:  # the warm-up visits 18 views; wait until they are done
             before = cpu_s(proc.pid)
@@ -57,7 +56,7 @@ def test_a_fresh_server_warms_every_lesson_and_then_serves_a_class_quickly():
                 break
         cpu0 = cpu_s(proc.pid)
         pages = [LESSONS[i % len(LESSONS)] for i in range(30)]
-        seconds = asyncio.run(ws_load(url, pages, 60.0, []))
+        seconds = run_async(ws_load(url, pages, 60.0, []))
         used = cpu_s(proc.pid) - cpu0
     finally:
         stop_server(proc)

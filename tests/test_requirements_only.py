@@ -20,6 +20,7 @@ import time
 import urllib.request
 
 import pytest
+from aio import run_async
 from conftest import ROOT
 
 VENV = ROOT / ".venv-app-only"
@@ -92,12 +93,12 @@ def test_the_app_starts_and_every_page_renders_with_requirements_txt_alone():
         else:
             pytest.fail("streamlit did not start with requirements.txt alone")
         for page in PAGES:
-            elements = asyncio.run(page_elements(url, page))
+            elements = run_async(page_elements(url, page))
             kinds = [e.WhichOneof("type") for e in elements]
             assert "exception" not in kinds, (page, [e.exception.message for e in elements
                                                      if e.WhichOneof("type") == "exception"])
             assert "heading" in kinds, (page, kinds)  # the page's title: it rendered
-        live = asyncio.run(page_elements(url, "live"))
+        live = run_async(page_elements(url, "live"))
         texts = " ".join(e.alert.body for e in live if e.WhichOneof("type") == "alert")
         assert "RECORDED" in texts  # the recorded runs, labelled as such
         assert sum(e.WhichOneof("type") == "plotly_chart" for e in live) >= 1

@@ -54,7 +54,10 @@ def app_url():
     proc.wait(10)
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API keeps an asyncio loop running in the main
+# thread while the browser is open, and every later test calling asyncio.run() (live replay, the
+# websocket load tests) would fail with "cannot be called from a running event loop".
+@pytest.fixture(scope="package")
 def browser():
     exe = chromium_path()
     if not exe:
