@@ -31,9 +31,9 @@ import pandas as pd
 from sim.cluster import SimulatedClock, simulate
 from sim.config import SimConfig
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
-from sim.metrics import attainment, percentiles
+from sim.parallel import map_points
 from sim.request import RequestSpec
-from sim.sweep import requests_at_rate
+from sim.sweep import requests_at_rate, sweep_row
 from sim.trace import RunResult
 
 ENV_PREFIX = "PDLAB_"  # PDLAB_MAX_REQUESTS, PDLAB_MAX_STEPS, ...
@@ -48,6 +48,7 @@ class Budget:
     max_seconds: float = 10.0  # CPU seconds per run (a sweep: for all its runs together)
     max_workers: int = 16  # instances, or P + D workers
     max_kv_blocks: int = 2_000_000  # KV blocks over all workers (~128 MB of bookkeeping)
+    sweep_jobs: int = 2  # processes one goodput sweep may use at once (its points in parallel)
     # The Live page, where one run at a time holds the real model (and a lock) for everyone:
     live_steps: int = 400  # engine steps per policy (its workloads take <= 170; 1,326 with a
     #                        token budget of 1 token per step)
@@ -184,24 +185,25 @@ def simulate_within(requests: Sequence[RequestSpec], config: SimConfig, budget: 
 
 def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Budget,
                  target: float = 0.9,
-                 progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:  # fmt: skip
+                 progress: Callable[[int, int], None] | None = None,
+                 jobs: int = 1) -> pd.DataFrame:  # fmt: skip
     """`sim.sweep.sweep_rates` (same table) with every run under `budget`, and the whole sweep
-    within `budget.max_seconds` of CPU time."""
-    ttft, tpot = config.slo.ttft_slo_s, config.slo.tpot_slo_s
+    within `budget.max_seconds` of CPU time. With `jobs` > 1 the rates run in that many
+    processes (sim/parallel.py), each point within `budget.max_seconds` of its own CPU time."""
+    if jobs != 1:
+        items = [(workload, config, rate, target, budget) for rate in rates]
+        return pd.DataFrame(map_points(_point_within, items, jobs, progress=progress))
     deadline = time.thread_time() + budget.max_seconds
     rows = []
     for i, rate in enumerate(rates):
-        run = simulate_within(requests_at_rate(workload, rate), config, budget,
-                              BudgetClock(budget, deadline))  # fmt: skip
-        q = run.requests
-        rows.append({
-            "rate_per_s": rate,
-            "attainment": attainment(q, ttft, tpot),
-            "ttft_p90_s": percentiles(q.ttft_s, (90,))["p90"],
-            "tpot_p90_s": percentiles(q.tpot_s, (90,))["p90"],
-            "num_gpus": run.meta["num_gpus"],
-            "meets_target": attainment(q, ttft, tpot) >= target,
-        })  # fmt: skip
+        rows.append(_point_within(workload, config, rate, target, budget, deadline))
         if progress is not None:
             progress(i + 1, len(rates))
     return pd.DataFrame(rows)
+
+
+def _point_within(workload, config: SimConfig, rate: float, target: float, budget: Budget,
+                  deadline: float | None = None) -> dict:  # fmt: skip
+    run = simulate_within(requests_at_rate(workload, rate), config, budget,
+                          BudgetClock(budget, deadline))  # fmt: skip
+    return sweep_row(run, config, rate, target)

@@ -7,6 +7,7 @@
     python -m sim run --workload FILE.csv ...        (this project's CSV or the Azure trace's)
     python -m sim compare --scenario NAME [--set key=value ...]
     python -m sim sweep (--scenario NAME | --workload FILE.csv) --rate A:B:STEP [--slo NAME]
+                        [--jobs N] [--backend processes|ray] [--address RAY_ADDRESS]
 
 Errors print ONE line on stderr naming what to change, and exit with code 2.
 """
@@ -25,6 +26,7 @@ from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.export import to_json_dict, write_outputs
 from sim.hardware import GPUS, MODELS
 from sim.metrics import compare_tokens_in_window, summarize
+from sim.parallel import BACKENDS
 from sim.policies import POLICIES, get_policy_class, make_policy
 from sim.scenarios import SCENARIOS, get_scenario
 from sim.slo import SLO_PRESETS, get_slo
@@ -203,7 +205,8 @@ def cmd_sweep(args) -> None:
     if args.slo:
         slo = get_slo(args.slo)
         config = with_overrides(config, {"ttft_slo_s": slo.ttft_s, "tpot_slo_s": slo.tpot_s})
-    table = sweep_rates(workload, config, rates)
+    table = sweep_rates(workload, config, rates, jobs=args.jobs, backend=args.backend,
+                        address=args.address)
     print(f"SLO: TTFT <= {config.slo.ttft_slo_s:g} s and TPOT <= {config.slo.tpot_slo_s:g} s")
     _print_table(table.set_index("rate_per_s"), limit=200)
     g = goodput_of(table)
@@ -246,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "sweep":
             p.add_argument("--rate", required=True, help="arrival rates A:B:STEP (req/s)")
             p.add_argument("--slo", help=f"an SLO preset: {', '.join(SLO_PRESETS)}")
+            p.add_argument("--jobs", type=int, default=1,
+                           help="run the rates in N processes (0: one per core; same table)")
+            p.add_argument("--backend", choices=BACKENDS, default="processes",
+                           help="where the points run: local processes, or a Ray cluster")
+            p.add_argument("--address", help="the Ray cluster's address (--backend ray; "
+                           "default: the one `ray start` runs here)")  # fmt: skip
     return parser
 
 

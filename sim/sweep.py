@@ -8,6 +8,7 @@ Notable features
   BOTH the TTFT and the TPOT target) is at least 90%, with every lower rate passing too; per GPU
   it is divided by the GPUs the topology uses.
 - `progress(done, total)` is called after each point, for a progress bar.
+- Points run side by side with `jobs` (local processes) or on a Ray cluster (sim/parallel.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 from sim.cluster import simulate
 from sim.config import SimConfig
 from sim.metrics import attainment, goodput, goodput_per_gpu, percentiles
+from sim.parallel import map_points
 from sim.request import RequestSpec
 from sim.workload import WorkloadConfig, generate, scale_to_rate, with_rate
 
@@ -50,29 +52,42 @@ def requests_at_rate(workload: Workload, rate_per_s: float) -> list[RequestSpec]
     return scale_to_rate(list(workload), rate_per_s)
 
 
+def sweep_point(workload: Workload, config: SimConfig, rate: float, target: float) -> dict:
+    """One row of a sweep: attainment and latency percentiles at one arrival rate."""
+    return sweep_row(simulate(requests_at_rate(workload, rate), config), config, rate, target)
+
+
+def sweep_row(run, config: SimConfig, rate: float, target: float) -> dict:
+    """The sweep table's row for `run`, the workload replayed at `rate`."""
+    ttft, tpot = config.slo.ttft_slo_s, config.slo.tpot_slo_s
+    q = run.requests
+    return {
+        "rate_per_s": rate,
+        "attainment": attainment(q, ttft, tpot),
+        "ttft_p90_s": percentiles(q.ttft_s, (90,))["p90"],
+        "tpot_p90_s": percentiles(q.tpot_s, (90,))["p90"],
+        "num_gpus": run.meta["num_gpus"],
+        "meets_target": attainment(q, ttft, tpot) >= target,
+    }
+
+
 def sweep_rates(
     workload: Workload,
     config: SimConfig,
     rates: Sequence[float],
     target: float = 0.9,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+    backend: str = "processes",
+    address: str | None = None,
 ) -> pd.DataFrame:
-    """One row per rate: attainment and latency percentiles at that arrival rate."""
-    ttft, tpot = config.slo.ttft_slo_s, config.slo.tpot_slo_s
-    rows = []
-    for i, rate in enumerate(rates):
-        run = simulate(requests_at_rate(workload, rate), config)
-        q = run.requests
-        rows.append({
-            "rate_per_s": rate,
-            "attainment": attainment(q, ttft, tpot),
-            "ttft_p90_s": percentiles(q.ttft_s, (90,))["p90"],
-            "tpot_p90_s": percentiles(q.tpot_s, (90,))["p90"],
-            "num_gpus": run.meta["num_gpus"],
-            "meets_target": attainment(q, ttft, tpot) >= target,
-        })  # fmt: skip
-        if progress is not None:
-            progress(i + 1, len(rates))
+    """One row per rate: attainment and latency percentiles at that arrival rate.
+
+    The points are independent: `jobs` > 1 runs them in that many processes (0: one per core),
+    `backend="ray"` on a Ray cluster (sim/parallel.py); the table is the same as one by one.
+    """
+    items = [(workload, config, rate, target) for rate in rates]
+    rows = map_points(sweep_point, items, jobs, backend, address, progress)
     return pd.DataFrame(rows)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 import pickle
 from collections.abc import Callable, Sequence
 
@@ -319,7 +320,9 @@ def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfi
     from sim.budget import sweep_within
 
     try:
-        return sweep_within(workload, config, list(rates), limits())
+        budget = limits()  # the rates run side by side, in up to sweep_jobs processes
+        jobs = min(budget.sweep_jobs, len(os.sched_getaffinity(0)))
+        return sweep_within(workload, config, list(rates), budget, jobs=jobs)
     except BudgetExceeded as err:
         return budget_message(err)
     except ValueError as err:
