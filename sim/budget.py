@@ -156,11 +156,10 @@ class BudgetClock(SimulatedClock):
         self._count(1)
         return super().step_timing(worker, batch)
 
-    def decode_run(self, worker, steps: int) -> int:
+    def decode_run(self, worker, steps: int) -> None:
         """A run of decode steps taken at once (sim/fastforward.py) counts as that many steps
-        (a run cut short by an arrival elsewhere is counted whole: a little early, never late)."""
+        (counted when it ends: a run may pass max_steps by its own length before it raises)."""
         self._count(steps)
-        return steps
 
     def _count(self, steps: int) -> None:
         before = self.steps

@@ -65,10 +65,9 @@ class SimulatedClock:
     def after_step(self, worker: Worker, batch) -> None:
         """Nothing to clean up in a simulation."""
 
-    def decode_run(self, worker: Worker, steps: int) -> int:
-        """A run of `steps` decode-only steps is about to be taken at once (sim/fastforward.py):
-        how many of them to take. A clock that counts or limits steps overrides this."""
-        return steps
+    def decode_run(self, worker: Worker, steps: int) -> None:
+        """A run of `steps` decode-only steps was just taken at once (sim/fastforward.py). A
+        clock that counts steps (a run budget) overrides this."""
 
 
 def fast_forward_ok(clock) -> bool:

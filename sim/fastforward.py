@@ -195,9 +195,6 @@ class DecodeRun:
             k = min(k, int(times[:k].searchsorted(limit_s)))
             if k < 2:
                 return 0
-        k = worker.clock.decode_run(worker, k)  # a budget may count (or refuse) the steps
-        if k < 2:
-            return 0
         self.k = k
         self.times = times[: k + 1]
         self.active = active[:k]
@@ -247,6 +244,7 @@ class DecodeRun:
         """The run's last step ended: apply everything and write its steps into the trace."""
         self._advance(self.k, self.k)
         k, engine = self.k, self.engine
+        self.worker.clock.decode_run(self.worker, k)  # a budget counts them
         kv = engine.kv
         # KV in use after each step: the blocks taken so far minus those finishes freed. The
         # last row reads the cache itself: a touch (a P->D reservation) may have taken blocks
