@@ -136,20 +136,17 @@ async def ws_visit(url: str, page: str, start: asyncio.Event, timeout_s: float,
     """A visitor without a browser: Streamlit's own websocket protocol. Fetches the page's HTML
     and scripts as a browser would (--assets), opens /_stcore/stream, asks for `page` and times
     until the server's script_finished: the server's part of a visitor's wait, alone."""
-    import httpx
-    import websockets
+    import websockets  # a dependency of streamlit; httpx (--assets only) is not
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     await start.wait()
     t0 = time.perf_counter()
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as http:
-            for path in assets:  # gzip-encoded, as a browser asks for them; not unzipped here
-                async with http.stream("GET", url + path,
-                                       headers={"Accept-Encoding": "gzip"}) as response:
-                    async for _ in response.aiter_raw():
-                        pass
+        if assets:
+            import httpx
+
+            await _fetch(httpx, url, assets, timeout_s)
         ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
         async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None,
                                       open_timeout=timeout_s) as ws:  # fmt: skip
@@ -163,6 +160,15 @@ async def ws_visit(url: str, page: str, start: asyncio.Event, timeout_s: float,
                     return time.perf_counter() - t0
     except Exception:
         return float("inf")
+
+
+async def _fetch(httpx, url: str, assets: list[str], timeout_s: float) -> None:
+    async with httpx.AsyncClient(timeout=timeout_s) as http:
+        for path in assets:  # gzip-encoded, as a browser asks for them; not unzipped here
+            async with http.stream("GET", url + path,
+                                   headers={"Accept-Encoding": "gzip"}) as response:
+                async for _ in response.aiter_raw():
+                    pass
 
 
 def static_assets(url: str) -> list[str]:
@@ -255,7 +261,7 @@ def main() -> None:
                         help="browser: N chromium contexts; ws: N websocket sessions, no "
                         "browser (the server's part alone)")
     parser.add_argument("--assets", action="store_true",
-                        help="ws: also download the page's HTML and scripts per visitor")
+                        help="ws: also download the HTML and scripts per visitor (needs httpx)")
     parser.add_argument("--cold", action="store_true", help="per lesson: a cold first view")
     parser.add_argument("--settle", type=float, default=0.0,
                         help="open Home, then wait this many seconds before the class arrives "
