@@ -110,6 +110,7 @@ class Worker:
         self.limit_s = _never
         self.run = None  # the DecodeRun in progress
         self.decode_terms = None  # sim.fastforward.DecodeTerms of its cost model, once needed
+        self.run_steps_cap = 64  # how far a run is planned (adapts to how far runs get here)
         self._wake = env.event()
         self.process = env.process(self.instance_loop())
 
@@ -119,8 +120,8 @@ class Worker:
 
     @property
     def load(self) -> int:
-        self.catch_up()
-        return self.engine.load + len(self.inbox)
+        left = self.run.left_by(self.env.now) if self.run is not None else 0  # mid-run
+        return self.engine.load + len(self.inbox) - left
 
     def catch_up(self) -> None:
         """Before another process reads this engine mid-run: apply what has happened by now."""

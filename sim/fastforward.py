@@ -50,7 +50,9 @@ if TYPE_CHECKING:
     from sim.engine import Batch
 
 DECODE = KIND_CODE["decode"]
-MAX_RUN_CELLS = 1 << 20  # requests x steps planned at once (a longer stretch takes more runs)
+# Steps planned at once: a longer quiet stretch takes several runs. Where nothing bounds a run
+# in advance (routers, P/D: another worker may cut it short) planning far costs for nothing.
+MAX_RUN_STEPS = 512
 
 
 def run_seconds(a_b: float, kv_s: float, b: int, c1: int, k: int) -> float:
@@ -88,6 +90,12 @@ class DecodeTerms:
         self.kv_s = getattr(cost, "decode_kv_s_per_token", None)
         self.step_min = cost.step_cost((), 1, 0).seconds  # no decode step is shorter
         self.columns = np.zeros((4, 0))  # compute, memory, overhead, comm by batch size
+
+    def lower_bound(self, batch: int) -> float:
+        """Seconds a decode step of `batch` requests lasts at least (its context adds to it)."""
+        if batch >= self.columns.shape[1]:
+            self._extend(max(batch + 1, 2 * self.columns.shape[1], 64))
+        return float(self.columns[:, batch].sum()) if self.kv_s is not None else self.step_min
 
     def _extend(self, size: int) -> None:
         old = self.columns.shape[1]
@@ -156,13 +164,11 @@ class DecodeRun:
         c0, rem, n = self.c0, self.rem, len(self.reqs)
         now = worker.env.now
         terms = worker.decode_terms
-        if terms is None:
-            terms = worker.decode_terms = DecodeTerms(worker.cost)
         # (1) finishes: with someone waiting the first finish ends the run (freed memory or a
         #     free seat may admit them); otherwise the run may go on until the last one. No
         #     step is shorter than one decode of one token: that bounds the steps before limit_s.
         k = int(rem.min()) if blocked else int(rem.max())
-        k = min(k, max(64, MAX_RUN_CELLS // n))
+        k = min(k, worker.run_steps_cap)
         if limit_s < math.inf:
             k = min(k, int((limit_s - now) / terms.step_min) + 2)
         if k < 2:
@@ -195,11 +201,11 @@ class DecodeRun:
             k = min(k, int(times[:k].searchsorted(limit_s)))
             if k < 2:
                 return 0
-        self.k = k
-        self.times = times[: k + 1]
-        self.active = active[:k]
-        self.need = need[:k]
-        self.cost = (compute[:k], memory[:k], overhead[:k], comm[:k])
+        self.k = self.planned = k  # (copies: the trace keeps them, not the longer arrays)
+        self.times = times[: k + 1].copy()
+        self.active = active[:k].copy()
+        self.need = need[:k].copy()
+        self.cost = tuple(c[:k].copy() for c in (compute, memory, overhead, comm))
         self.end_s = float(self.times[k])
         self._times = array("d", self.times.tobytes())  # sliced into token_times
         self._order = order.tolist()  # requests by their last step
@@ -230,6 +236,12 @@ class DecodeRun:
         self.touched = True
         self._advance(self.steps_ended_before(now), self.steps_started_before(now))
 
+    def left_by(self, now: float) -> int:
+        """Requests that have finished by `now` but are still in the engine's running list
+        (their steps are not applied yet): what a router must not count as load."""
+        ended, done = self.steps_ended_before(now), self.done
+        return sum(len(leaving) for f, leaving in self._finishing if done < f <= ended)
+
     def cut(self, now: float) -> bool:
         """Drop the steps that would start at or after `now`; True if any were dropped."""
         m = self.steps_started_before(now)
@@ -244,6 +256,11 @@ class DecodeRun:
         """The run's last step ended: apply everything and write its steps into the trace."""
         self._advance(self.k, self.k)
         k, engine = self.k, self.engine
+        # Plan about as far as runs here get: twice as far after a full run, twice the steps
+        # taken after one cut short (only the planning cost depends on it, never the trace).
+        cap = self.worker.run_steps_cap
+        cap = 2 * cap if k == self.planned else 2 * k
+        self.worker.run_steps_cap = min(MAX_RUN_STEPS, max(16, cap))
         self.worker.clock.decode_run(self.worker, k)  # a budget counts them
         kv = engine.kv
         # KV in use after each step: the blocks taken so far minus those finishes freed. The
@@ -388,6 +405,13 @@ def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
         or len(batch.items) != len(running)
     ):
         return None
+    # Not even two steps before the next arrival? (Busy servers: decide it before any O(batch).)
+    now, terms = worker.env.now, worker.decode_terms
+    if terms is None:
+        terms = worker.decode_terms = DecodeTerms(worker.cost)
+    limit = worker.limit_s()
+    if now + terms.lower_bound(len(running)) >= limit:
+        return None
     c0, rem, blocks = [], [], []
     for r in running:
         if not r.is_decoding:
@@ -395,11 +419,11 @@ def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
         c0.append(r.num_computed)
         rem.append(r.output_tokens - r.num_generated)
         blocks.append(r.blocks)
-    policy, now = engine.policy, worker.env.now
+    policy = engine.policy
     horizon = policy.decode_horizon(engine, now)
     if horizon is None:
         return None
-    limit = min(horizon, worker.limit_s())
+    limit = min(horizon, limit)
     run = DecodeRun(worker, list(running), np.array(c0), np.array(rem), np.array(blocks),
                     allocated=0 if batch is None else 1)  # fmt: skip
     blocked = bool(engine.waiting or engine.swapped or worker.inbox)
