@@ -1,6 +1,7 @@
 """Server-side time from a control change to a rendered lesson page (Streamlit AppTest).
 
     python bench/bench_app.py [--repeats 5]
+    python bench/bench_app.py --playground    # the Playground's largest runs, simulation only
 
 For each lesson, it opens the page, then sets its key control to new values one after another
 and times each rerun of the script (simulation + figures + widgets, everything but the browser).
@@ -8,6 +9,10 @@ and times each rerun of the script (simulation + figures + widgets, everything b
 simulation result and the figure come from the cache, as when students scrub back and forth).
 This machine is shared and noisy: the baseline is the rerun time of a page with no simulation
 (the same AppTest machinery), measured in the same run; ratios are against it.
+
+--playground times the simulation of the largest workload the Playground allows (max_requests
+of the run budget, at its highest rate) for every policy, topology and length preset, as the
+page runs it (`simulate_within`, the run budget's clock), in CPU seconds; target < 1 s each.
 """
 
 from __future__ import annotations
@@ -42,10 +47,41 @@ def timed_run(at: AppTest) -> float:
     return time.perf_counter() - start
 
 
+def playground() -> None:
+    """CPU seconds of simulate_within for the Playground's largest workload, per configuration."""
+    from sim.budget import Budget, simulate_within
+    from sim.config import SimConfig, with_overrides
+    from sim.workload import WorkloadConfig, generate
+
+    budget = Budget.from_env()
+    n, rate = budget.max_requests, 40.0  # the page's slider ends at 40 req/s
+    print(f"{n} requests at {rate:g} req/s (the Playground's largest), CPU s of simulation")
+    worst = 0.0
+    for prompt, output in (("chat", "chat"), ("code", "code"), ("chat+longdoc", "chat")):
+        requests = generate(WorkloadConfig(rate_per_s=rate, num_requests=n, prompt=prompt,
+                                           output=output, seed=0))  # fmt: skip
+        for policy in ("vllm", "vllm-v0", "prefill-first", "static", "short-first", "sglang"):
+            cells = []
+            for topology in ("colocated", "router", "disaggregated"):
+                config = with_overrides(SimConfig(policy=policy), {"topology": topology})
+                start = time.process_time()
+                simulate_within(requests, config, budget)
+                seconds = time.process_time() - start
+                worst = max(worst, seconds)
+                cells.append(f"{topology} {seconds:5.2f}")
+            print(f"{prompt:13s} {policy:14s} " + "   ".join(cells))
+    print(f"slowest: {worst:.2f} s of CPU (target < 1 s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="cached reruns per value")
+    parser.add_argument("--playground", action="store_true",
+                        help="time the Playground's largest simulations instead")  # fmt: skip
     args = parser.parse_args()
+    if args.playground:
+        playground()
+        return
     base = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     base.run()
     base.switch_page("app_pages/home.py").run()  # warm imports
