@@ -106,7 +106,7 @@ class DecodeTerms:
 
     def price(self, active: np.ndarray, context: np.ndarray) -> tuple:
         cost = self.cost
-        if self.kv_s is not None and not _MISMATCH:
+        if self.kv_s is not None:
             top = int(active.max()) + 1
             if top > self.columns.shape[1]:
                 self._extend(max(top, 2 * self.columns.shape[1], 64))
@@ -120,6 +120,7 @@ class DecodeTerms:
                 memory[-1],
             ):
                 return seconds, compute, memory, overhead, comm
+            self.kv_s = None  # this cost model is not of that form: price step by step
             _disagree()
         # Step by step pricing (any cost model with step_cost): exact by construction.
         rows = [cost.step_cost((), int(b), int(c)) for b, c in zip(active, context, strict=True)]
@@ -364,12 +365,7 @@ class DecodeRun:
             rec.last[req.last_segment] = last_step
 
 
-_MISMATCH = False
-
-
 def _disagree() -> None:
-    global _MISMATCH
-    _MISMATCH = True
     warnings.warn(
         "sim.fastforward: step_cost no longer matches its decode-only form "
         "(memory + context * decode_kv_s_per_token, added last); pricing runs step by step",

@@ -201,3 +201,26 @@ def test_the_run_budget_counts_fast_forwarded_steps():
     run = simulate_within(specs, SimConfig(), budget, clock)
     assert clock.steps == len(run.steps) == 400  # colocated: no run is cut short
     assert_same_run(run, simulate(specs, SimConfig(), step_by_step=True))
+
+
+def test_a_cost_model_of_another_form_is_priced_step_by_step():
+    """A cost model whose decode steps are not batch terms + context x kv_s (here: a context
+    penalty that grows faster) is noticed on the first run and priced step by step: exact."""
+    from sim.cluster import Cluster
+
+    class Quadratic(StepCostModel):
+        __slots__ = ()
+
+        def step_cost(self, prefill_chunks, num_decodes, decode_context_tokens):
+            c = super().step_cost(prefill_chunks, num_decodes, decode_context_tokens)
+            extra = 1e-12 * decode_context_tokens**2
+            return type(c)(c.seconds + extra, c.compute_s, c.memory_s + extra, c.overhead_s,
+                           c.comm_s, c.flops, c.bytes)  # fmt: skip
+
+    config = SimConfig()
+    cost = Quadratic(get_gpu("H100-SXM"), get_model("Llama-3.1-8B"))
+    assert Cluster(config, cost).fast
+    specs = [RequestSpec(i, 0.01 * i, 200, 300) for i in range(6)]
+    with pytest.warns(RuntimeWarning, match="pricing runs step by step"):
+        fast = simulate(specs, config, cost_model=cost)
+    assert_same_run(fast, simulate(specs, config, cost_model=cost, step_by_step=True))
