@@ -466,31 +466,17 @@ class ServeEngine:
                 d.engine.add_prefilled(req, end)
 
     def _abort(self, handle: Handle) -> None:
-        """Take an unfinished request out of whichever queue holds it and free its KV blocks.
-
-        sim's Engine has no abort (a simulated client never leaves), so this edits its public
-        queues the way `Engine.preempt` does, minus the requeue.
-        """
+        """Take an unfinished request out of whichever engine or transfer queue holds it."""
         req = handle.req
         if handle.closed or req is None or req.state not in IN_FLIGHT:
             return
         now = self.now()
         for w in self.workers:
-            engine = w.engine
-            if req in engine.waiting:
-                engine.waiting.remove(req)
-                self.cluster.recorder.segment(req, w.name, req.wait_kind, req.wait_since, now)
-            elif req in engine.running:
-                engine.running.remove(req)
-                engine.kv.free(req)
-            elif req in engine.swapped:
-                engine.swapped.remove(req)
-            for item in list(w.inbox):  # waiting for a P -> D transfer
+            for item in list(w.inbox):  # waiting for a P -> D transfer: P still holds its KV
                 if item[0] is req:
                     w.inbox.remove(item)
                     item[1].engine.release(req)
-        req.state = RequestState.REJECTED
-        req.reject_reason = "aborted: the client disconnected"
+            w.engine.abort(req, now, "aborted: the client disconnected")
         self._close(handle, "abort")
 
     def _close(self, handle: Handle, reason: str, notify: tuple | None = None) -> None:

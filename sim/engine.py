@@ -130,12 +130,24 @@ class Engine:
     def add_prefilled(self, req: Request, now: float) -> None:
         """A request whose prompt KV was transferred here (disaggregated decode side).
 
-        Its blocks were reserved by `reserve_transfer` before the copy began. It waits to be
-        admitted like any request (so `max_num_seqs`, a static batch and the token budget still
-        apply), ahead of requests that hold no KV yet: vLLM V1 drains its KV-holding waiting
-        queue first (vllm/v1/core/sched/scheduler.py, `schedule`, "Requests holding KV blocks
-        are always drained first").
+        Its blocks were reserved by `reserve_transfer` before the copy began; the request takes
+        them over now (the prefill worker has released its own). It waits to be admitted like
+        any request (so `max_num_seqs`, a static batch and the token budget still apply), ahead
+        of requests that hold no KV yet: vLLM V1 drains its KV-holding waiting queue first
+        (vllm/v1/core/sched/scheduler.py, `schedule`, "Requests holding KV blocks are always
+        drained first").
+
+        vLLM's protocol (`remote_decode == "vllm"`): the prompt's KV arrives, the LAST prompt
+        token is computed again here to sample token 1 (`_update_waiting_for_remote_kv`:
+        num_computed_tokens = num_tokens - 1). DistServe's: P made token 1; D only decodes.
         """
+        incoming, req.incoming = req.incoming, None
+        if incoming is not None:  # the blocks reserved here become the request's own
+            req.blocks, req.block_ids = incoming.blocks, incoming.block_ids
+            req.num_cached_blocks, req.cache_keys = incoming.num_cached_blocks, incoming.cache_keys
+        req.high_water = req.prompt_tokens
+        req.num_computed = req.prompt_tokens - (1 if req.remote_decode == "vllm" else 0)
+        req.sync_phase()
         req.state = RequestState.WAITING
         req.kv_holding = True
         req.wait_kind, req.wait_since = "queued", now
@@ -145,18 +157,36 @@ class Engine:
         self.waiting.insert(i, req)
 
     def reserve_transfer(self, req: Request) -> bool:
-        """Reserve blocks for an incoming prompt's KV (vLLM reserves D's blocks before the read).
-
-        vLLM's protocol (`remote_decode == "vllm"`): the prompt's KV arrives, the LAST prompt
-        token is computed again on D to sample token 1 (`_update_waiting_for_remote_kv`:
-        num_computed_tokens = num_tokens - 1). DistServe's: P made token 1; D only decodes.
-        """
-        if not self.kv.grow(req, req.prompt_tokens):
+        """Reserve blocks here for an incoming prompt's KV (vLLM reserves D's blocks before the
+        read). The prefill worker still holds its own copy until the transfer ends, so the
+        reservation is kept apart (`req.incoming`) until `add_prefilled`."""
+        incoming = Request(req.spec)
+        if not self.kv.grow(incoming, req.prompt_tokens):
             return False
-        req.high_water = req.prompt_tokens
-        req.num_computed = req.prompt_tokens - (1 if req.remote_decode == "vllm" else 0)
-        req.sync_phase()
+        incoming.workers.append(self.name)  # whose blocks these are
+        req.incoming = incoming
         return True
+
+    def abort(self, req: Request, now: float, reason: str) -> None:
+        """Take a request that will not finish (its client left) out of this engine and free
+        what it holds here; it ends as rejected with `reason`."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+            self.recorder.segment(req, self.name, req.wait_kind, req.wait_since, now)
+            if req.kv_holding:
+                self.kv.free(req, gone=True)
+        elif req in self.running:
+            self.running.remove(req)
+            self.kv.free(req, gone=True)
+        elif req in self.swapped:
+            self.swapped.remove(req)
+            self.swap_used_tokens -= req.swapped_tokens
+            req.swapped_tokens = 0
+        if req.incoming is not None and req.incoming.workers == [self.name]:
+            self.kv.free(req.incoming, gone=True)  # reserved here for a transfer never made
+            req.incoming = None
+        req.state = RequestState.REJECTED
+        req.reject_reason = reason
 
     def release(self, req: Request) -> None:
         """Free the blocks a request held here after it left (its KV was read by a D worker)."""

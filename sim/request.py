@@ -137,7 +137,7 @@ class Request:
         "first_token_s", "finish_s", "preemptions", "reject_reason", "remote_decode",
         "token_times", "workers", "wait_kind", "wait_since", "admit_seq", "last_segment",
         "swapped_tokens", "high_water", "is_decoding", "block_ids", "num_cached_blocks",
-        "cached_tokens", "pending_cached", "kv_holding", "cache_keys",
+        "cached_tokens", "pending_cached", "kv_holding", "cache_keys", "incoming",
     )  # fmt: skip
 
     def __init__(self, spec: RequestSpec) -> None:
@@ -176,6 +176,9 @@ class Request:
         self.num_cached_blocks = 0
         self.cached_tokens = 0
         self.pending_cached = 0  # cache-hit tokens to draw beside its next prefill chunk
+        # Disaggregated: the KV blocks a decode worker reserved for this request's prompt while
+        # the prefill worker still holds its own (a Request standing in for it there).
+        self.incoming: Request | None = None
         self.cache_keys: list[int] | None = None  # its blocks' keys, kept while the cache uses them
         # Disaggregated decode side: its prompt KV arrived from a P worker and sits in blocks it
         # holds while it waits to be admitted (vLLM's KV-holding waiting requests).

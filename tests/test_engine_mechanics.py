@@ -152,3 +152,24 @@ def test_kv_capacity_comes_from_gpu_memory_minus_weights():
     )
     assert tp2.meta["workers"]["I0"]["kv_capacity_tokens"] > 2 * capacity
     assert tp2.meta["num_gpus"] == 2
+
+
+@pytest.mark.parametrize("caching", [False, True])
+def test_a_decode_worker_reserves_its_own_blocks_while_the_prefill_worker_holds_its_own(caching):
+    from sim.prefix_cache import PrefixCachingKV
+
+    kv_class = PrefixCachingKV if caching else KVCache
+    p = Engine("P0", make_policy("vllm"), kv_class(1600), TraceRecorder())
+    d = Engine("D0", make_policy("vllm"), kv_class(1600), TraceRecorder())
+    req = Request(RequestSpec(0, 0.0, 500, 4))
+    req.remote_decode = "vllm"
+    assert p.kv.grow(req, 500)  # P computed the prompt: 32 blocks
+    assert d.reserve_transfer(req)
+    assert (p.kv.free_blocks, d.kv.free_blocks) == (100 - 32, 100 - 32)  # both hold a copy
+    assert req.blocks == 32
+    p.release(req)  # the transfer is done: P's copy goes
+    d.add_prefilled(req, 1.0)
+    assert p.kv.free_blocks == 100 and d.kv.free_blocks == 68 and req.blocks == 32
+    assert req.num_computed == 499  # vLLM: the last prompt token is computed again on D
+    d.abort(req, 2.0, "aborted: the client disconnected")
+    assert d.kv.free_blocks == 100 and req.reject_reason.startswith("aborted")

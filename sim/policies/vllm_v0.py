@@ -49,11 +49,16 @@ def watermark_blocks(kv) -> int:
 
 
 def can_allocate(kv, req) -> str:
-    """V0 `BlockSpaceManager.can_allocate`: blocks for the whole sequence, above the watermark."""
+    """V0 `BlockSpaceManager.can_allocate`: blocks for the whole sequence, above the watermark.
+
+    A request on a disaggregated decode worker already holds its prompt's blocks (V0 had no
+    such worker): only the blocks it still lacks are counted against the free ones.
+    """
     need = kv.blocks_for(req.num_tokens)
     if kv.num_blocks - need < watermark_blocks(kv):
         return "never"
-    return "ok" if kv.free_blocks - need >= watermark_blocks(kv) else "later"
+    lacking = need - req.blocks
+    return "ok" if kv.free_blocks - lacking >= watermark_blocks(kv) else "later"
 
 
 def can_append(kv, req) -> bool:
