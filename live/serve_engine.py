@@ -358,13 +358,12 @@ class ServeEngine:
                 req = handle.req = Request(handle.spec)
                 self.requests.append(req)
                 self.handles[req.request_id] = handle
-                self.cluster.route(req)  # the simulator's routing: colocated, router, P/D
+                # The simulator's routing (colocated, router, P/D). The wait began at the
+                # arrival, even if the engine only looks now, after the step in flight.
+                self.cluster.route(req, now=req.arrival_s)
                 if req.state is RequestState.REJECTED:
                     self._close(handle, "abort", notify=("rejected", req.reject_reason))
                     continue
-                # route() stamps the wait with simpy's time (never advanced here): it began at
-                # the arrival, even if the engine only looked now, after the step in flight.
-                req.wait_since = req.arrival_s
                 self.clock.prompt_ids[req.request_id] = handle.prompt_ids
                 self._send(handle, ("accepted",))
             self._publish_load()
@@ -451,19 +450,11 @@ class ServeEngine:
         """
         if self.config.topology.topology != "disaggregated":
             return
-        rec = self.cluster.recorder
         for d in self.cluster.decode:
-            while d.inbox and d.engine.reserve_transfer(d.inbox[0][0]):
-                req, p = d.inbox.popleft()
-                link = f"{p.name}>{d.name}"
+            for req, p in self.cluster.reserve_transfers(d):
                 start = self.now()
-                rec.segment(req, link, req.wait_kind, req.wait_since, start)
                 self.clock.transfer_s(req, p, d, self.cluster.model, self.config.topology)
-                end = self.now()
-                rec.segment(req, link, "kv_transfer", start, end, tokens=req.prompt_tokens)
-                p.engine.release(req)
-                req.workers.append(d.name)
-                d.engine.add_prefilled(req, end)
+                self.cluster.finish_transfer(req, p, d, start, self.now())
 
     def _abort(self, handle: Handle) -> None:
         """Take an unfinished request out of whichever engine or transfer queue holds it."""

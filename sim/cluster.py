@@ -282,7 +282,10 @@ class Cluster:
 
     # ---- routing ------------------------------------------------------------------------------
 
-    def route(self, req: Request) -> None:
+    def route(self, req: Request, now: float | None = None) -> None:
+        """Send an arriving request to the worker the topology picks (now = simpy's clock
+        unless a real-time driver, live/serve_engine.py, says otherwise)."""
+        now = self.env.now if now is None else now
         topo = self.config.topology
         if topo.topology == "colocated":
             target = self.instances[0]
@@ -293,7 +296,7 @@ class Cluster:
             if target is None:
                 return  # refused: it could never decode anywhere
         target.cut()  # mid-run: its next step must see the new request
-        target.engine.add_request(req, self.env.now)
+        target.engine.add_request(req, now)
         target.notify()
 
     def _pick_instance(self, req: Request) -> Worker:
@@ -341,26 +344,38 @@ class Cluster:
         if d.inbox:  # mid-run: reserving blocks reads the KV now, and changes later steps
             d.catch_up()
             d.cut()
-        while d.inbox and d.engine.reserve_transfer(d.inbox[0][0]):
-            req, p = d.inbox.popleft()
+        for req, p in self.reserve_transfers(d):
             self.env.process(self._transfer(req, p, d))
+
+    def reserve_transfers(self, d: Worker) -> list[tuple[Request, Worker]]:
+        """The prompts waiting for `d` whose blocks `d` can reserve now, in order, with their P.
+
+        Clock-free, like `finish_transfer`: the simulator times the copy with simpy, the live
+        server (live/serve_engine.py) makes it for real in between."""
+        ready = []
+        while d.inbox and d.engine.reserve_transfer(d.inbox[0][0]):
+            ready.append(d.inbox.popleft())
+        return ready
+
+    def finish_transfer(self, req: Request, p: Worker, d: Worker, start: float, end: float):
+        """The prompt's KV reached `d` between `start` and `end`: draw the wait and the copy,
+        free P's blocks, and queue the request on D."""
+        link_name = f"{p.name}>{d.name}"
+        self.recorder.segment(req, link_name, req.wait_kind, req.wait_since, start)
+        self.recorder.segment(req, link_name, "kv_transfer", start, end, tokens=req.prompt_tokens)
+        p.engine.release(req)
+        req.workers.append(d.name)
+        d.engine.add_prefilled(req, end)
 
     def _transfer(self, req: Request, p: Worker, d: Worker):
         topo = self.config.topology
-        link_name = f"{p.name}>{d.name}"
         with p.link.request() as turn:
             yield turn
             start = self.env.now
-            self.recorder.segment(req, link_name, req.wait_kind, req.wait_since, start)
             yield self.env.timeout(self.clock.transfer_s(req, p, d, self.model, topo))
-        self.recorder.segment(
-            req, link_name, "kv_transfer", start, self.env.now, tokens=req.prompt_tokens
-        )
-        p.engine.release(req)
-        p.notify()  # its blocks are free again
-        req.workers.append(d.name)
         d.cut()
-        d.engine.add_prefilled(req, self.env.now)
+        self.finish_transfer(req, p, d, start, self.env.now)
+        p.notify()  # its blocks are free again
         d.notify()
 
     # ---- the run ------------------------------------------------------------------------------
