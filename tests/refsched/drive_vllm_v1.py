@@ -35,20 +35,14 @@ and ``create_requests`` in the vllm-project/vllm repository.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
-import traceback
 from pathlib import Path
+
+from protocol import serve  # tests/refsched/protocol.py (this folder is on sys.path)
 
 ENGINE = "vllm 0.33.0 V1"
 SAMPLED_TOKEN = 7  # every generated token; ignore_eos=True so only max_tokens stops
 TINY_MODEL = Path(__file__).resolve().parent / "tiny_llama"
-
-
-def log(*args) -> None:
-    print(*args, file=sys.stderr, flush=True)
 
 
 def _imports():
@@ -232,38 +226,5 @@ def run_case(v, case: dict) -> dict:
     return {"name": case.get("name", ""), "error": None, "steps": steps, "outputs": outputs}
 
 
-def main() -> int:
-    doc = json.load(sys.stdin)
-    # vLLM's loggers (and the model-inspection subprocess) write to stdout: keep the
-    # real stdout for the one JSON answer and send everything else to stderr.
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    t0 = time.perf_counter()
-    v = _imports()
-    log(f"[drive_vllm_v1] imports took {time.perf_counter() - t0:.1f}s")
-    results = []
-    for case in doc.get("cases", []):
-        t1 = time.perf_counter()
-        try:
-            res = run_case(v, case)
-        except Exception as exc:  # reported per case; the next case still runs
-            log(traceback.format_exc())
-            res = {
-                "name": case.get("name", ""),
-                "error": f"{type(exc).__name__}: {exc}",
-                "steps": [],
-                "outputs": {},
-            }
-        dt = time.perf_counter() - t1
-        log(f"[drive_vllm_v1] case {res['name']!r}: {len(res['steps'])} steps in {dt:.2f}s")
-        results.append(res)
-    json.dump({"engine": ENGINE, "results": results}, answer)
-    answer.write("\n")
-    answer.flush()
-    return 0
-
-
 if __name__ == "__main__":
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    sys.exit(main())
+    sys.exit(serve(ENGINE, _imports, run_case))
