@@ -10,8 +10,10 @@ Notable features
   publishes means (closed-loop points).
 - Every run is marked fit (its GPU's profile was fitted on it, `bench/fit_profiles.py`) or
   held out; the summary keeps them apart, per GPU, model and engine.
-- Writes `assets/fidelity/report.json` (per-run aggregates and the summary, no raw requests),
-  which the app's "How far to trust these numbers" section reads.
+- Writes `assets/fidelity/report.json`, which the app's "How far to trust these numbers"
+  section reads: the summary, the fitted profiles, and one point per GPU, model, engine and
+  parallelism (geometric means over its runs). Only derived figures: the public measurements
+  stay outside the project.
 
 Run: .venv/bin/python bench/bench_fidelity_real.py [--gpu H200] [--max-osl 1024] [--jobs 2]
      [--data DIR] [--json FILE] [--profile generic]
@@ -30,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from fidelity_runs import (  # noqa: E402
     CLIENT_LATENCY_S,
@@ -118,17 +121,34 @@ def print_summary(summary: pd.DataFrame) -> None:
               f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f}")  # fmt: skip
 
 
+def points(scores: pd.DataFrame) -> pd.DataFrame:
+    """The plot's points: one per GPU, model, engine, parallelism and fit/held-out, the
+    geometric mean of its runs' measured and simulated means (derived figures only: the public
+    measurements themselves stay outside the project)."""
+    keys = ["source", "gpu", "model", "engine", "parallel", "kind", "fit"]
+    rows = []
+    for key, g in scores.groupby(keys, sort=True):
+        row = dict(zip(keys, key, strict=True))
+        row["n"] = len(g)
+        for m in METRICS:
+            for side in ("measured", "predicted"):
+                v = g[f"{m}_{side}_mean"].dropna()
+                v = v[v > 0]
+                row[f"{m}_{side}_mean"] = float(np.exp(np.log(v).mean())) if len(v) else math.nan
+            e = g[f"{m}_mean_err"].dropna()
+            row[f"{m}_mean_err"] = float(e.mean()) if len(e) else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: float) -> dict:
-    """What the app shows: per-run aggregates, the summary and where the numbers come from."""
-    keep = ["key", "source", "gpu", "model", "engine", "parallel", "kind", "fit", "concurrency",
-            "isl", "osl"]  # fmt: skip
-    keep += [f"{m}_{k}" for m in METRICS
-             for k in ("measured_mean", "predicted_mean", "mean_err", "p90_err")]  # fmt: skip
+    """What the app shows: the summary, the plot's points, the profiles and the sources."""
     profiles = {}
     for g in sorted(set(scores["gpu"])):
         p, note = fitted_profile(g)
         profiles[g] = {"note": note, "mfu": p.mfu, "mfu_attn": p.mfu_attn, "mbu": p.mbu,
                        "overhead_ms": p.overhead_s * 1000,
+                       "overhead_per_seq_us": p.overhead_per_seq_s * 1e6,
                        "client_latency_ms": CLIENT_LATENCY_S.get(g, 0.0) * 1000}  # fmt: skip
 
     def clean(records):
@@ -144,7 +164,7 @@ def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: f
         "profiles": profiles,
         "overall": overall(scores),
         "summary": clean(summary.to_dict("records")),
-        "runs": clean(scores[keep].to_dict("records")),
+        "runs": clean(points(scores).to_dict("records")),
         "skipped": dict(skipped),
     }  # fmt: skip
 

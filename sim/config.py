@@ -80,8 +80,8 @@ class HardwareConfig:
     gpu_tflops: float = 0.0  # custom GPU only: dense BF16 TFLOP/s
     gpu_bw_gb_s: float = 0.0  # custom GPU only: memory bandwidth, GB/s
     gpu_mem_gb: float = 0.0  # custom GPU only: memory, GB
-    # fitted: mfu, mfu_attn, mbu and overhead_ms left at their defaults take the values fitted
-    # for the GPU to public vLLM measurements (sim/profiles.py); generic: the defaults above.
+    # fitted: mfu, mfu_attn, mbu and the two overheads left at their defaults take the values
+    # fitted for the GPU to public vLLM measurements (sim/profiles.py); generic: the defaults.
     profile: str = "fitted"
     # MoE on topology=router: the instances are one vLLM data-parallel group whose experts are
     # split across them (vLLM's --enable-expert-parallel); False = independent full replicas.

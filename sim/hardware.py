@@ -51,7 +51,7 @@ class GpuSpec:
     bf16_tflops: float  # dense BF16 peak, 1e12 FLOP/s (no 2:4 sparsity)
     mem_bw_gb_s: float  # HBM/GDDR bandwidth, GB/s
     mem_gb: float  # device memory as the datasheet says it ("80 GB": in fact GiB, 2^30 bytes)
-    interconnect_gb_s: float  # GPU-to-GPU, one direction: NVLink if present, else PCIe, GB/s
+    interconnect_gb_s: float  # GPU-to-GPU, one direction, GB/s: NVLink, else what PCIe achieves
     host_link_gb_s: float  # PCIe to host memory, one direction (swap), GB/s
     fp8_tflops: float = 0.0  # dense FP8 peak; 0 = no FP8 tensor cores (FP8 weights run at BF16)
     fp4_tflops: float = 0.0  # dense FP4 peak (Blackwell); 0 = none
@@ -362,11 +362,13 @@ def custom_gpu(
     return GpuSpec(name, bf16_tflops, mem_bw_gb_s, mem_gb, interconnect_gb_s, host_link_gb_s)
 
 
-# Nominal peaks from each vendor's datasheet (§5.6 of the reference for the first five). Links are
-# one direction: NVLink4 900 GB/s bidirectional is 450 each way, NVLink5 1.8 TB/s -> 900,
-# NVLink3 600 -> 300, PCIe Gen5 x16 64, PCIe Gen4 x16 32. FP8/FP4 are dense tensor peaks with
-# FP32 accumulation. Ring-hop latency: 1 us over NVLink/NVSwitch, 5 us over PCIe peer-to-peer,
-# 10 us where consumer cards have no peer-to-peer and bounce through host memory.
+# Nominal peaks from each vendor's datasheet (§5.6 of the reference for the first five). FP8/FP4
+# are dense tensor peaks with FP32 accumulation. GPU-to-GPU links, one direction: NVLink4 900
+# GB/s bidirectional is 450 each way, NVLink5 1.8 TB/s -> 900, NVLink3 600 -> 300, with 1 us
+# per ring hop. PCIe cards without NVLink get what NCCL's collectives reach between them, not
+# the slot's nominal rate: about half of it with peer-to-peer (Gen5 x16: 32 GB/s, Gen4: 16) and
+# 10 us per hop; GeForce cards have no peer-to-peer and bounce through host memory, ~8 GB/s and
+# ~15 us (nccl-tests issues #117, #270, #307 and NCCL #1530: RTX 4090 all-reduce measurements).
 GPUS: Mapping[str, GpuSpec] = MappingProxyType(
     {
         g.name: g
@@ -392,14 +394,15 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
                 "H200", 989.0, 4800.0, 141.0, 450.0, 64.0, 1979.0, link_latency_us=1.0, nvlink=True
             ),
             # nvidia.com/en-us/data-center/l4: 121 BF16 (242 sparse), 242 FP8, 300 GB/s
-            GpuSpec("L4", 121.0, 300.0, 24.0, 32.0, 32.0, 242.0),
+            GpuSpec("L4", 121.0, 300.0, 24.0, 16.0, 32.0, 242.0, link_latency_us=10.0),
             # RTX 4090 (Ada whitepaper): 165 BF16 / 330 FP8 with FP32 accumulate, 1,008 GB/s; no
             # NVLink and no peer-to-peer: GPUs talk through host memory over PCIe Gen4
-            GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 32.0, 32.0, 330.0, link_latency_us=10.0),
+            GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 8.0, 32.0, 330.0, link_latency_us=15.0),
             # nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000 and the
             # RTX Blackwell whitepaper: 503.8 BF16, 1,007.6 FP8, 2,015 FP4 dense, 96 GB GDDR7 at
             # 1,792 GB/s, PCIe Gen5 x16, no NVLink
-            GpuSpec("RTX-PRO-6000", 503.8, 1792.0, 96.0, 64.0, 64.0, 1007.6, 2015.0),
+            GpuSpec("RTX-PRO-6000", 503.8, 1792.0, 96.0, 32.0, 64.0, 1007.6, 2015.0,
+                    link_latency_us=10.0),
             # HGX B200 (nvidia.com/en-us/data-center/hgx, 1,000 W; glennklockwood.com/garden/
             # processors/B200): 2,250 BF16, 4,500 FP8, 9,000 FP4 dense, 180 GB HBM3e at 8 TB/s,
             # NVLink5 1.8 TB/s bidirectional
@@ -417,10 +420,10 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
             ),
             # AWS G5's A10G (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference): 24 GB
             # GDDR6 at 600 GB/s like the A10, ~70 TFLOP/s dense FP16/BF16 tensor; no FP8
-            GpuSpec("A10G", 70.0, 600.0, 24.0, 32.0, 32.0),
+            GpuSpec("A10G", 70.0, 600.0, 24.0, 16.0, 32.0, link_latency_us=10.0),
             # nvidia.com/en-us/data-center/l40s: 362 BF16, 733 FP8 dense, 48 GB GDDR6 at
             # 864 GB/s, PCIe Gen4 x16, no NVLink
-            GpuSpec("L40S", 362.0, 864.0, 48.0, 32.0, 32.0, 733.0),
+            GpuSpec("L40S", 362.0, 864.0, 48.0, 16.0, 32.0, 733.0, link_latency_us=10.0),
         )
     }
 )

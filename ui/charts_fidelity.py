@@ -1,15 +1,16 @@
 """How far to trust a number: the simulator's errors against public measurements of real servers.
 
 Notable features
-- Reads `assets/fidelity/report.json`, which `bench/bench_fidelity_real.py` writes: per-run
-  measured and simulated means (TTFT, TPOT, E2E) of every public vLLM / SGLang run the
-  simulator could replay, each marked fit (its GPU's profile was fitted on it) or held out,
-  and a summary per GPU, model and engine. No raw measurements, only these aggregates.
+- Reads `assets/fidelity/report.json`, which `bench/bench_fidelity_real.py` writes: a summary
+  per GPU, model and engine of the simulator's errors against every public vLLM / SGLang run
+  it could replay, each marked fit (its GPU's profile was fitted on it) or held out, and
+  aggregated points for the plot. No raw measurements, only derived figures.
 - `fidelity_table(gpu, lang)`: the summary rows of one GPU (all GPUs when it has no runs),
   signed mean errors (+ = the simulator is slower than the real server) and mean |errors|.
 - `fidelity_scatter(gpu, lang)`: predicted against measured mean TTFT and TPOT, one point per
-  run, on log axes with the y = x diagonal and a ±25% band; fit runs hollow, held-out runs
-  filled, one colour per model.
+  GPU, model, engine and parallelism (the geometric mean of its runs), on log axes with the
+  y = x diagonal and a ±25% band; fitted points hollow, held-out ones filled, one colour per
+  model.
 - Pure builders: the report (a dict) can be passed in; by default the shipped file is read once.
 """
 
@@ -77,7 +78,8 @@ def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd
 
 
 def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> go.Figure:
-    """Simulated vs measured mean TTFT (s) and TPOT (ms), one point per public run."""
+    """Simulated vs measured mean TTFT (s) and TPOT (ms), one point per GPU, model, engine and
+    parallelism (the geometric mean of its public runs)."""
     report = report if report is not None else load_report()
     runs = _gpu_rows(report["runs"] if report else [], gpu)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
@@ -109,9 +111,8 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
                     mode="markers", name=label, legendgroup=label, showlegend=col == 1,
                     marker={"color": "white" if fit else colour[model], "size": 8,
                             "line": {"color": colour[model], "width": 1.5}},
-                    text=[f"{r['gpu']} {r['engine']} {r['parallel']}"
-                          + (f", {r['isl']}→{r['osl']} tok, c={r['concurrency']}"
-                             if r.get("concurrency") else "") for r in sel],
+                    text=[f"{r['gpu']} {r['engine']} {r['parallel']}, "
+                          + t("charts.fid.points", lang, n=r.get("n", 1)) for r in sel],
                     hovertemplate="%{text}<br>" + t("charts.fid.hover", lang)
                     + "<extra></extra>",
                 ), row=1, col=col)  # fmt: skip
