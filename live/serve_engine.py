@@ -378,7 +378,7 @@ class ServeEngine:
             start = self._last_end if self._last_end is not None else self.now()
             batch = engine.schedule(start)
             if batch is None:
-                return False
+                return engine.retry_now  # preempted, ran nothing: the next step can progress
             for req, *_ in batch.items:
                 handle = self.handles.get(req.request_id)
                 if handle is not None and math.isnan(handle.started_s):

@@ -153,6 +153,8 @@ class Worker:
             admitted = engine._admit_counter
             batch = engine.schedule(env.now)
             if batch is None:  # nothing can run: sleep until an arrival or freed memory
+                if engine.retry_now:
+                    continue  # it preempted and ran nothing: the next step can progress
                 self._wake = env.event()
                 yield self._wake
                 continue

@@ -109,6 +109,7 @@ class Engine:
         self.num_steps = 0
         self._worker_code = recorder.worker_code(name)
         self.hands_off = False  # a disaggregated prefill (P) worker: prompts leave for D
+        self.retry_now = False  # the last schedule() preempted but ran nothing: ask again now
         self._admit_counter = 0
         self._now = 0.0
 
@@ -161,11 +162,18 @@ class Engine:
         read). The prefill worker still holds its own copy until the transfer ends, so the
         reservation is kept apart (`req.incoming`) until `add_prefilled`."""
         incoming = Request(req.spec)
-        if not self.kv.grow(incoming, req.prompt_tokens):
+        if not self.kv.grow(incoming, self.policy.transfer_tokens(req)):
             return False
         incoming.workers.append(self.name)  # whose blocks these are
         req.incoming = incoming
         return True
+
+    def reject(self, req: Request, reason: str) -> None:
+        """Drop a waiting request the policy can never serve (it holds no KV here)."""
+        self.waiting.remove(req)
+        self.recorder.segment(req, self.name, req.wait_kind, req.wait_since, self._now)
+        req.state = RequestState.REJECTED
+        req.reject_reason = reason
 
     def abort(self, req: Request, now: float, reason: str) -> None:
         """Take a request that will not finish (its client left) out of this engine and free
@@ -202,16 +210,19 @@ class Engine:
         return len(self.waiting) + len(self.running) + len(self.swapped)
 
     def schedule(self, now: float) -> Batch | None:
-        """Ask the policy for the next step. None when nothing can run now."""
+        """Ask the policy for the next step. None when nothing can run now.
+
+        A step may preempt every running request and schedule nothing: vLLM admits nobody in a
+        step that preempted, and its engine simply asks again for the next step. Then
+        `retry_now` is True: the driver must call again at once instead of waiting for an event.
+        """
         self._now = now
         plan = StepPlan()
         self._swap_in(plan)
         self.policy.schedule(self, plan, now)
+        self.retry_now = not plan.items and plan.preempted > 0
         if not plan.items:
-            if plan.preempted:  # everything got preempted: try once more with the freed memory
-                self.policy.schedule(self, plan, now)
-            if not plan.items:
-                return None
+            return None
         items, chunks = [], []
         num_decodes = decode_ctx = 0
         for req, n in plan.items.items():
@@ -259,6 +270,9 @@ class Engine:
                     seg_tokens[i] += n
                     seg_last[i] = step
                 else:
+                    if req.pending_cached:  # resumed: the cache held all but its newest token
+                        add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
+                        req.pending_cached = 0
                     add(req, wid, DECODE, start_s, end_s, n, slowed, step)
             else:
                 if req.pending_cached:  # the prompt's start came from the prefix cache
@@ -326,6 +340,7 @@ class Engine:
         hit_tokens = len(hits) * self.kv.block_size
         if not self.kv.allocate_slots(req, tokens, hits, full_sequence_must_fit):
             return False
+        req.sync_phase()  # a resumed request whose cache hit leaves one token is a decode
         if hit_tokens:
             req.pending_cached = hit_tokens
             if req.preemptions == 0:
@@ -383,7 +398,13 @@ class Engine:
             victim.kv_holding = False
             victim.state = RequestState.WAITING
             if self.policy.requeue_preempted_first:
-                self.waiting.appendleft(victim)  # first in line to come back (vLLM)
+                # First in line to come back (vLLM's prepend_request), but behind requests
+                # whose prompt KV already arrived from a prefill worker: vLLM keeps those in a
+                # queue of their own that is drained first (they need no new blocks).
+                i = 0
+                while i < len(self.waiting) and self.waiting[i].kv_holding:
+                    i += 1
+                self.waiting.insert(i, victim)
             else:
                 self.waiting.append(victim)  # SGLang: back of the line
         self.kv.free(victim)

@@ -54,6 +54,10 @@ class Policy:
         """Fill `plan` with the next step's work (may admit and preempt through `engine`)."""
         raise NotImplementedError
 
+    def transfer_tokens(self, req: Request) -> int:
+        """KV tokens a decode worker reserves for a prompt handed over to it (its prompt)."""
+        return req.prompt_tokens
+
     def notes(self) -> list[str]:
         """Remarks a user should see about this configuration (e.g. an old spelling)."""
         return []

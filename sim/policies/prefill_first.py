@@ -77,7 +77,11 @@ class PrefillFirst(Policy):
                 need = req.remaining
                 if plan.items and plan.num_tokens + need > k.max_num_batched_tokens:
                     break
-                if can_allocate(kv, req) != "ok":
+                status = can_allocate(kv, req)
+                if status == "never":  # it outgrew the cache (a recompute): V0 drops it
+                    engine.reject(req, never_fits_reason(kv, req))
+                    continue
+                if status != "ok":
                     break  # head of line: the first prompt that does not fit stops admission
                 kv.grow(req, req.num_tokens)
                 engine.admit(req)

@@ -37,6 +37,11 @@ class StaticBatching(Policy):
     def decode_horizon(self, engine, now):
         return math.inf  # nobody joins a batch that is still running
 
+    def transfer_tokens(self, req):
+        """On a decode worker, a handed-over request reserves its whole life up front too, so a
+        transfer is accepted only if the request can then run to its end."""
+        return req.prompt_tokens + req.output_tokens
+
     def schedule(self, engine, plan, now):
         if not engine.running:  # the previous batch is done: form a new one
             while engine.waiting and len(engine.running) < self.knobs.batch_size:

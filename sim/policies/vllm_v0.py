@@ -73,6 +73,8 @@ def can_append(kv, req) -> bool:
 
 
 def never_fits_reason(kv, req) -> str:
+    """Why V0 would never admit `req` here ('' if it could): `can_allocate` says NEVER, and V0
+    drops the request (FINISHED_IGNORED, vllm/core/scheduler.py `_schedule_prefills`)."""
     if can_allocate(kv, req) == "never":
         return (f"needs {req.num_tokens} tokens of KV cache, more than this worker holds above "
                 f"vLLM V0's 1% watermark ({kv.capacity_tokens} tokens in all): raise "
@@ -223,7 +225,11 @@ class VllmV0(Policy):
                 i += 1  # the fast lane: shorter prompts behind it may go first (C8)
                 continue
             n = min(req.remaining, budget - plan.num_tokens, slot_budget)
-            if can_allocate(kv, req) != "ok":
+            status = can_allocate(kv, req)
+            if status == "never":  # it outgrew the cache (a recompute): V0 drops it
+                engine.reject(req, never_fits_reason(kv, req))
+                continue
+            if status != "ok":
                 break  # head of line: the whole prompt's KV does not fit yet
             if n == 0 or num_seqs + 1 > k.max_num_seqs:
                 break
