@@ -168,7 +168,8 @@ def test_korean_labels():
     assert fig.layout.annotations[0].text.startswith("대기 ")
     assert fig.layout.sliders[0].steps[1].label == "t = 1.5초"
     assert "일시정지" in fig.layout.updatemenus[0].buttons[-1].label
-    assert "요청" in bar_traces(fig)[0].hovertemplate
+    assert fig.layout.yaxis.categoryarray[0] == "요청 0"  # rows name requests as the tables do
+    assert bar_traces(fig)[0].hovertemplate.startswith("<b>%{y}</b>")  # the row says 요청 0
 
 
 def test_readout_numbers_by_hand():

@@ -104,7 +104,7 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
                 sel = [r for r in pts if r["model"] == model and bool(r["fit"]) == fit]
                 if not sel:
                     continue
-                label = f"{model} ({_role(fit, lang)})"
+                label = t("label.fid_series", lang, model=model, role=_role(fit, lang))
                 fig.add_trace(go.Scatter(
                     x=[r[f"{metric}_measured_mean"] * scale for r in sel],
                     y=[r[f"{metric}_predicted_mean"] * scale for r in sel],

@@ -123,7 +123,8 @@ def throughput_vs_concurrency(table: pd.DataFrame, lang: str = "en") -> go.Figur
                 mode="lines+markers",
                 line={"color": color, "width": 3},
                 marker={"size": 9},
-                hovertemplate="%{x}: %{y:,.0f} tok/s<extra>%{fullData.name}</extra>",
+                hovertemplate=t("label.hover.tokens_per_s", lang)
+                + "<extra>%{fullData.name}</extra>",
             )
         )
         sat = saturation_concurrency(x, y)
@@ -206,10 +207,7 @@ def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
             textposition="top right",
             textfont={"size": FONT_SIZE},
             customdata=finite(p99),
-            hovertemplate=(
-                "%{text}<br>max ITL %{x:.0f} ms, TTFT %{y:.2f} s, p99 TPOT %{customdata:.0f} ms"
-                "<extra></extra>"
-            ),
+            hovertemplate="%{text}<br>" + t("label.hover.chunk", lang) + "<extra></extra>",
         )
     )
     fig.add_annotation(
@@ -266,7 +264,7 @@ def goodput_curves(
                 mode="lines+markers",
                 line={"color": color, "width": 3},
                 marker={"size": 8},
-                hovertemplate="%{x:.2f} req/s/GPU: %{y:.0f}%<extra>" + label + "</extra>",
+                hovertemplate=t("label.hover.rate_per_gpu", lang) + "<extra>" + label + "</extra>",
             )
         )
         if best <= 0:

@@ -81,8 +81,7 @@ def kv_use(run: RunResult, lang: str = "en") -> go.Figure:
                 mode="lines",
                 line={"color": colors[name], "width": 3, "shape": "hv"},
                 customdata=used,
-                hovertemplate="%{x:.2f} s: %{y:.0f}% (%{customdata:,} tok)<extra>%{fullData.name}"
-                "</extra>",
+                hovertemplate=t("label.hover.kv_use", lang) + "<extra>%{fullData.name}</extra>",
             )
         )
     marks = (
@@ -109,7 +108,8 @@ def kv_use(run: RunResult, lang: str = "en") -> go.Figure:
                     "line": {"color": INK, "width": 1},
                 },
                 customdata=finite(hits.loc[keep, column] * (1000 if column == "swap_s" else 1)),
-                hovertemplate="%{x:.2f} s: %{customdata:.3g}<extra>%{fullData.name}</extra>",
+                hovertemplate=t("label.hover.time_value", lang)
+                + "<extra>%{fullData.name}</extra>",
             )
         )
     fig.add_hline(
@@ -174,6 +174,7 @@ def tokens_in_window_bars(
 ) -> go.Figure:
     """Output tokens per request in a window, grouped bars: one bar per compared run (column)."""
     fig = go.Figure()
+    # The key ui.labels.request_label uses too: the Home table names the requests alike.
     requests = [t("charts.tokens.request", lang, id=int(r)) for r in table.index]
     for i, label in enumerate(table.columns):
         values = finite(table[label])

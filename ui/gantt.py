@@ -30,6 +30,7 @@ Notable features
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -42,6 +43,7 @@ from ui import gantt_frames as gf
 from ui import gantt_layout as gl
 from ui.gantt_frames import TRACE_PHASES, frame_times
 from ui.i18n import t
+from ui.labels import request_row
 from ui.theme import CACHED_PATTERN, COLORS, FONT_SIZE, OUTLINE, SLOWED_PATTERN
 
 __all__ = ["CLIP_MAX_BARS", "choose_design", "frame_times", "static_timeline_figure",
@@ -73,8 +75,11 @@ def choose_design(total_bars: int) -> Design:
     return "clip" if total_bars <= CLIP_MAX_BARS else "cursor"
 
 
-def _panels(runs: Sequence[tuple[str, RunResult]], height: int | None) -> list[_Panel]:
-    """The subplots, in the order given; rows thinner than MERGE_ROW_PX get merged bars."""
+def _panels(
+    runs: Sequence[tuple[str, RunResult]], height: int | None, lang: str = "en"
+) -> list[_Panel]:
+    """The subplots, in the order given; rows thinner than MERGE_ROW_PX get merged bars.
+    Request rows are named in `lang` (R0, 요청 0)."""
     if not runs:
         raise ValueError("timeline_figure needs at least one (label, run)")
     ids = [gf.request_ids(run) for _, run in runs]
@@ -82,8 +87,10 @@ def _panels(runs: Sequence[tuple[str, RunResult]], height: int | None) -> list[_
     panels = []
     for (label, run), row_ids, px in zip(runs, ids, plot_px, strict=True):
         merge = px / max(len(row_ids), 1) < MERGE_ROW_PX
-        rows = [gf.row_label(i) for i in row_ids.tolist()]
-        panels.append(_Panel(str(label), run, row_ids, rows, gf.split_bars(run, merge=merge)))
+        name = functools.partial(request_row, lang=lang)
+        rows = [name(i) for i in row_ids.tolist()]
+        bars = gf.split_bars(run, merge=merge, label=name)
+        panels.append(_Panel(str(label), run, row_ids, rows, bars))
     return panels
 
 
@@ -105,7 +112,7 @@ def _marker(phase: str) -> dict:
 def _hovertemplate(phase: str, lang: str) -> str:
     """Hover text of one phase's bars (customdata = start, end, tokens, step_first, step_last)."""
     lines = [
-        f"<b>{t('gantt.hover.request', lang)} %{{y}}</b>",
+        f"<b>{t('label.hover_request', lang)}</b>",  # the row label says "요청" in Korean
         f"{t('gantt.hover.phase', lang)}: {t(f'gantt.hover.phase.{phase}', lang)}",
         f"{t('gantt.hover.worker', lang)}: %{{hovertext}}",
     ]
@@ -159,7 +166,7 @@ def _figure_dict(
     row_px = min(px / max(n, 1) for px, n in zip(plot_px, rows, strict=True))
     show_tokens = design == "clip" and max(rows) <= MAX_TOKEN_ROWS and row_px >= TOKEN_ROW_PX
     token_font = min(FONT_SIZE - 2, int(row_px) - 1)  # px: one line per row, no overlap
-    longest = max((len(row) for p in panels for row in p.rows), default=2)
+    longest = max((gl.text_width(row) for p in panels for row in p.rows), default=2.0)
     geo = gl.geometry(rows, height, gl.left_margin(longest), 100 if show_tokens else 24)
     first_panel: dict[
         str, int
@@ -256,7 +263,7 @@ def timeline_figure(
     height: figure height (px); default grows with the rows, up to about one screen.
     design: force "clip" or "cursor"; default chosen by the total number of bars.
     """
-    panels = _panels(runs, height)
+    panels = _panels(runs, height, lang)
     end = max(gf.run_end(p.run) for p in panels) if t_end is None else float(t_end)
     end = end if end > 0 else 1.0
     if design is None:

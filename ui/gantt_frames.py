@@ -23,6 +23,7 @@ Notable features
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +45,7 @@ RUNNING_KINDS = ("prefill", "decode", "stall")  # counted in the running batch
 class Bars:
     """The segments of one drawn phase, one entry per bar (all arrays have the same length)."""
 
-    row: np.ndarray  # row label of each bar, "R<request_id>" (object array of str)
+    row: np.ndarray  # row label of each bar, "R<request_id>" or a page's own (object array)
     start: np.ndarray  # s, float64
     end: np.ndarray  # s, float64
     worker: np.ndarray  # object array of str
@@ -68,7 +69,8 @@ class Readout:
 
 
 def row_label(request_id: int) -> str:
-    """The y-axis label of one request: R0, R1, ..."""
+    """The y-axis label of one request: R0, R1, ... (a page passes its language's own, e.g.
+    ui.labels.request_row: 요청 0, 요청 1, ...)"""
     return f"R{request_id}"
 
 
@@ -112,8 +114,12 @@ def _merge_back_to_back(segs: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def split_bars(run: RunResult, merge: bool = False) -> dict[str, Bars]:
+def split_bars(
+    run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label
+) -> dict[str, Bars]:
     """The run's segments grouped by drawn phase (every phase present, maybe empty).
+
+    `label` names each request's row (R0 by default); it is called once per request.
 
     merge=True first joins back-to-back segments of one request and kind (see
     `_merge_back_to_back`): for rows a few pixels tall, where a hatch or a one-step stretch is
@@ -122,7 +128,9 @@ def split_bars(run: RunResult, merge: bool = False) -> dict[str, Bars]:
     segs = _merge_back_to_back(run.segments) if merge and len(run.segments) else run.segments
     kind = segs["kind"].to_numpy(dtype=object)
     slowed = segs["slowed"].to_numpy(dtype=bool)
-    rows = ("R" + segs["request_id"].astype(str)).to_numpy(dtype=object)  # see row_label
+    ids, where = np.unique(segs["request_id"].to_numpy(dtype=np.int64), return_inverse=True)
+    names = np.array([label(i) for i in ids.tolist()] or [""], dtype=object)
+    rows = names[where] if len(where) else np.array([], dtype=object)
     columns = {
         "start": segs["start_s"].to_numpy(dtype=float),
         "end": segs["end_s"].to_numpy(dtype=float),

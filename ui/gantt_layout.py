@@ -24,6 +24,7 @@ Notable features
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 
 from ui.theme import CURSOR, FONT_FAMILY, FONT_SIZE, OUTLINE
@@ -219,6 +220,12 @@ def controls(
     return {"updatemenus": [menu], "sliders": [slider]}
 
 
-def left_margin(longest_label: int) -> int:
-    """Left margin (px) wide enough for the longest row label at FONT_SIZE."""
+def text_width(text: str) -> float:
+    """Width of `text` in characters of a Latin font: a Hangul or other wide (CJK) character
+    counts as 1.6, about its width (1 em) over a Latin character's (0.62 em)."""
+    return sum(1.6 if unicodedata.east_asian_width(c) in "WF" else 1.0 for c in text)
+
+
+def left_margin(longest_label: float) -> int:
+    """Left margin (px) wide enough for the longest row label at FONT_SIZE (its `text_width`)."""
     return max(60, math.ceil(longest_label * FONT_SIZE * 0.62) + 22)
