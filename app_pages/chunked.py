@@ -29,7 +29,7 @@ try:
 except ValueError as err:
     w.config_error(err)
     st.stop()
-specs[1] = (f"vLLM V1, {chunk}", specs[1][1], specs[1][2])
+specs[1] = (T("label.v1_chunk", size=chunk), specs[1][1], specs[1][2])
 w.timeline_of(specs)
 st.caption(T("common.legend"))
 w.engine_note("prefill-first", "vllm")

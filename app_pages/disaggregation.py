@@ -7,7 +7,6 @@ import streamlit as st
 from sim.config import DISAGG_PROTOCOLS, SimConfig, with_overrides
 from sim.hardware import GPUS, LINKS_GB_S
 from sim.metrics import summarize
-from sim.sweep import goodput_of
 from sim.workload import WorkloadConfig
 from ui import charts, formulas
 from ui import widgets as w
@@ -84,7 +83,7 @@ if w.toggle("sweep", T("disagg.run_sweep"), False):
         bar.progress(done / len(configs), text=T("disagg.sweeping"))
     bar.empty()
     w.chart(charts.goodput_curves(sweeps, lang=L))
-    st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")
+    w.goodput_table(sweeps)
 
 with st.expander(T("disagg.formula_title")):
     w.formula(formulas.KV_TRANSFER, "disagg.formula_caption")

@@ -6,8 +6,9 @@ from sim.metrics import compare_tokens_in_window
 from ui import formulas
 from ui import widgets as w
 from ui.charts import tokens_in_window_bars
+from ui.labels import request_label, sim_label
 
-T = w.translator()
+T, L = w.translator(), w.lang()
 SCENARIO = "c12-three-requests"
 LABELS = ("colocated", "disaggregated")
 
@@ -28,12 +29,15 @@ t1 = w.slider("window", T("home.window"), 1.0, 10.0, 5.0, step=0.5)
 runs = dict(w.run_variants(SCENARIO, LABELS))
 table = compare_tokens_in_window(runs, 0.0, t1)
 col_table, col_chart = st.columns([1, 2])
-shown = table.rename(index=lambda i: f"R{i}")
+# Table and chart name requests and runs alike: "request 0" / "요청 0", "colocated" / "colocation"
+shown = table.rename(index=lambda i: request_label(i, L), columns=lambda c: sim_label(c, L))
 shown.index.name = T("home.request_col")
 col_table.dataframe(shown, width="stretch")
-w.cached_chart(tokens_in_window_bars, table, lang=w.lang(), where=col_chart)
+named = table.rename(columns=lambda c: sim_label(c, L))  # index: request ids, the chart names them
+w.cached_chart(tokens_in_window_bars, named, lang=L, where=col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
-st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=f"R{int(gain.idxmax())}"))
+best = request_label(int(gain.idxmax()), L)
+st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=best))
 
 with st.expander(T("home.formula_title")):
     w.formula(formulas.TTFT_TPOT)
@@ -50,4 +54,4 @@ for path, key in (
     ("app_pages/disaggregation.py", "nav.disaggregation"),
     ("app_pages/playground.py", "nav.playground"),
 ):
-    st.page_link(path, label=T(key), query_params={"lang": w.lang()})
+    st.page_link(path, label=T(key), query_params={"lang": L})

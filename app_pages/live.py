@@ -12,6 +12,7 @@ from sim.config import SimConfig, with_overrides
 from sim.request import RequestSpec
 from ui import widgets as w
 from ui.gate import Gate
+from ui.labels import request_row
 
 T = w.translator()
 st.title(T("live.title"))
@@ -61,7 +62,7 @@ def show(result: dict, recorded=None) -> None:
         st.subheader(T("live.texts"))
         for rid, text in runs[0].texts.items():
             prompt = runs[0].prompt_text.get(rid, "")
-            st.text(f"R{rid}  … {prompt[-80:]} → {text}")
+            st.text(f"{request_row(rid, w.lang())}  … {prompt[-80:]} → {text}")
 
 
 @st.cache_resource(show_spinner=False)

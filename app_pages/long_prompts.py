@@ -8,6 +8,7 @@ from sim.policies.vllm_v0 import VllmV0
 from sim.policies.vllm_v1 import Vllm
 from sim.scenarios import long_prompts_then_chats, requests_from_rows
 from ui import widgets as w
+from ui.labels import sim_label
 
 T = w.translator()
 BUDGET = 2048  # the step's token budget in this lesson (vLLM's default on an A100 or L40S)
@@ -72,7 +73,8 @@ with starvation:
     knobs = {"max_num_batched_tokens": BUDGET}
     fcfs = with_overrides(SimConfig(), knobs)
     short = with_overrides(SimConfig(policy="short-first"), {**knobs, "aging_s": aging})
-    specs = [("fcfs", workload, fcfs), (T("long.short_first", aging=aging), workload, short)]
+    specs = [(sim_label("fcfs", w.lang()), workload, fcfs),
+             (T("long.short_first", aging=aging), workload, short)]
     w.timeline_of(specs, key="starvation")
     w.engine_note("vllm", "short-first")
     runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]

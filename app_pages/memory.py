@@ -5,6 +5,7 @@ import streamlit as st
 from sim.engine import Engine
 from ui import charts
 from ui import widgets as w
+from ui.labels import sim_label
 
 T, L = w.translator(), w.lang()
 SCENARIO = "c11-memory-pressure"
@@ -25,7 +26,7 @@ try:
 except ValueError as err:
     w.config_error(err)
     st.stop()
-label = f"{spec[2].policy}: {mode}, {capacity:,} KV tokens"
+label = T("label.memory_run", policy=spec[2].policy, mode=sim_label(variant, L), capacity=capacity)
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))
 w.engine_note(spec[2].policy, caveat_key="memory.swap_unchecked" if mode == "swap" else None)

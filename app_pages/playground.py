@@ -9,10 +9,10 @@ from sim.export import chrome_trace, to_json_dict
 from sim.metrics import summarize
 from sim.policies import POLICIES, make_policy
 from sim.slo import SLO_PRESETS
-from sim.sweep import goodput_of
 from sim.workload import PRESETS, WorkloadConfig, WorkloadError, head, load_csv
 from ui import charts
 from ui import widgets as w
+from ui.labels import sim_label
 from ui.model_upload import uploaded_model
 
 T, L = w.translator(), w.lang()
@@ -83,7 +83,7 @@ for i, col in enumerate(columns):
         w.engine_note(policy)
         for note in make_policy(config.policy, config.knobs).notes():
             st.info(note)
-        specs.append((f"{i + 1}: {policy} · {topology}", workload, config, col))
+        specs.append((f"{i + 1}: {policy} · {sim_label(topology, L)}", workload, config, col))
 
 # ---- SLO ----
 c1, c2, c3 = st.columns(3)
@@ -150,4 +150,4 @@ if w.toggle("sweep", T("play.run_sweep"), False):
     if not sweeps:
         st.stop()
     w.chart(charts.goodput_curves(sweeps, lang=L))
-    st.dataframe({label: goodput_of(table) for label, table in sweeps.items()}, width="stretch")
+    w.goodput_table(sweeps)

@@ -7,6 +7,7 @@ from sim.profiles import profile_origin
 from sim.scenarios import get_scenario
 from ui import charts, formulas
 from ui import widgets as w
+from ui.labels import has_label, sim_label
 from ui.model_upload import uploaded_model
 
 T, L = w.translator(), w.lang()
@@ -63,6 +64,8 @@ w.engine_note(scenario.config.policy)
 st.subheader(T("pd.trust_title"))
 st.markdown(T("pd.trust_text"))
 profile, origin, detail = profile_origin(gpu_name)
+if origin == "fitted" and has_label(f"profile_detail.{gpu_name}"):  # the runs it was fitted on,
+    detail = sim_label(f"profile_detail.{gpu_name}", L)  # in the page's language (labels.json)
 st.caption(T(f"pd.trust_origin_{origin}", gpu=gpu_name, detail=detail, mfu=profile.mfu,
              attn=profile.mfu_attn, mbu=profile.mbu,
              overhead=profile.overhead_s * 1000))  # fmt: skip

@@ -55,7 +55,7 @@ with evict_tab:
                        24000)  # fmt: skip
     chosen = (("kv_capacity_tokens", capacity),)
     spec = w.variant_spec("pc3-cache-eviction", "KV 24k tokens", chosen)
-    w.timeline_of([(f"{capacity:,} KV", spec[1], spec[2])], key="tl_evict")
+    w.timeline_of([(T("label.kv_capacity", capacity=capacity), spec[1], spec[2])], key="tl_evict")
     st.caption(T("prefix.legend"))
     rows = []
     for size in (12000, 24000, 48000, 100000, 200000):

@@ -125,7 +125,7 @@ def test_goodput_sweep_draws_attainment_per_rate_and_the_goodput():
     assert not at.exception, at.exception
     sweep = figures(at)[-1]
     assert "goodput" in json.dumps(sweep["layout"]).lower()
-    assert "goodput_per_s" in at.dataframe[-1].value.index
+    assert t("label.goodput.goodput_per_s", "en") in at.dataframe[-1].value.index
 
 
 def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():

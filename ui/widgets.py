@@ -8,6 +8,9 @@ Notable features
   once; playing, pausing and scrubbing happen in the browser and never rerun anything.
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
   page stays usable.
+- Labels the simulator makes (variant names, request ids) reach a page only through
+  `ui.labels` (`sim_label`, `request_label`): sim/ keeps them as English ids, the page shows them
+  in the visitor's language. `text_style` makes Korean wrap between words, never inside one.
 - Bounded work per visitor: every run goes through `sim.budget.simulate_within` under `limits()`
   (requests, instances, KV blocks, engine steps, CPU seconds per run); a refused run is cached as
   its message, so reloading a hostile URL costs nothing the second time. The caches hold at most
@@ -32,7 +35,8 @@ from sim.request import RequestSpec
 from sim.scenarios import get_scenario
 from sim.trace import RunResult
 from sim.workload import WorkloadConfig, generate
-from ui.i18n import DEFAULT_LANG, LANGUAGES, t
+from ui.i18n import DEFAULT_LANG, LANGUAGES, catalog, t
+from ui.labels import sim_label
 
 Overrides = tuple[tuple[str, object], ...]  # hashable knob overrides, e.g. (("max_num_seqs", 8),)
 
@@ -47,6 +51,23 @@ def translator() -> Callable[..., str]:
     """A t(key, **fmt) bound to the current language, for terse page code."""
     current = lang()
     return lambda key, **fmt: t(key, current, **fmt)
+
+
+# Korean wraps at spaces only (word-break: keep-all): the browser's default breaks between any
+# two Hangul syllables, splitting words (사용/자의). overflow-wrap: anywhere still breaks a token
+# too long for its line (a URL, a knob name) instead of letting it run out of its column.
+# On every element, !important: Streamlit sets word-break: break-word on headings and markdown.
+# Headings balance their lines, so a title never leaves one word (에서, 병목) alone on its last.
+KOREAN_TEXT_CSS = (
+    ".stApp, .stApp * { word-break: keep-all !important; overflow-wrap: anywhere !important; }"
+    " .stApp :is(h1, h2, h3) { text-wrap: balance; }"
+)
+
+
+def text_style(current: str) -> None:
+    """The page's line-breaking rules for `current` language (a style-only st.html: no space)."""
+    if current == "ko":
+        st.html(f"<style>{KOREAN_TEXT_CSS}</style>")
 
 
 def language_picker() -> None:
@@ -161,11 +182,12 @@ def run_or_error(workload: Workload, config: SimConfig, where=None) -> RunResult
 
 
 def variant_spec(scenario: str, label: str, overrides: Overrides = ()) -> RunSpec:
-    """(label, workload, config) of a lesson scenario's variant with some knobs changed."""
+    """(label, workload, config) of a lesson scenario's variant with some knobs changed; the
+    label comes back in the page's language (it is what the timeline and tables show)."""
     s = get_scenario(scenario)
     variant = s.variant(label)
     workload = variant.workload if variant.workload is not None else s.workload
-    return label, workload, with_overrides(variant.config, dict(overrides))
+    return sim_label(label, lang()), workload, with_overrides(variant.config, dict(overrides))
 
 
 def run_variant(scenario: str, label: str, overrides: Overrides = ()) -> RunResult:
@@ -175,7 +197,8 @@ def run_variant(scenario: str, label: str, overrides: Overrides = ()) -> RunResu
 
 
 def run_variants(scenario: str, labels: Sequence[str], overrides: Overrides = ()):
-    """[(label, RunResult), ...] for several variants of one scenario."""
+    """[(label, RunResult), ...] for several variants of one scenario (labels as given: ids;
+    show them through sim_label)."""
     return [(label, run_variant(scenario, label, overrides)) for label in labels]
 
 
@@ -214,7 +237,9 @@ def engine_note(*policies: str, caveat_key: str | None = None) -> None:
         proof = T(VERIFIED[cls.name]) if cls.name in VERIFIED else ""
         if caveat_key:
             proof += " " + T(caveat_key)
-        st.caption(T("common.engine_note", policy=cls.name, mirrors=cls.mirrors, proof=proof))
+        key = f"label.mirrors.{cls.name}"  # the policy's `mirrors`, in the page's language
+        mirrors = T(key) if key in catalog(DEFAULT_LANG) else cls.mirrors
+        st.caption(T("common.engine_note", policy=cls.name, mirrors=mirrors, proof=proof))
 
 
 def show_code(obj, title_key: str = "common.show_code") -> None:
@@ -327,6 +352,17 @@ def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfi
         return budget_message(err)
     except ValueError as err:
         return t("common.config_error", lang, message=str(err).splitlines()[0])
+
+
+def goodput_table(sweeps: dict) -> None:
+    """Goodput, GPUs and goodput per GPU of each swept configuration (one column each)."""
+    import pandas as pd
+
+    from sim.sweep import goodput_of
+
+    T = translator()
+    frame = pd.DataFrame({label: goodput_of(table) for label, table in sweeps.items()})
+    st.dataframe(frame.rename(index=lambda key: T(f"label.goodput.{key}")), width="stretch")
 
 
 def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
