@@ -15,12 +15,13 @@ import streamlit as st
 
 from ui import warmup
 from ui.i18n import t
-from ui.widgets import lang, language_picker
+from ui.widgets import lang, language_picker, text_style
 
 st.set_page_config(page_title="PD Lab", page_icon="⏱️", layout="wide")
 warmup.start_once()  # the first session of a server fills the caches with every lesson's view
 language_picker()
 L = lang()
+text_style(L)  # Korean breaks lines between words, not inside them
 
 LESSONS = [  # (file, url path, title key, icon)
     ("app_pages/home.py", "home", "nav.home", "🏠"),
