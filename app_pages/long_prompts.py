@@ -82,7 +82,7 @@ with starvation:
     cols = st.columns(len(table))
     for col, (label, q) in zip(cols, table.items(), strict=True):
         long = q.prompt_tokens > 10000
-        col.metric(T("long.long_ttft", label=label), f"{q[long].ttft_s.max():.2f} s")
-        col.metric(T("long.chat_ttft", label=label), f"{q[~long].ttft_s.median():.2f} s")
+        col.metric(T("long.long_ttft", label=label), T("live.seconds", s=q[long].ttft_s.max()))
+        col.metric(T("long.chat_ttft", label=label), T("live.seconds", s=q[~long].ttft_s.median()))
     st.markdown(T("long.starvation_takeaway"))
     w.show_code(ShortFirst)

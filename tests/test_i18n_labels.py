@@ -7,7 +7,8 @@ through ui.labels and assets/i18n/<lang>/labels.json. These tests fail when one 
   differs from the English id, unless it is only engine, GPU, link or knob names (SAME_IN_KOREAN);
 - every lesson page, rendered in Korean, shows none of those English labels and no "R0"-style
   request id in its titles, tables (index, columns, cells), metrics, text and figures (trace
-  names, text, hover text, annotations, axis titles and categories, slider labels).
+  names, text, hover text, annotations, axis titles and categories, slider labels), no
+  snake_case id as a table header and no metric value in English seconds ("2.62 s").
 Widget options (a selectbox's "recompute"/"swap") are not checked: a bound widget writes its
 shown option into the URL, so they stay ids to keep links working in both languages.
 """
@@ -138,6 +139,7 @@ def page_strings(at: AppTest) -> dict[str, list[str]]:
         out[kind] = [str(getattr(e, "label", None) or getattr(e, "value", ""))
                      for e in at.get(kind)]  # fmt: skip
     out["metric"] = [f"{m.label} {m.value}" for m in at.metric]
+    out["seconds in English"] = [m.value for m in at.metric if re.search(r"\d s$", str(m.value))]
     tables = []
     for frame in at.dataframe:
         table = frame.value
@@ -167,11 +169,13 @@ def test_no_simulator_label_reaches_a_korean_page_untranslated(page):
     at = open_page(page, PAGES[page])
     strings = page_strings(at)
     ids = strings.pop("table header id")
+    seconds = strings.pop("seconds in English")  # "2.62 s": Korean says 2.62초
     found = {
         where: sorted({hit for text in texts for hit in english_hits(text)})
         for where, texts in strings.items()
     }
     found["table header id"] = ids
+    found["seconds in English"] = seconds
     assert {where: hits for where, hits in found.items() if hits} == {}
     assert strings["figure"] or page.startswith("app_pages/live"), "nothing was checked"
 
