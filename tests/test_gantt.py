@@ -164,7 +164,7 @@ def test_korean_labels():
     fig = timeline_figure([("실행", tiny_run())], lang="ko", num_frames=3)
     ko = catalog("ko")
     assert {tr.name for tr in bar_traces(fig)} == {ko[f"gantt.phase.{p}"] for p in PHASES}
-    assert fig.layout.xaxis.title.text == "시간 (초)"
+    assert fig.layout.xaxis.title.text == "시간(초)"  # glossary: "(" attached
     assert fig.layout.annotations[0].text.startswith("대기 ")
     assert fig.layout.sliders[0].steps[1].label == "t = 1.5초"
     assert "일시정지" in fig.layout.updatemenus[0].buttons[-1].label
