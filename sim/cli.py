@@ -56,27 +56,29 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
 def _config(args, base: SimConfig) -> SimConfig:
     """The base config with --policy/--topology/--gpu/--model/--set applied."""
     config = base
+    sets = _parse_sets(args.set or [])
     if args.policy:
         cls = get_policy_class(args.policy)
         if cls.name != config.policy:
-            # Keep only the knobs the base config CHOSE (a scenario variant's settings) that the
-            # new policy also has; the rest are the new policy's own defaults (prefill-first's
-            # budget is 131072, not another policy's 2048).
-            old = config.knobs
-            old_defaults = dataclasses.asdict(type(old)())
-            chosen = {k: v for k, v in dataclasses.asdict(old).items() if old_defaults[k] != v}
-            shared = {f.name: chosen[f.name] for f in dataclasses.fields(cls.Knobs)
-                      if f.name in chosen}  # fmt: skip
-            config = dataclasses.replace(config, policy=cls.name, knobs=cls.Knobs(**shared))
-    sets = {}
-    if args.topology:
-        sets["topology"] = args.topology
-    if args.gpu:
-        sets["gpu"] = args.gpu
-    if args.model:
-        sets["model"] = args.model
-    sets.update(_parse_sets(args.set or []))
-    return with_overrides(config, sets)
+            # The base's chosen knobs (a scenario variant's) carry over only where the new
+            # policy's knob of that name means the same (sim/policies/base.py, Knobs.MEANINGS):
+            # prefill-first gets its own 131072 budget, not a chunking budget of 2048.
+            knobs, dropped = config.knobs.carry_to(cls.Knobs)
+            _dropped_note(config.policy, cls.name, [d for d in dropped if d.name not in sets])
+            config = dataclasses.replace(config, policy=cls.name, knobs=knobs)
+    topology = {"topology": args.topology, "gpu": args.gpu, "model": args.model}
+    return with_overrides(config, {**{k: v for k, v in topology.items() if v}, **sets})
+
+
+def _dropped_note(old: str, new: str, dropped) -> None:
+    """ONE line on stderr naming the chosen knobs --policy left behind, and why."""
+    if not dropped:
+        return
+    why = [f"{d.name}={d.value} ({old}: {d.meaning}; {new}: {d.new_meaning})"
+           if d.new_meaning else f"{d.name}={d.value} ({new} has no such knob)"
+           for d in dropped]  # fmt: skip
+    print(f"note: --policy {new} drops the {old} knobs {', '.join(why)}; {new}'s own defaults "
+          "apply (python -m sim list)", file=sys.stderr)  # fmt: skip
 
 
 def _workload_and_base(args):

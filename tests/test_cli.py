@@ -83,6 +83,65 @@ def test_compare_shows_every_variant_and_the_window_table(capsys):
     assert "colocated" in out and "disaggregated" in out and "Output tokens" in out
 
 
+def test_policy_on_a_scenario_drops_a_chunking_budget_and_says_so(capsys):
+    # C7's variant chose a 2048-token CHUNK budget; prefill-first cannot chunk, so that value
+    # would reject the 32,768-token prompt. It runs on prefill-first's own budget instead.
+    code, out, err = cli(capsys, "run", "--scenario", "c7", "--policy", "prefill-first",
+                         "--json")  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["summary"]["rejected"] == 0
+    assert max(r["prompt_tokens"] for r in data["requests"]) == 32768
+    assert all(r["status"] == "finished" for r in data["requests"])
+    assert err.count("\n") == 1 and err.startswith("note: --policy prefill-first")
+    assert "max_num_batched_tokens=2048" in err and "whole prompts" in err
+
+
+def test_policy_on_a_v0_variant_drops_its_v0_knobs_and_names_them(capsys):
+    code, out, err = cli(capsys, "run", "--scenario", "c8", "--variant", "V0: 4 partial, 1 long",
+                         "--policy", "vllm", "--json")  # fmt: skip
+    assert code == 0, err
+    assert err.count("\n") == 1 and err.startswith("note: --policy vllm")
+    assert "max_num_partial_prefills=4 (vllm has no such knob)" in err
+    # Same name, other meaning: V0's "what counts as long" is not V1's per-step cap.
+    assert "long_prefill_token_threshold=10000 (vllm-v0: the length above which" in err
+    # What runs is plain vllm on the same workload: C8's first variant chose no knob, so it
+    # carries nothing over and says nothing.
+    code, plain, quiet = cli(capsys, "run", "--scenario", "c8", "--policy", "vllm", "--json")
+    assert code == 0 and quiet == ""
+    assert json.loads(out)["requests"] == json.loads(plain)["requests"]
+
+
+def test_policy_keeps_knobs_that_mean_the_same_and_set_wins_silently(capsys):
+    # short-first is vLLM V1 too: the threshold of 512 means the same there and carries over.
+    variant = "vLLM, threshold 512"
+    code, carried, err = cli(capsys, "run", "--scenario", "c7", "--variant", variant,
+                             "--policy", "short-first", "--json")  # fmt: skip
+    assert code == 0 and err == ""
+    code, explicit, _ = cli(capsys, "run", "--scenario", "c7", "--variant", "short-first",
+                            "--set", "long_prefill_token_threshold=512", "--json")  # fmt: skip
+    assert code == 0
+    assert json.loads(carried)["requests"] == json.loads(explicit)["requests"]
+    # A knob the user sets again is the user's: the note does not list it.
+    code, _, err = cli(capsys, "run", "--scenario", "c8", "--variant", "V0: 4 partial, 1 long",
+                       "--policy", "vllm", "--set", "long_prefill_token_threshold=512",
+                       "--json")  # fmt: skip
+    assert code == 0
+    assert "max_num_partial_prefills=4" in err and "long_prefill_token_threshold" not in err
+
+
+def test_every_knob_declares_its_meaning():
+    """carry_to keeps a knob only where both sides declare the same meaning (Knobs.MEANINGS)."""
+    import dataclasses
+
+    from sim.policies import POLICIES
+
+    for name, cls in POLICIES.items():
+        values = dataclasses.asdict(cls.Knobs())
+        for f in dataclasses.fields(cls.Knobs):
+            assert cls.Knobs.meaning(f.name, values), (name, f.name)
+
+
 @pytest.mark.parametrize("args, words", [
     (["run", "--scenario", "nope"], "unknown scenario"),
     (["run", "--scenario", "c5", "--set", "bogus=1"], "unknown knob 'bogus'"),

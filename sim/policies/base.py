@@ -7,17 +7,69 @@ queues (`engine.waiting`, `engine.running`, free KV blocks) and calls the engine
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from sim.engine import Engine, StepPlan
     from sim.request import Request
 
 
+# What a knob means, shared by the engines whose knob of that name means the same thing. Knobs of
+# one name but another meaning get another sentence (`Knobs.MEANINGS`).
+STEP_BUDGET = "a step's token budget, prompts cut into chunks to fit"
+WHOLE_PROMPT_BUDGET = "a step's token budget for whole prompts, at least the longest prompt"
+MAX_SEQS = "the requests in one step at most"
+PREFIX_CACHING = "prefix caching on or off"
+
+
+class DroppedKnob(NamedTuple):
+    """A knob `Knobs.carry_to` left behind: its value, and what it means on either side."""
+
+    name: str
+    value: object
+    meaning: str | None  # under the old policy
+    new_meaning: str | None  # under the new policy (None: it has no such knob)
+
+
 @dataclass(frozen=True)
 class Knobs:
-    """Base of every policy's knobs. Subclasses are frozen dataclasses validated on creation."""
+    """Base of every policy's knobs. Subclasses are frozen dataclasses validated on creation.
+
+    `MEANINGS` says what each knob means in its engine, in a few words. Moving a configuration
+    to another policy (`carry_to`) keeps a knob only where both policies have it with the SAME
+    meaning: a knob of the same name means something else in another engine (vLLM V1's
+    long_prefill_token_threshold caps a request's tokens per step, V0's says which prompts are
+    long; a chunking budget of 2048 would reject every longer prompt without chunking).
+    """
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def meaning(cls, name: str, values: Mapping[str, object]) -> str | None:
+        """What knob `name` means with these knob values (every field has one: a test checks)."""
+        return cls.MEANINGS.get(name)
+
+    def carry_to(self, cls: type[Knobs]) -> tuple[Knobs, list[DroppedKnob]]:
+        """Knobs of class `cls` keeping the knobs chosen here (not this class's defaults) that
+        `cls` has with the same meaning; the rest are `cls`'s defaults. Also the chosen knobs
+        left behind, in declaration order."""
+        mine = dataclasses.asdict(self)
+        defaults = dataclasses.asdict(type(self)())
+        chosen = {k: v for k, v in mine.items() if defaults[k] != v}
+        theirs = {f.name for f in dataclasses.fields(cls)}
+        target = {**dataclasses.asdict(cls()), **{k: v for k, v in chosen.items() if k in theirs}}
+        kept, dropped = {}, []
+        for name, value in chosen.items():
+            old = type(self).meaning(name, mine)
+            new = cls.meaning(name, target) if name in theirs else None
+            if new == old:
+                kept[name] = value
+            else:
+                dropped.append(DroppedKnob(name, value, old, new))
+        return cls(**kept), dropped
 
     def for_gpu(self, gpu_name: str, mem_gb: float) -> Knobs:
         """These knobs with any "engine default" (0) resolved for a GPU; most have none."""

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sim.policies import register
-from sim.policies.base import Knobs, Policy
+from sim.policies.base import MAX_SEQS, WHOLE_PROMPT_BUDGET, Knobs, Policy
 from sim.policies.vllm_v0 import can_allocate, never_fits_reason, run_decodes_v0
 
 
@@ -32,6 +34,11 @@ class PrefillFirstKnobs(Knobs):
     # Prompt tokens one prefill step may hold: V0 without chunking sets max_model_len.
     max_num_batched_tokens: int = 131072
     max_num_seqs: int = 256  # running requests at most
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {
+        "max_num_batched_tokens": WHOLE_PROMPT_BUDGET,
+        "max_num_seqs": MAX_SEQS,
+    }
 
     def __post_init__(self) -> None:
         self.check_positive("max_num_batched_tokens", "max_num_seqs")

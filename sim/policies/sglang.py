@@ -33,10 +33,12 @@ the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from sim.policies import register
-from sim.policies.base import Knobs, Policy
+from sim.policies.base import PREFIX_CACHING, Knobs, Policy
 from sim.request import RequestState
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
@@ -67,6 +69,15 @@ class SglangKnobs(Knobs):
     enable_mixed_chunk: bool = False  # decodes ride along in prefill batches
     enable_prefix_caching: bool = True  # the radix cache (SGLang: --disable-radix-cache off)
     schedule_policy: str = "fcfs"  # fcfs | lpm (longest cached prefix first)
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {
+        "chunked_prefill_size": "tokens per prefill batch, cut into chunks to fit",
+        "max_prefill_tokens": "prompt tokens per prefill batch",
+        "max_running_requests": "running requests at most",
+        "enable_mixed_chunk": "decodes inside prefill batches",
+        "enable_prefix_caching": PREFIX_CACHING,
+        "schedule_policy": "SGLang's order of the waiting queue",
+    }
 
     def __post_init__(self) -> None:
         self.check_positive("max_prefill_tokens")

@@ -15,7 +15,9 @@ forever (starvation). `aging_s` is PD Lab's own addition, not vLLM's: a request 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sim.policies import register
 from sim.policies.vllm_v1 import Vllm, VllmEngineKnobs
@@ -26,6 +28,11 @@ AGING_MARGIN_S = 1e-6
 @dataclass(frozen=True)
 class ShortFirstKnobs(VllmEngineKnobs):
     aging_s: float = 0.0  # seconds of waiting after which a prompt jumps the queue (0 = never)
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {
+        **VllmEngineKnobs.MEANINGS,
+        "aging_s": "seconds of waiting after which a prompt jumps the queue",
+    }
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -11,7 +11,9 @@ Each request reserves KV for its whole prompt + output at admission, so it is ne
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sim.policies import register
 from sim.policies.base import Knobs, Policy
@@ -20,6 +22,8 @@ from sim.policies.base import Knobs, Policy
 @dataclass(frozen=True)
 class StaticKnobs(Knobs):
     batch_size: int = 8  # requests per batch
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {"batch_size": "requests per static batch"}
 
     def __post_init__(self) -> None:
         self.check_positive("batch_size")

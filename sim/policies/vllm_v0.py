@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sim.policies import register
-from sim.policies.base import Knobs, Policy
+from sim.policies.base import MAX_SEQS, STEP_BUDGET, Knobs, Policy
 
 WATERMARK = 0.01  # vllm/core/block_manager.py line 67: keep 1% of the GPU blocks free
 MAX_MODEL_LEN = 131072  # Llama-3.1's context: V0's auto threshold is 4% of it
@@ -114,6 +116,14 @@ class VllmV0Knobs(Knobs):
     max_num_partial_prefills: int = 1  # prefill "slots" the budget is split across
     max_long_partial_prefills: int = 1  # of those, how many may be long
     long_prefill_token_threshold: int = 0  # "long" = more remaining tokens (0: 4% of 131072)
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {
+        "max_num_batched_tokens": STEP_BUDGET,
+        "max_num_seqs": MAX_SEQS,
+        "max_num_partial_prefills": "the partial-prefill slots",
+        "max_long_partial_prefills": "the slots for long prompts",
+        "long_prefill_token_threshold": "the length above which a prompt counts as long",
+    }
 
     def __post_init__(self) -> None:
         self.check_positive("max_num_batched_tokens", "max_num_seqs", "max_long_partial_prefills")

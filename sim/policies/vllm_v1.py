@@ -30,9 +30,11 @@ checked against the real scheduler in tests/test_vllm_differential.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
-from sim.policies import register
+from sim.policies import base, register
 from sim.policies.base import Knobs, Policy
 from sim.request import RequestState
 
@@ -67,6 +69,21 @@ class VllmEngineKnobs(Knobs):
     enable_prefix_caching: bool = True  # vLLM V1's default
     scheduler_reserve_full_isl: bool = True  # admit only if the whole prompt's KV fits
 
+    MEANINGS: ClassVar[Mapping[str, str]] = {
+        "max_num_batched_tokens": base.STEP_BUDGET,  # without chunking: see meaning()
+        "max_num_seqs": base.MAX_SEQS,
+        "long_prefill_token_threshold": "a cap on one request's prefill tokens per step",
+        "enable_chunked_prefill": "chunked prefill on or off",
+        "enable_prefix_caching": base.PREFIX_CACHING,
+        "scheduler_reserve_full_isl": "admission reserving KV for the whole prompt",
+    }
+
+    @classmethod
+    def meaning(cls, name, values):
+        if name == "max_num_batched_tokens" and not values["enable_chunked_prefill"]:
+            return base.WHOLE_PROMPT_BUDGET  # vLLM then needs it >= max_model_len
+        return super().meaning(name, values)
+
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold"):
             if getattr(self, name) < 0:
@@ -98,6 +115,11 @@ class VllmEngineKnobs(Knobs):
 @dataclass(frozen=True)
 class VllmKnobs(VllmEngineKnobs):
     scheduling_policy: str = "fcfs"  # fcfs | priority (lower priority value first)
+
+    MEANINGS: ClassVar[Mapping[str, str]] = {
+        **VllmEngineKnobs.MEANINGS,
+        "scheduling_policy": "vLLM's order of the waiting queue",
+    }
 
     def __post_init__(self) -> None:
         super().__post_init__()
