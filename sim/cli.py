@@ -97,6 +97,13 @@ REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "tt
 SUMMARY_VIEW = ["num_requests", "finished", "rejected", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
                 "tpot_p99_s", "max_itl_s", "output_tokens_per_s", "preemptions_total",
                 "slo_attainment"]  # fmt: skip
+CACHE_VIEW = "prefix_cache_hit_rate"  # after SUMMARY_VIEW, when the policy keeps a prefix cache
+
+
+def _summary_view(config: SimConfig) -> list[str]:
+    """The summary keys to print: SUMMARY_VIEW, plus the cache hit rate with prefix caching on."""
+    caching = make_policy(config.policy, config.knobs).prefix_caching
+    return [*SUMMARY_VIEW, CACHE_VIEW] if caching else SUMMARY_VIEW
 
 
 def _print_table(frame: pd.DataFrame, limit: int = 40) -> None:
@@ -164,7 +171,7 @@ def cmd_run(args) -> None:
         return
     print(f"{label}: policy {config.policy}, topology {config.topology.topology}, "
           f"{run.meta['num_gpus']}x {run.meta['gpu']}, {run.meta['model']}")  # fmt: skip
-    for key in SUMMARY_VIEW:
+    for key in _summary_view(config):
         value = summary.get(key)
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         print(f"  {key:22s} {text}")
@@ -182,10 +189,11 @@ def cmd_compare(args) -> None:
     rows, runs = {}, {}
     sets = _parse_sets(args.set or [])
     for v in scenario.variants:
-        run = simulate(scenario.requests(v), with_overrides(v.config, sets))
+        config = with_overrides(v.config, sets)
+        run = simulate(scenario.requests(v), config)
         runs[v.label] = run
         s = summarize(run)
-        rows[v.label] = {k: s.get(k) for k in SUMMARY_VIEW}
+        rows[v.label] = {k: s.get(k) for k in _summary_view(config)}  # no hit rate: cache off
     _print_table(pd.DataFrame.from_dict(rows, orient="index"))
     if scenario.window_s:
         t0, t1 = scenario.window_s

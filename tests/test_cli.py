@@ -48,6 +48,18 @@ def test_knobs_and_flags_change_the_result(capsys):
     assert itl(h200) < itl(base)
 
 
+def test_text_summary_shows_the_prefix_cache_hit_rate_when_caching_is_on(capsys):
+    code, out, _ = cli(capsys, "run", "--scenario", "pc1")  # vllm: prefix caching on
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.strip().startswith("prefix_cache_hit_rate")]
+    # 2,000 of each 2,300-token prompt are shared; the first request computes them itself.
+    assert float(line.split()[1]) == pytest.approx(2000 / 2300 * 59 / 60, abs=1e-3)
+    code, out, _ = cli(capsys, "run", "--scenario", "pc1", "--set", "enable_prefix_caching=false")
+    assert code == 0 and "prefix_cache_hit_rate" not in out
+    code, out, _ = cli(capsys, "run", "--scenario", "c5", "--variant", "prefill-first (V0)")
+    assert code == 0 and "prefix_cache_hit_rate" not in out  # V0: no prefix cache
+
+
 def test_out_writes_the_five_files(tmp_path, capsys):
     code, _, _ = cli(capsys, "run", "--scenario", "c12", "--topology", "disaggregated",
                      "--out", str(tmp_path))  # fmt: skip
