@@ -116,14 +116,13 @@ def _hovertemplate(phase: str, lang: str) -> str:
         f"{t('gantt.hover.phase', lang)}: {t(f'gantt.hover.phase.{phase}', lang)}",
         f"{t('gantt.hover.worker', lang)}: %{{hovertext}}",
     ]
+    # Whole lines from the catalog, not words joined here: a range is "3–5" and "1.000–2.000 s"
+    # in English but "3~5" and "1.000~2.000초" in Korean (the glossary's range and unit rules).
     if phase in STEP_PHASES:
-        lines.append(f"{t('gantt.hover.steps', lang)}: %{{customdata[3]}}–%{{customdata[4]}}")
+        lines.append(t("gantt.hover.steps", lang))
     if phase in TOKEN_PHASES:
-        lines.append(f"{t('gantt.hover.tokens', lang)}: %{{customdata[2]:,}}")
-    seconds = t("gantt.hover.seconds", lang)
-    lines.append(
-        f"{t('gantt.hover.time', lang)}: %{{customdata[0]:.3f}}–%{{customdata[1]:.3f}} {seconds}"
-    )
+        lines.append(t("gantt.hover.tokens", lang))
+    lines.append(t("gantt.hover.time", lang))
     return "<br>".join(lines) + "<extra></extra>"
 
 
