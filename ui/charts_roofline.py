@@ -110,10 +110,7 @@ def roofline(
                 textposition=position,
                 textfont={"size": FONT_SIZE - 1, "color": INK},
                 customdata=[p["step_ms"] for p in group],
-                hovertemplate=(
-                    "%{text}<br>%{x:.1f} FLOP/B, %{y:.1f} TFLOP/s, %{customdata:.1f} ms"
-                    "<extra></extra>"
-                ),
+                hovertemplate=t("charts.roofline.hover", lang) + "<extra></extra>",
             )
         )
     fig.add_annotation(
