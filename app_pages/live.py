@@ -41,9 +41,9 @@ def show(result: dict, recorded=None) -> None:
             m1.metric(T("live.stall"), T("live.seconds", s=longest_stall_s(r.live)),
                       T("live.stall_sim", s=longest_stall_s(r.predicted)), delta_color="off",
                       delta_arrow="off", help=T("live.stall_help"))  # fmt: skip
-            m2.metric(T("live.ttft_err"), f"{r.medians['ttft_median_err_pct']:.1f} %",
+            m2.metric(T("live.ttft_err"), T("live.percent", pct=r.medians["ttft_median_err_pct"]),
                       help=T("live.err_help"))  # fmt: skip
-            m3.metric(T("live.tpot_err"), f"{r.medians['tpot_median_err_pct']:.1f} %",
+            m3.metric(T("live.tpot_err"), T("live.percent", pct=r.medians["tpot_median_err_pct"]),
                       help=T("live.err_help"))  # fmt: skip
     tabs = st.tabs([T("live.errors", policy=r.policy) for r in runs])
     for tab, r in zip(tabs, runs, strict=True):

@@ -88,7 +88,7 @@ with watch_tab:
         c1, c2, c3, c4 = st.columns(4)
         c1.metric(T("serve.running"), load.get("running", 0))
         c2.metric(T("serve.waiting"), load.get("waiting", 0))
-        c3.metric(T("serve.kv"), f"{100 * float(load.get('kv_usage', 0.0)):.0f} %")
+        c3.metric(T("serve.kv"), T("serve.percent", pct=100 * float(load.get("kv_usage", 0.0))))
         c4.metric(
             T("serve.served"),
             int((run.requests["status"] == "finished").sum()) if len(run.requests) else 0,
