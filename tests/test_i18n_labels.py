@@ -32,7 +32,6 @@ from ui.labels import has_label, request_label, request_row, sim_label
 # link names, vLLM's knob names).
 SAME_IN_KOREAN = {
     "1P1D",  # 1 prefill + 1 decode worker: the xPyD notation
-    "vLLM, threshold 512",  # long_prefill_token_threshold, as long.v1_lane writes it
     "H100 + H100, IB",
     "H100 + H200, IB",
     "H100 + H100, 25GbE",
