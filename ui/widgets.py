@@ -54,12 +54,15 @@ def translator() -> Callable[..., str]:
 
 
 # Korean wraps at spaces only (word-break: keep-all): the browser's default breaks between any
-# two Hangul syllables, splitting words (사용/자의). overflow-wrap: anywhere still breaks a token
-# too long for its line (a URL, a knob name) instead of letting it run out of its column.
+# two Hangul syllables, splitting words (사용/자의). overflow-wrap: break-word still breaks a
+# token too long for its line (a URL, a knob name) instead of letting it run out of its column.
+# Not `anywhere`: that one also counts as a break opportunity when a browser sizes a flex item
+# or a table cell (min-content), so a narrow column shrinks to a letter and splits Korean words
+# again; break-word only breaks what would overflow once the width is settled.
 # On every element, !important: Streamlit sets word-break: break-word on headings and markdown.
 # Headings balance their lines, so a title never leaves one word (에서, 병목) alone on its last.
 KOREAN_TEXT_CSS = (
-    ".stApp, .stApp * { word-break: keep-all !important; overflow-wrap: anywhere !important; }"
+    ".stApp, .stApp * { word-break: keep-all !important; overflow-wrap: break-word !important; }"
     " .stApp :is(h1, h2, h3) { text-wrap: balance; }"
 )
 
