@@ -30,7 +30,9 @@ from sim.request import HASH_BLOCK, RequestSpec
 from sim.stepper import run_steps
 
 V1_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
-            "enable_chunked_prefill", "enable_prefix_caching", "scheduling_policy")  # fmt: skip
+            "enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
+            "scheduling_policy")  # fmt: skip
+V1_POLICIES = ("vllm",)  # run against the real V1 scheduler
 
 
 @dataclass
@@ -77,9 +79,9 @@ def to_reference(case: Case) -> dict:
     """The case in the drivers' JSON protocol."""
     k = case.knobs
     longest = max(p + o for _, p, o, *_ in case.requests)
-    if case.policy == "vllm":
+    if case.policy in V1_POLICIES:
         chunked = k.get("enable_chunked_prefill", True)
-        ours = with_overrides(SimConfig(policy="vllm"), k).knobs.for_gpu("H100-SXM", 80)
+        ours = with_overrides(SimConfig(policy=case.policy), k).knobs.for_gpu("H100-SXM", 80)
         config = {name: getattr(ours, name) for name in V1_KNOBS}  # defaults resolved as ours
         config["num_gpu_blocks"] = case.kv_blocks + 1  # V1 keeps one null block
         config["max_model_len"] = k["max_num_batched_tokens"] if not chunked else max(
@@ -100,6 +102,7 @@ def to_reference(case: Case) -> dict:
             "max_model_len": 131072 if chunked else k["max_num_batched_tokens"],
         }
     config["block_size"] = 16
+
     requests = [
         {"id": str(spec.request_id), "arrival_step": step, "arrival_time": spec.arrival_s,
          "priority": spec.priority, "prompt_token_ids": token_ids(spec),
@@ -141,21 +144,24 @@ DOC = [R(0, 3000, 4)] + [R(0, 300, 4) for _ in range(6)]  # the reference doc's 
 PLENTY = 20_000  # KV blocks: memory never binds
 
 
-def _random_case(seed: int, policy: str) -> Case:
-    """Mixed lengths and staggered arrivals; some seeds share prefixes or squeeze the KV cache."""
+def _random_case(seed: int, policy: str, tight: bool | None = None, **extra) -> Case:
+    """Mixed lengths and staggered arrivals; some seeds share prefixes or squeeze the KV cache
+    (`tight` forces it either way). `extra` knobs are added as given."""
     rng = random.Random(seed)
+    v1 = policy in V1_POLICIES
     budget = rng.choice([64, 256, 512, 2048])
     rows = []
     for _ in range(rng.randint(6, 14)):
         prompt = rng.choice([rng.randint(1, 60), rng.randint(60, 700), rng.randint(700, 3000)])
         group, prefix = "", 0
-        if policy == "vllm" and rng.random() < 0.4:
+        if v1 and rng.random() < 0.4:
             group = rng.choice("ab")
             prefix = min(prompt, rng.choice([16, 100, 512]))
         rows.append(R(rng.randint(0, 25), prompt, rng.randint(1, 40),
                       rng.randint(0, 3), group, prefix))  # fmt: skip
     longest = max(p + o for _, p, o, *_ in rows)
-    tight = rng.random() < 0.4
+    drawn_tight = rng.random() < 0.4
+    tight = drawn_tight if tight is None else tight
     blocks = (longest // 16 + 8) if tight else PLENTY
     if policy == "prefill-first":
         budget = 4096  # V0 without chunking: every prompt must fit the budget whole
@@ -163,7 +169,7 @@ def _random_case(seed: int, policy: str) -> Case:
              "max_num_seqs": min(budget, rng.choice([4, 16, 256]))}
     if policy == "prefill-first":
         pass
-    elif policy == "vllm":
+    elif v1:
         knobs["long_prefill_token_threshold"] = rng.choice([0, 0, 48, 300])
         knobs["scheduling_policy"] = rng.choice(["fcfs", "priority"])
     else:
@@ -171,7 +177,10 @@ def _random_case(seed: int, policy: str) -> Case:
         knobs["max_num_partial_prefills"] = slots
         knobs["max_long_partial_prefills"] = rng.randint(1, slots)
         knobs["long_prefill_token_threshold"] = rng.choice([0, 200, 1000])
-    return Case(f"{policy}-random-{seed}{'-tight' if tight else ''}", policy, knobs, blocks, rows)
+    knobs.update(extra)
+    tag = "".join(f"-{k}-{v}" for k, v in extra.items())
+    name = f"{policy}-random-{seed}{tag}{'-tight' if tight else ''}"
+    return Case(name, policy, knobs, blocks, rows)
 
 
 def _mooncake_rows(n: int, scale: int = 8) -> list[tuple]:
@@ -235,6 +244,21 @@ V1_CASES = [
                                                     "long_prefill_token_threshold": 100},
          PLENTY, [R(0, 3000, 2), R(12, 50, 2)]),
     *[_random_case(seed, "vllm") for seed in range(40)],
+    # scheduler_reserve_full_isl=false (vllm/config/scheduler.py 190): admission checks only the
+    # first chunk's blocks, so under KV pressure more prompts start and preempt each other.
+    Case("no-full-isl-long-prompts", "vllm", {"max_num_batched_tokens": 256,
+                                              "scheduler_reserve_full_isl": False}, 60,
+         [R(0, 600, 40), R(0, 600, 40), R(1, 600, 40), R(3, 100, 20), R(4, 100, 20)]),
+    Case("no-full-isl-priority", "vllm", {"max_num_batched_tokens": 256,
+                                          "scheduling_policy": "priority",
+                                          "scheduler_reserve_full_isl": False}, 70,
+         [R(0, 500, 60, prio=2), R(0, 500, 60, prio=0), R(2, 400, 30, prio=1),
+          R(2, 300, 30, prio=3)]),
+    Case("no-full-isl-prefix-eviction", "vllm", {"max_num_batched_tokens": 512,
+                                                 "scheduler_reserve_full_isl": False}, 85,
+         [R(2 * i, 700, 40, group=f"g{i % 3}", prefix=480) for i in range(10)]),
+    *[_random_case(seed, "vllm", tight=True, scheduler_reserve_full_isl=False)
+      for seed in range(300, 310)],
 ]
 
 V0_CASES = [
@@ -292,3 +316,5 @@ def test_the_suite_is_as_wide_as_promised():
     assert any(k.get("scheduling_policy") == "priority" for k in knobs)
     assert any(c.kv_blocks < 200 for c in V1_CASES)  # preemption
     assert any(r[4] or r[6] for c in V1_CASES for r in c.requests)  # shared prefixes
+    no_reserve = [c for c in V1_CASES if c.knobs.get("scheduler_reserve_full_isl") is False]
+    assert sum(c.kv_blocks < PLENTY for c in no_reserve) >= 2  # KV pressure: where it matters

@@ -17,6 +17,7 @@ Input::
                            "long_prefill_token_threshold": 0,
                            "enable_prefix_caching": false, "num_gpu_blocks": 4096,
                            "block_size": 16, "scheduling_policy": "fcfs",
+                           "scheduler_reserve_full_isl": true,  # V1 only
                            "max_num_partial_prefills": 1,    # V0 only
                            "max_long_partial_prefills": 1,   # V0 only
                            "num_cpu_blocks": 0},             # V0 only

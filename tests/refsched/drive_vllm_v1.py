@@ -99,6 +99,7 @@ def build_scheduler(v, cfg: dict):
         long_prefill_token_threshold=int(cfg.get("long_prefill_token_threshold", 0)),
         enable_chunked_prefill=bool(cfg.get("enable_chunked_prefill", True)),
         policy=cfg.get("scheduling_policy", "fcfs"),
+        scheduler_reserve_full_isl=bool(cfg.get("scheduler_reserve_full_isl", True)),
         async_scheduling=False,
         is_encoder_decoder=False,
     )
