@@ -14,7 +14,12 @@ Notable features
   clock counts the steps (a `SimulatedClock`, so the step times are the cost model's, unchanged).
 - `BudgetExceeded` is a ValueError whose `limit` names which bound was hit and whose message says
   what to change, in one line.
-- `sweep_within` is `sim.sweep.sweep_rates` under one budget for the whole sweep.
+- `sweep_within` is `sim.sweep.sweep_rates` under one budget for the whole sweep: every point
+  within `max_steps` (each point is one run), all of them together within `max_seconds` of CPU,
+  in this thread or in `sweep_jobs` worker processes. There the points add their CPU time to one
+  shared counter and stop when it is spent; this process also watches the workers' own CPU time
+  (/proc) and terminates them past the budget. The first point over budget stops the sweep: the
+  points not started are cancelled, the error is the serial one.
 - The live_* fields bound the Live page (app_pages/live.py), where a run holds the real model.
 """
 
@@ -31,7 +36,7 @@ import pandas as pd
 from sim.cluster import SimulatedClock, simulate
 from sim.config import SimConfig
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
-from sim.parallel import map_points
+from sim.parallel import cpu_jobs, map_points, pool_context, process_cpu_seconds
 from sim.request import RequestSpec
 from sim.sweep import requests_at_rate, sweep_row
 from sim.trace import RunResult
@@ -144,11 +149,14 @@ def check(config: SimConfig, num_requests: int, budget: Budget) -> None:
 
 
 class BudgetClock(SimulatedClock):
-    """The simulator's clock, counting steps: over `max_steps` or `deadline` it raises."""
+    """The simulator's clock, counting steps: over `max_steps` or `deadline` (this thread's CPU
+    time), or with the CPU seconds of a `SharedSeconds` spent, it raises."""
 
-    def __init__(self, budget: Budget, deadline: float | None = None) -> None:
+    def __init__(self, budget: Budget, deadline: float | None = None,
+                 shared: SharedSeconds | None = None) -> None:  # fmt: skip
         self.budget = budget
         self.steps = 0
+        self.shared = shared
         start = time.thread_time()
         self.deadline = deadline if deadline is not None else start + budget.max_seconds
 
@@ -169,10 +177,39 @@ class BudgetClock(SimulatedClock):
                                  f"the run passed {self.budget.max_steps:,} engine steps, the most "
                                  "one run may take here: use fewer requests, a lower rate or a "
                                  "larger token budget per step (max_num_batched_tokens)")
-        if before >> 10 != self.steps >> 10 and time.thread_time() > self.deadline:
-            raise BudgetExceeded("max_seconds", self.budget.max_seconds,
-                                 f"the run took more than {self.budget.max_seconds:g} s, the most "
-                                 "one run may take here: use fewer requests or a lower rate")
+        if before >> 10 != self.steps >> 10:
+            if self.shared is not None:
+                self.shared.check()
+            elif time.thread_time() > self.deadline:
+                raise over_seconds(self.budget)
+
+
+def over_seconds(budget: Budget) -> BudgetExceeded:
+    return BudgetExceeded("max_seconds", budget.max_seconds,
+                          f"the run took more than {budget.max_seconds:g} s, the most "
+                          "one run may take here: use fewer requests or a lower rate")
+
+
+class SharedSeconds:
+    """The CPU seconds a sweep's points have used together, over worker processes: `value` is a
+    shared multiprocessing.Value("d"); `check()` adds this thread's CPU time since the last call
+    and raises BudgetExceeded("max_seconds") once the total is over the budget."""
+
+    def __init__(self, value, budget: Budget) -> None:
+        self.value, self.budget, self.mark = value, budget, time.thread_time()
+
+    def add(self) -> float:
+        """Add this thread's CPU time since the last call; the total so far."""
+        now = time.thread_time()
+        with self.value.get_lock():
+            self.value.value += now - self.mark
+            total = self.value.value
+        self.mark = now
+        return total
+
+    def check(self) -> None:
+        if self.add() > self.budget.max_seconds:
+            raise over_seconds(self.budget)
 
 
 def simulate_within(requests: Sequence[RequestSpec], config: SimConfig, budget: Budget,
@@ -182,16 +219,25 @@ def simulate_within(requests: Sequence[RequestSpec], config: SimConfig, budget: 
     return simulate(list(requests), config, clock=clock or BudgetClock(budget))
 
 
+# A worker process's CPU time may pass the points' own (thread) time by this much before the
+# watch terminates it: starting, unpickling, the check every 1,024 steps (~10-50 ms of steps).
+WATCH_GRACE_S = 0.25
+
+
 def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Budget,
                  target: float = 0.9,
                  progress: Callable[[int, int], None] | None = None,
                  jobs: int = 1) -> pd.DataFrame:  # fmt: skip
     """`sim.sweep.sweep_rates` (same table) with every run under `budget`, and the whole sweep
     within `budget.max_seconds` of CPU time. With `jobs` > 1 the rates run in that many
-    processes (sim/parallel.py), each point within `budget.max_seconds` of its own CPU time."""
-    if jobs != 1:
+    processes (sim/parallel.py), all of them within the same `budget.max_seconds`."""
+    if min(cpu_jobs(jobs), len(rates)) > 1:
+        context = pool_context()
+        spent = context.Value("d", 0.0)  # CPU seconds of all the points, from every worker
         items = [(workload, config, rate, target, budget) for rate in rates]
-        return pd.DataFrame(map_points(_point_within, items, jobs, progress=progress))
+        return pd.DataFrame(map_points(_point_in_worker, items, jobs, progress=progress,
+                                       context=context, initializer=_share, initargs=(spent,),
+                                       watch=cpu_watch(budget)))  # fmt: skip
     deadline = time.thread_time() + budget.max_seconds
     rows = []
     for i, rate in enumerate(rates):
@@ -202,7 +248,43 @@ def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Bu
 
 
 def _point_within(workload, config: SimConfig, rate: float, target: float, budget: Budget,
-                  deadline: float | None = None) -> dict:  # fmt: skip
+                  deadline: float | None = None,
+                  shared: SharedSeconds | None = None) -> dict:  # fmt: skip
     run = simulate_within(requests_at_rate(workload, rate), config, budget,
-                          BudgetClock(budget, deadline))  # fmt: skip
+                          BudgetClock(budget, deadline, shared))  # fmt: skip
     return sweep_row(run, config, rate, target)
+
+
+_SPENT = None  # in a sweep's worker process: the sweep's shared CPU seconds (a Value)
+
+
+def _share(spent) -> None:
+    global _SPENT
+    _SPENT = spent
+
+
+def _point_in_worker(workload, config: SimConfig, rate: float, target: float,
+                     budget: Budget) -> dict:  # fmt: skip
+    """One point of a parallel sweep: all its CPU time (building the requests and the row too)
+    goes to the sweep's shared count; a point that starts with the budget spent stops at once."""
+    shared = SharedSeconds(_SPENT, budget)
+    shared.check()
+    row = _point_within(workload, config, rate, target, budget, shared=shared)
+    shared.add()  # the row's work too (over budget now, the next point stops, as in serial)
+    return row
+
+
+def cpu_watch(budget: Budget) -> Callable[[list[int]], None]:
+    """For map_points: raise BudgetExceeded("max_seconds") once the worker processes together
+    have used more CPU time than the budget (plus WATCH_GRACE_S each), whatever they run."""
+    seen: dict[int, float] = {}  # pid -> its CPU seconds when last read
+
+    def watch(pids: list[int]) -> None:
+        for pid in pids:
+            seconds = process_cpu_seconds(pid)
+            if seconds is not None:
+                seen[pid] = max(seconds, seen.get(pid, 0.0))
+        if sum(seen.values()) > budget.max_seconds + WATCH_GRACE_S * len(seen):
+            raise over_seconds(budget)
+
+    return watch

@@ -12,6 +12,12 @@ Notable features
   one `ray start` runs on this machine), so a capacity study of thousands of configurations
   runs where the cores are. Ray is optional: without it this backend says how to get it.
 - `progress(done, total)` is called as points finish, for a progress bar.
+- In processes, the first point that fails stops the map: the points not started are cancelled,
+  the worker processes are terminated (a point still running is not waited for) and the error is
+  raised. `watch(pids)` is called in this process while points run (every `poll_s`); it may raise
+  to stop the map the same way, e.g. when the workers' CPU time (`process_cpu_seconds`) is over a
+  budget. `initializer(*initargs)` runs in each worker first (e.g. to hand it a shared counter
+  made from `pool_context()`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,27 @@ def cpu_jobs(jobs: int) -> int:
     return jobs
 
 
+def pool_context():
+    """The multiprocessing context worker processes start from (see the module's docstring)."""
+    import multiprocessing
+
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["sim.sweep", "sim.budget"])
+    return context
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) process `pid` has used so far; None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, "(...)"
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def map_points(
     fn: Callable,
     items: Sequence[tuple],
@@ -39,8 +66,15 @@ def map_points(
     backend: str = "processes",
     address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    context=None,
+    initializer: Callable | None = None,
+    initargs: tuple = (),
+    watch: Callable[[list[int]], None] | None = None,
+    poll_s: float = 0.05,
 ) -> list:
-    """`[fn(*item) for item in items]`, computed serially, in local processes or on Ray."""
+    """`[fn(*item) for item in items]`, computed serially, in local processes or on Ray.
+    `context`, `initializer`, `watch` apply to worker processes (jobs > 1, backend "processes")."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "ray":
@@ -55,25 +89,52 @@ def map_points(
             if progress is not None:
                 progress(len(out), len(items))
         return out
-    return _in_processes(fn, items, jobs, progress)
+    return _in_processes(fn, items, jobs, progress, context or pool_context(), initializer,
+                         initargs, watch, poll_s)  # fmt: skip
 
 
-def _in_processes(fn, items, jobs, progress) -> list:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def _in_processes(fn, items, jobs, progress, context, initializer, initargs, watch,
+                  poll_s) -> list:  # fmt: skip
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    method = "fork" if threading.active_count() == 1 else "forkserver"
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(["sim.sweep", "sim.budget"])
     out: list = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=initializer,
+                               initargs=initargs)  # fmt: skip
+    try:
         futures = {pool.submit(fn, *item): i for i, item in enumerate(items)}
-        for done, future in enumerate(as_completed(futures), start=1):
-            out[futures[future]] = future.result()  # re-raises a point's error here
-            if progress is not None:
-                progress(done, len(items))
+        pending, done = set(futures), 0
+        while pending:
+            finished, pending = wait(pending, timeout=poll_s if watch else None,
+                                     return_when=FIRST_COMPLETED)  # fmt: skip
+            for future in finished:
+                out[futures[future]] = future.result()  # re-raises a point's error here
+                done += 1
+                if progress is not None:
+                    progress(done, len(items))
+            if watch is not None and pending:
+                watch(sorted(pool._processes or ()))  # pid -> process, of the live workers
+    except BaseException:
+        _stop(pool)  # not `with`: its exit would wait for every point submitted
+        raise
+    pool.shutdown(wait=True)
     return out
+
+
+def _stop(pool) -> None:
+    """Cancel the points not started, terminate the workers (and whatever they run), reap them."""
+    manager = pool._executor_manager_thread  # shutdown(wait=False) forgets it
+    workers = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)  # those already handed to a worker cannot
+    for process in workers:  # be cancelled: they are stopped here
+        if process.is_alive():
+            process.terminate()
+    for process in workers:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    if manager is not None:
+        manager.join()  # it sees the workers gone and fails the points they had
 
 
 def _on_ray(fn, items, address, progress) -> list:
