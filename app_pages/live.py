@@ -89,8 +89,9 @@ def replay_recorded() -> None:
     torch = rec.versions.get("torch") or "?"
     st.warning(T("live.recorded_banner", date=rec.date, cpu=rec.machine.get("cpu") or "?",
                  cores=rec.machine.get("cores"), model=rec.model, torch=torch,
-                 commit=rec.versions.get("pdlab_commit") or "?", workload=rec.workload,
-                 topology=rec.topology, wall=rec.wall_s))  # fmt: skip
+                 commit=rec.versions.get("pdlab_commit") or "?",
+                 workload=w.option_label("workload")(rec.workload),
+                 topology=w.option_label()(rec.topology), wall=rec.wall_s))  # fmt: skip
     w.engine_note(*rec.policies)
     show({"runs": rec.runs, "info": {"fit": {"median_abs_pct_error": rec.fit_err_pct}},
           "profile": rec.profile, "gpu": rec.gpu_name, "wall_s": rec.wall_s}, recorded=rec)
@@ -143,14 +144,16 @@ def calibration(model: str):
 c1, c2, c3, c4, c5 = st.columns(5)
 with c1:
     workload_name = w.select("wl", T("live.workload"), ["freeze", "three", "blocking", "chat",
-                                                        "typed"], "freeze")  # fmt: skip
+                                                        "typed"], "freeze",
+                             shown=w.option_label("workload"))  # fmt: skip
 with c2:
     policy = w.select("policy", T("play.policy"), POLICIES, "vllm")
 with c3:
     versus = w.select("vs", T("live.versus"), ["none", *POLICIES], "prefill-first",
-                      help=T("live.versus_help"))  # fmt: skip
+                      help=T("live.versus_help"), shown=w.option_label("versus"))  # fmt: skip
 with c4:
-    topology = w.select("topo", T("play.topology"), ["colocated", "disaggregated"], "colocated")
+    topology = w.select("topo", T("play.topology"), ["colocated", "disaggregated"], "colocated",
+                        shown=w.option_label())  # fmt: skip
 with c5:
     model = w.select("model", T("live.model"), MODELS, MODELS[0])
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])

@@ -17,7 +17,7 @@ with c1:
                                                    64000, 100000], 24000)  # fmt: skip
 with c2:
     mode = w.select("mode", T("memory.mode"), ["recompute", "swap"], "recompute",
-                    help=T("memory.mode_help"))  # fmt: skip
+                    help=T("memory.mode_help"), shown=w.option_label("mode"))  # fmt: skip
 overrides = (("kv_capacity_tokens", capacity),)
 variant = "recompute" if mode == "recompute" else "swap (V0)"  # swap exists only in vLLM V0
 try:

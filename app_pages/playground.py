@@ -25,19 +25,22 @@ st.markdown(T("play.lead"))
 # ---- workload ----
 st.subheader(T("play.workload"))
 source = w.select("src", T("play.source"), ["generate", "upload"], "generate",
-                  help=T("play.source_help"))  # fmt: skip
+                  help=T("play.source_help"), shown=w.option_label("source"))  # fmt: skip
 workload = None
 if source == "generate":
     c1, c2, c3, c4 = st.columns(4)
     with c1:
-        arrival = w.select("arr", T("play.arrival"), ["poisson", "gamma", "burst"], "poisson")
+        arrival = w.select("arr", T("play.arrival"), ["poisson", "gamma", "burst"], "poisson",
+                           shown=w.option_label("arrival"))  # fmt: skip
         cv = w.slider("cv", T("play.cv"), 0.5, 4.0, 2.0, step=0.5, disabled=arrival != "gamma")
     with c2:
         rate = w.slider("rate", T("common.rate"), 0.5, 40.0, 8.0, step=0.5)
         n = w.slider("n", T("common.num_requests"), 1, MAX_REQUESTS, 100)
     with c3:
-        prompt = w.select("prompt", T("play.prompt"), list(PRESETS), "chat")
-        output = w.select("output", T("play.output"), list(PRESETS), "chat")
+        prompt = w.select("prompt", T("play.prompt"), list(PRESETS), "chat",
+                          shown=w.option_label("preset"))  # fmt: skip
+        output = w.select("output", T("play.output"), list(PRESETS), "chat",
+                          shown=w.option_label("preset"))  # fmt: skip
     with c4:
         seed = int(st.number_input(T("play.seed"), 0, 10_000, 0, key="seed", bind="query-params"))
     workload = WorkloadConfig(arrival=arrival, rate_per_s=rate, cv=cv, num_requests=n,
@@ -68,7 +71,8 @@ specs, columns = [], st.columns(count)
 for i, col in enumerate(columns):
     with col:
         policy = w.select(f"p{i}", T("play.policy"), list(POLICIES), defaults[i][0])
-        topology = w.select(f"t{i}", T("play.topology"), list(TOPOLOGY_NAMES), defaults[i][1])
+        topology = w.select(f"t{i}", T("play.topology"), list(TOPOLOGY_NAMES), defaults[i][1],
+                            shown=w.option_label())  # fmt: skip
         knobs = st.text_input(T("play.knobs"), "", key=f"s{i}", bind="query-params",
                               placeholder="max_num_batched_tokens=512, num_decode=2",
                               help=T("play.knobs_help"))  # fmt: skip
@@ -88,7 +92,8 @@ for i, col in enumerate(columns):
 # ---- SLO ----
 c1, c2, c3 = st.columns(3)
 with c1:
-    preset = w.select("slo", T("play.slo"), [*SLO_PRESETS, "custom"], "tng-interactive")
+    preset = w.select("slo", T("play.slo"), [*SLO_PRESETS, "custom"], "tng-interactive",
+                      shown=w.option_label("slo"))  # fmt: skip
 with c2:
     ttft = st.number_input(T("play.ttft_slo"), 0.05, 60.0, 3.0, step=0.05, key="ttft",
                            bind="query-params", disabled=preset != "custom")  # fmt: skip

@@ -131,17 +131,23 @@ with replay_tab:
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         workload = w.select(
-            "wl", T("play.workload"), ["freeze", "three", "blocking", "chat", "upload"], "freeze"
+            "wl",
+            T("play.workload"),
+            ["freeze", "three", "blocking", "chat", "upload"],
+            "freeze",
+            shown=w.option_label("workload"),
         )
     with c2:
-        gpu = w.select("gpu", T("common.gpu"), [*GPUS, "custom"], defaults.hardware.gpu)
+        gpu = w.select("gpu", T("common.gpu"), [*GPUS, "custom"], defaults.hardware.gpu,
+                       shown=w.option_label("gpu"))  # fmt: skip
     with c3:
         sim_model = w.select("model", T("common.model"), list(MODELS), defaults.hardware.model)
     with c4:
         policy = w.select("policy", T("play.policy"), list(POLICIES), defaults.policy)
     c5, c6 = st.columns([1, 3])
     with c5:
-        topology = w.select("topo", T("play.topology"), list(TOPOLOGY_NAMES), "colocated")
+        topology = w.select("topo", T("play.topology"), list(TOPOLOGY_NAMES), "colocated",
+                            shown=w.option_label())  # fmt: skip
     with c6:
         knobs_text = st.text_input(
             T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")

@@ -8,9 +8,11 @@ through ui.labels and assets/i18n/<lang>/labels.json. These tests fail when one 
 - every lesson page, rendered in Korean, shows none of those English labels and no "R0"-style
   request id in its titles, tables (index, columns, cells), metrics, text and figures (trace
   names, text, hover text, annotations, axis titles and categories, slider labels), no
-  snake_case id as a table header and no metric value in English seconds ("2.62 s").
-Widget options (a selectbox's "recompute"/"swap") are not checked: a bound widget writes its
-shown option into the URL, so they stay ids to keep links working in both languages.
+  snake_case id as a table header and no metric value in English seconds ("2.62 s");
+- every widget option a Korean page shows (a selectbox's "recompute"/"swap", a topology) is in
+  Korean unless it is a name (a policy, a GPU, a model, an SLO preset), while the URL keeps the
+  language-independent id (?mode=swap), so a link copied from the English page opens the same
+  view in Korean and back (ui.widgets.select with `shown=`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from sim.config import TOPOLOGY_NAMES
+from sim.config import DISAGG_PROTOCOLS, TOPOLOGY_NAMES
 from sim.policies import POLICIES, get_policy_class
 from sim.profiles import FITTED, profile_origin
 from sim.scenarios import SCENARIOS
@@ -92,6 +94,8 @@ def test_request_names_agree_between_rows_tables_and_charts():
 
 # ---- every page, in Korean ----
 
+# The Playground with every translated option away from its default.
+PLAYGROUND_OPTIONS = dict(k="1", n="20", arr="burst", prompt="code", slo="custom")
 PAGES = {  # page -> query params that show as much simulator-made text as the page has
     "app_pages/home.py": {},
     "app_pages/prefill_decode.py": {},
@@ -104,7 +108,22 @@ PAGES = {  # page -> query params that show as much simulator-made text as the p
     "app_pages/disaggregation.py": {"sweep": "true", "rate": "4.0"},
     "app_pages/playground.py": {"k": "3", "n": "40", "sweep": "true"},
     "app_pages/live.py": {},
+    "app_pages/live.py?options": {"topo": "disaggregated", "vs": "none", "wl": "three"},
+    "app_pages/playground.py?options": {**PLAYGROUND_OPTIONS, "t0": "router"},
+    "app_pages/serve.py": {"url": "http://127.0.0.1:9", "wl": "upload", "gpu": "custom"},
 }
+FIGURELESS = ("app_pages/live", "app_pages/serve")  # the measured runs only come on a click
+
+# Widget options that are names, the same in every language: policies (as `--policy` writes
+# them), hand-off protocols (vllm, distserve), and what the Korean catalog itself writes in
+# Latin (the glossary's colocation, disaggregation). Any other bare lowercase English word shown
+# as an option on a Korean page ("none", "poisson", "custom") is an id nobody translated.
+OPTION_NAMES = {*POLICIES, *DISAGG_PROTOCOLS, *catalog("ko").values()}
+BARE_WORDS = re.compile(r"[a-z]+(\+[a-z]+)*")  # "swap", "chat+longdoc"; not H100-SXM, 8b-like
+# The English rendering of every option the catalogs translate (options.json): shown as such on
+# a Korean page, it slipped through untranslated.
+OPTION_ENGLISH = {catalog("en")[k] for k in catalog("en") if k.startswith("option.")
+                  and catalog("ko")[k] != catalog("en")[k]}  # fmt: skip
 
 
 SNAKE_ID = re.compile(r"[a-z0-9]+(_[a-z0-9]+)+")  # a column's id (goodput_per_s), not its name
@@ -146,6 +165,7 @@ def page_strings(at: AppTest) -> dict[str, list[str]]:
         tables += [v for v in table.to_numpy().ravel().tolist() if isinstance(v, str)]
     out["dataframe"] = tables
     out["table header id"] = [v for v in tables if SNAKE_ID.fullmatch(v)]
+    out["widget option"] = [o for e in (*at.selectbox, *at.select_slider) for o in e.options]
     out["figure"] = []
     for chart in at.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
@@ -175,8 +195,71 @@ def test_no_simulator_label_reaches_a_korean_page_untranslated(page):
     }
     found["table header id"] = ids
     found["seconds in English"] = seconds
+    found["untranslated option"] = untranslated_options(strings["widget option"])
     assert {where: hits for where, hits in found.items() if hits} == {}
-    assert strings["figure"] or page.startswith("app_pages/live"), "nothing was checked"
+    assert strings["figure"] or page.startswith(FIGURELESS), "nothing was checked"
+
+
+def untranslated_options(options: list[str]) -> list[str]:
+    return sorted({o for o in options if o in OPTION_ENGLISH
+                   or (BARE_WORDS.fullmatch(o) and o not in OPTION_NAMES)})  # fmt: skip
+
+
+def test_the_option_check_fires_on_english_ids():
+    assert untranslated_options(["swap", "poisson", "chat+longdoc", "none"]) == [
+        "chat+longdoc", "none", "poisson", "swap"]  # fmt: skip
+    assert untranslated_options(["vllm", "prefill-first", "distserve", "H100-SXM", "스왑"]) == []
+
+
+# ---- widget options: shown in the page's language, ids in the URL ----
+
+SHARED_VIEWS = {  # page -> a URL's query, with options away from their defaults
+    "app_pages/memory.py": {"mode": "swap"},
+    "app_pages/playground.py": {**PLAYGROUND_OPTIONS, "t0": "disaggregated"},
+    "app_pages/live.py": {"wl": "three", "vs": "none", "topo": "disaggregated"},
+}
+
+
+def shown_value(box) -> str:
+    """What a selectbox shows for its value (AppTest keeps the shown labels as options)."""
+    return box.options[box.index]
+
+
+@pytest.mark.parametrize("page", list(SHARED_VIEWS))
+def test_a_copied_english_url_opens_the_same_view_in_korean(page):
+    query = SHARED_VIEWS[page]
+    views = {lang: open_page(page, {"lang": lang, **query}) for lang in ("en", "ko")}
+    for key, option in query.items():
+        assert all(views[lang].query_params[key] == option for lang in views)  # still the id
+    for key in [box.key for box in views["en"].selectbox]:
+        en, ko = (views[lang].selectbox(key=key) for lang in ("en", "ko"))
+        assert en.value == ko.value, key  # the same view
+        if key in query:
+            assert en.value == type(en.value)(query[key]), key  # ... the one the URL asked for
+        assert not untranslated_options(ko.options) and not english_hits(shown_value(ko)), key
+
+
+def test_choosing_an_option_on_a_korean_page_writes_its_id_to_the_url():
+    at = open_page("app_pages/memory.py", {})
+    box = at.selectbox(key="mode")
+    assert box.options == [catalog("ko")[f"option.mode.{m}"] for m in ("recompute", "swap")]
+    box.select("swap").run()
+    assert at.query_params.get("mode") == "swap" and at.selectbox(key="mode").value == "swap"
+    at.selectbox(key="mode").select("recompute").run()  # the default leaves the URL, as bound
+    assert "mode" not in at.query_params and not at.exception
+
+
+def test_switching_language_keeps_the_chosen_option():
+    at = open_page("app_pages/memory.py", {"mode": "swap"})
+    at.segmented_control(key="lang").set_value("en").run()  # the box still sent "스왑"
+    assert at.selectbox(key="mode").value == "swap"
+    assert shown_value(at.selectbox(key="mode")) == "swap"
+    assert at.query_params.get("mode") == "swap"
+
+
+def test_an_unknown_option_in_the_url_falls_back_to_the_default_and_leaves_the_url():
+    at = open_page("app_pages/memory.py", {"mode": "스왑"})  # only ids are accepted
+    assert at.selectbox(key="mode").value == "recompute" and "mode" not in at.query_params
 
 
 def test_home_table_and_chart_name_requests_and_runs_alike():
