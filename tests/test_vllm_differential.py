@@ -1,7 +1,8 @@
 """Differential tests: PD Lab's vLLM policies decide every step as the real vLLM schedulers do.
 
 The real schedulers run in virtualenvs of their own (scripts/refsched_env.sh): vLLM V1 from
-vllm 0.33.0 (`vllm` policy) and vLLM V0 from vllm 0.10.2 (`vllm-v0` and `prefill-first`). Both
+vllm 0.33.0 (`vllm`, and `short-first` as vLLM's priority scheduling with priority = prompt
+length, aging off) and vLLM V0 from vllm 0.10.2 (`vllm-v0` and `prefill-first`). Both
 sides get the same requests at the same step indices (tests/refsched/client.py has the protocol)
 and must schedule the same number of tokens for every request in every step, preempt the same
 requests, take the same tokens from the prefix cache, and give every request all its tokens.
@@ -32,7 +33,7 @@ from sim.stepper import run_steps
 V1_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
             "enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
             "scheduling_policy")  # fmt: skip
-V1_POLICIES = ("vllm",)  # run against the real V1 scheduler
+V1_POLICIES = ("vllm", "short-first")  # both run against the real V1 scheduler
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Case:
     """One workload and configuration, described once for both sides."""
 
     name: str
-    policy: str  # vllm | vllm-v0 | prefill-first
+    policy: str  # vllm | short-first | vllm-v0 | prefill-first
     knobs: dict
     kv_blocks: int
     # (arrival step, prompt tokens, output tokens, priority, prefix group, prefix tokens, hashes)
@@ -82,7 +83,8 @@ def to_reference(case: Case) -> dict:
     if case.policy in V1_POLICIES:
         chunked = k.get("enable_chunked_prefill", True)
         ours = with_overrides(SimConfig(policy=case.policy), k).knobs.for_gpu("H100-SXM", 80)
-        config = {name: getattr(ours, name) for name in V1_KNOBS}  # defaults resolved as ours
+        # Defaults resolved as ours; short-first is vLLM's priority scheduling (below).
+        config = {name: getattr(ours, name, "priority") for name in V1_KNOBS}
         config["num_gpu_blocks"] = case.kv_blocks + 1  # V1 keeps one null block
         config["max_model_len"] = k["max_num_batched_tokens"] if not chunked else max(
             longest + 16, 4096)  # fmt: skip
@@ -103,9 +105,12 @@ def to_reference(case: Case) -> dict:
         }
     config["block_size"] = 16
 
+    def priority(spec: RequestSpec) -> int:  # short-first: priority = prompt length
+        return spec.prompt_tokens if case.policy == "short-first" else spec.priority
+
     requests = [
         {"id": str(spec.request_id), "arrival_step": step, "arrival_time": spec.arrival_s,
-         "priority": spec.priority, "prompt_token_ids": token_ids(spec),
+         "priority": priority(spec), "prompt_token_ids": token_ids(spec),
          "max_tokens": spec.output_tokens}
         for step, spec in case.specs()
     ]  # fmt: skip
@@ -171,7 +176,8 @@ def _random_case(seed: int, policy: str, tight: bool | None = None, **extra) -> 
         pass
     elif v1:
         knobs["long_prefill_token_threshold"] = rng.choice([0, 0, 48, 300])
-        knobs["scheduling_policy"] = rng.choice(["fcfs", "priority"])
+        if policy == "vllm":
+            knobs["scheduling_policy"] = rng.choice(["fcfs", "priority"])
     else:
         slots = rng.choice([1, 1, 2, 4])
         knobs["max_num_partial_prefills"] = slots
@@ -259,6 +265,27 @@ V1_CASES = [
          [R(2 * i, 700, 40, group=f"g{i % 3}", prefix=480) for i in range(10)]),
     *[_random_case(seed, "vllm", tight=True, scheduler_reserve_full_isl=False)
       for seed in range(300, 310)],
+    # short-first = vLLM's --scheduling-policy priority with priority = prompt length, aging off.
+    # Each hand-made case schedules differently from plain FCFS vllm on the real scheduler.
+    Case("short-first-order", "short-first", {"max_num_batched_tokens": 256}, PLENTY,
+         [R(0, 2000, 4), R(0, 300, 4), R(1, 50, 5), R(1, 400, 3), R(2, 20, 6), R(2, 120, 4),
+          R(9, 10, 3), R(9, 900, 2)]),
+    Case("short-first-kv-pressure", "short-first", {"max_num_batched_tokens": 512}, 70,
+         [R(0, p, 100) for p in (300, 100, 260, 140, 220, 180)]),
+    Case("short-first-threshold", "short-first", {"max_num_batched_tokens": 256,
+                                                  "max_num_seqs": 3,
+                                                  "long_prefill_token_threshold": 128},
+         PLENTY, [R(0, 5000, 3), R(0, 700, 5)] + [R(1 + i, 400 - 37 * i, 8) for i in range(8)]),
+    Case("short-first-chunking-off", "short-first", {"max_num_batched_tokens": 1024,
+                                                     "max_num_seqs": 4,
+                                                     "enable_chunked_prefill": False}, PLENTY,
+         [R(i // 3, 900 - 70 * i, 9) for i in range(12)]),
+    Case("short-first-shared-prefix", "short-first", {"max_num_batched_tokens": 512}, 150,
+         [R(i // 4, 700 - 60 * (i % 4), 20, group=f"g{i % 2}", prefix=512) for i in range(10)]),
+    Case("short-first-no-full-isl", "short-first", {"max_num_batched_tokens": 256,
+                                                    "scheduler_reserve_full_isl": False}, 60,
+         [R(0, 600, 40), R(0, 450, 40), R(1, 300, 40), R(3, 100, 20)]),
+    *[_random_case(seed, "short-first") for seed in range(400, 410)],
 ]
 
 V0_CASES = [
@@ -318,3 +345,4 @@ def test_the_suite_is_as_wide_as_promised():
     assert any(r[4] or r[6] for c in V1_CASES for r in c.requests)  # shared prefixes
     no_reserve = [c for c in V1_CASES if c.knobs.get("scheduler_reserve_full_isl") is False]
     assert sum(c.kv_blocks < PLENTY for c in no_reserve) >= 2  # KV pressure: where it matters
+    assert sum(c.policy == "short-first" for c in V1_CASES) >= 5

@@ -11,6 +11,8 @@ What it cannot fix (C7): a long prompt that is ALREADY prefilling keeps its plac
 list, which comes first in every step. And under steady load of short prompts a long one may wait
 forever (starvation). `aging_s` is PD Lab's own addition, not vLLM's: a request that has waited
 `aging_s` seconds goes to the front (FCFS among the aged). 0 = no aging.
+With aging off the step sequence is checked against the real V1 scheduler (priority scheduling,
+priority = prompt length) in tests/test_vllm_differential.py.
 """
 
 from __future__ import annotations
