@@ -9,6 +9,8 @@
 - the same inputs give the identical trace.
 """
 
+import os
+
 import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
@@ -152,3 +154,10 @@ def test_same_inputs_give_the_identical_trace(specs, config):
     pd.testing.assert_frame_equal(a.requests, b.requests)
     pd.testing.assert_frame_equal(a.segments, b.segments)
     pd.testing.assert_frame_equal(a.steps, b.steps)
+
+
+def test_property_tests_are_derandomized_unless_asked_to_explore():
+    """A fresh clone's `scripts/test.sh` tests the same examples as CI (tests/conftest.py)."""
+    explore = os.environ.get("PDLAB_HYPOTHESIS") == "explore"
+    assert settings().derandomize is not explore
+    assert settings().database is None or explore  # derandomized: no examples carried over
