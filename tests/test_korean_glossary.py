@@ -8,11 +8,15 @@ every Korean string (all of assets/i18n/ko, including the labels of simulator va
   follow in brackets on first use, "연산 병목(compute-bound)"),
 - the house style: "200토큰" attached, "100~300 ms" ranges, no space before "(", no English-style
   colon joining two sentences, no 해라체 (chart labels are nouns or -됨, prose is 합니다체).
+The same rules also read what the catalogs never hold whole: the strings code assembles from
+keys and numbers (hover templates, axis titles, legends, annotations, slider labels), taken
+from the Gantt timeline and the figures of ui.charts rendered in Korean.
 Each rule has a self-test on a bad example, so a rule that can never fire fails too.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -48,6 +52,7 @@ SECOND_RENDERING_PATTERNS = {
     r"(?<![A-Za-z])chunk(?![A-Za-z])": "청크 (chunked prefill and knob names stay Latin)",
     r"(?<![A-Za-z])roofline(?![A-Za-z])": "루프라인",
     r"(?<![A-Za-z])Playground(?![A-Za-z])": "플레이그라운드",
+    r"FLOP/B(?![A-Za-z])": "FLOP/바이트 (as the roofline's axis writes it)",
 }
 
 # English terms the glossary renders in Korean. The Latin may stay only in brackets right after
@@ -70,10 +75,18 @@ ENGLISH_WITH_KOREAN = {
     "cache hit": "캐시 적중",
     "prefix caching": "prefix 캐싱",
     "linear layer": "선형 레이어",
+    "batch": "배치",
+    "batches": "배치",
+    "batching": "배칭",
+    "KV cache": "KV 캐시",
+    "KV block": "KV 블록",
+    "KV blocks": "KV 블록",
+    "FLOP/byte": "FLOP/바이트",
 }
 
-SPACE_BEFORE_UNIT = re.compile(r"(\d|\})\s+(토큰|초(?!당)|개|번)")  # "768 토큰": attach
+SPACE_BEFORE_UNIT = re.compile(r"(\d|\})[ \xa0]+(토큰|초(?!당)|개|번)")  # "768 토큰": attach
 HYPHEN_RANGE = re.compile(r"\d\s*-\s*\d+\s*(ms|초|토큰|s\b)")  # "100-300 ms": use ~
+DASH_RANGE = re.compile(r"\d\s*[–—]\s*\d")  # "3–5", "1.000–2.000초": an English range; use ~
 SPACE_BEFORE_PAREN = re.compile(r"[가-힣A-Za-z0-9%}*`] \(")  # "도착률 (요청/초)": attach
 # A colon after a finished sentence (…습니다: / …세요:) joins two sentences English-style.
 COLON_AFTER_SENTENCE = re.compile(r"(니다|세요|해요):")
@@ -92,7 +105,7 @@ def english_left(text: str) -> list[str]:
     left = []
     text = re.sub(r"\{[^{}]*\}", "0", text)  # placeholders such as {queue} are not prose
     for english, korean in ENGLISH_WITH_KOREAN.items():
-        word = rf"(?<![A-Za-z-]){re.escape(english)}(?![A-Za-z-])"
+        word = rf"(?<![A-Za-z_-]){re.escape(english)}(?![A-Za-z_-])"  # not in max_batch_size
         for m in re.finditer(word, text, re.IGNORECASE):
             before = text[: m.start()]
             bracketed = before.endswith("(") and korean in before[-len(korean) - 20 :]
@@ -109,6 +122,7 @@ def style_faults(text: str) -> list[str]:
     for name, rule in [
         ("space before a counting unit", SPACE_BEFORE_UNIT),
         ("range with a hyphen (use ~)", HYPHEN_RANGE),
+        ("range with a dash (use ~)", DASH_RANGE),
         ("space before (", SPACE_BEFORE_PAREN),
         ("colon joining two sentences", COLON_AFTER_SENTENCE),
         ("해라체 ending", HAERACHE),
@@ -132,8 +146,13 @@ def test_the_rules_fire_on_bad_examples():
     assert english_left("(연산 병목, compute-bound)") == []
     assert english_left("`--policy swap`") == []
     assert english_left("대기 {queue}") == []
+    assert english_left("continuous batching과 KV cache") == ["batching", "KV cache"]
+    assert english_left("KV blocks와 batch") == ["batch", "KV blocks"]
+    assert english_left("max_batch_size와 `--max-batch`") == []
+    assert second_renderings("%{x:.1f} FLOP/B") == [r"FLOP/B(?![A-Za-z])"]
     assert style_faults("768 토큰") == ["space before a counting unit"]
     assert style_faults("TPOT 100-300 ms") == ["range with a hyphen (use ~)"]
+    assert style_faults("스텝: 3–5") == ["range with a dash (use ~)"]
     assert style_faults("도착률 (요청/초)") == ["space before ("]
     assert style_faults("받아들이지 않았습니다: 이유") == ["colon joining two sentences"]
     assert style_faults("늘다가 포화된다") == ["해라체 ending"]
@@ -152,3 +171,98 @@ def test_phase_names_stay_latin_in_legends_and_hover():
         assert KO[key] == "prefill"
     for key in ["gantt.phase.decode", "gantt.hover.phase.decode", "charts.role.decode"]:
         assert KO[key] == "decode"
+
+
+# ---- strings assembled in code: figures rendered in Korean ----
+
+# Where a plotly figure keeps text a visitor reads (not colours, fonts, ids or legend groups).
+SHOWN_KEYS = {"name", "text", "hovertemplate", "hovertext", "ticktext", "label", "prefix",
+              "title", "annotations"}  # fmt: skip
+NOT_SHOWN = {"bdata", "font", "marker", "line", "legendgroup", "meta", "customdata"}
+
+
+def shown_strings(obj, shown: bool = False) -> list[str]:
+    """Every string a figure's JSON shows: trace names, text, hover templates and text, axis
+    and legend titles, annotations, play-button and slider labels."""
+    if isinstance(obj, str):
+        return [obj] if shown else []
+    if isinstance(obj, dict):
+        return [text for key, value in obj.items() if key not in NOT_SHOWN
+                for text in shown_strings(value, shown or key in SHOWN_KEYS)]  # fmt: skip
+    if isinstance(obj, list):
+        return [text for value in obj for text in shown_strings(value, shown)]
+    return []
+
+
+def as_read(text: str) -> str:
+    """What the visitor reads: a plotly placeholder (%{x:.2f}) shows a number, a tag breaks
+    the line."""
+    return re.sub(r"<[^<>]*>", "\n", re.sub(r"%\{[^{}]*\}", "0", text))
+
+
+def test_the_figure_readers_see_what_a_visitor_sees():
+    title = {"text": "시간(초)", "font": {"family": "Inter"}}
+    fig = {"data": [{"name": "decode", "legendgroup": "stall", "marker": {"color": "red"},
+                     "hovertemplate": "시간: %{customdata[0]:.3f}–%{customdata[1]:.3f} 초"}],
+           "layout": {"xaxis": {"title": title}}}  # fmt: skip
+    texts = [as_read(text) for text in shown_strings(fig)]
+    assert texts == ["decode", "시간: 0–0 초", "시간(초)"]
+    assert style_faults(texts[1]) == ["space before a counting unit", "range with a dash (use ~)"]
+
+
+@pytest.fixture(scope="module")
+def korean_figures() -> dict[str, dict]:
+    """The Gantt timelines of lesson runs that show every phase (KV transfer, preemption,
+    slowed decode, prefix-cache hits) and every figure builder of ui.charts, in Korean."""
+    from test_charts import _chunk_table, _concurrency_table, _sweeps
+
+    from sim.cluster import simulate
+    from sim.scenarios import get_scenario
+    from ui import charts
+    from ui.gantt import timeline_figure
+    from ui.labels import sim_label
+
+    def runs(scenario: str, *labels: str):
+        s = get_scenario(scenario)
+        for label in labels:
+            variant = s.variant(label)
+            yield sim_label(label, "ko"), simulate(s.requests(variant), variant.config)
+
+    c12, c11, c5, pc1 = (list(runs("c12", "colocated", "disaggregated")),
+                         list(runs("c11", "swap (V0)")), list(runs("c5", "vLLM 2048")),
+                         list(runs("pc1", "caching on")))  # fmt: skip
+    gpu, model = "H100-SXM", "Llama-3.1-8B"
+    sweeps = {sim_label(label, "ko"): sweep for label, sweep in _sweeps().items()}
+    figures = {
+        "timeline c12": timeline_figure(c12, lang="ko"),
+        "timeline c11": timeline_figure(c11, lang="ko"),
+        "timeline c5": timeline_figure(c5, lang="ko"),
+        "timeline pc1": timeline_figure(pc1, lang="ko"),
+        "roofline": charts.roofline(gpu, model, lang="ko"),
+        "step time vs prompt": charts.step_time_vs_prompt(gpu, model, lang="ko"),
+        "step time vs batch": charts.step_time_vs_batch(gpu, model, 1024, lang="ko"),
+        "kv use": charts.kv_use(c11[0][1], lang="ko"),
+        "worker utilisation": charts.worker_utilisation_bars(c12[1][1], lang="ko"),
+        "throughput": charts.throughput_vs_concurrency(_concurrency_table(), "ko"),
+        "chunk trade-off": charts.chunk_tradeoff(_chunk_table(), "ko"),
+        "goodput": charts.goodput_curves(sweeps, "ko"),
+        "fidelity": charts.fidelity_scatter(None, "ko"),
+    }
+    return {name: json.loads(fig.to_json()) for name, fig in figures.items()}
+
+
+@pytest.mark.parametrize("check", [second_renderings, english_left, style_faults])
+def test_strings_built_in_code_follow_the_glossary(korean_figures, check):
+    faults = {}
+    for name, figure in korean_figures.items():
+        for text in shown_strings(figure):
+            if check(as_read(text)):
+                faults.setdefault(name, []).append((text, check(as_read(text))))
+    assert faults == {}
+
+
+def test_figures_show_the_glossary_renderings(korean_figures):
+    """The code-built strings were read at all: hover ranges and units as the glossary has them."""
+    hover = "\n".join(shown_strings(korean_figures["timeline c12"]))
+    assert "~%{customdata[4]}" in hover and "~%{customdata[1]:.3f}초" in hover
+    assert "FLOP/바이트" in json.dumps(korean_figures["roofline"], ensure_ascii=False)
