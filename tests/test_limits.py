@@ -6,11 +6,14 @@ simulator refuses is one st.error beside the others, and an upload is cut while 
 """
 
 import io
-import resource
+import json
+import subprocess
+import sys
 import time
 import tracemalloc
 
 import pytest
+from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from sim.budget import Budget, BudgetClock, BudgetExceeded, check, simulate_within, sweep_within
@@ -33,21 +36,27 @@ def open_page(page: str, params: dict) -> AppTest:
     return at
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def test_the_hostile_playground_url_is_bounded_in_time_and_memory():
-    before, start = rss_mb(), time.perf_counter()
-    at = open_page("app_pages/playground.py", HOSTILE)
-    seconds, grown = time.perf_counter() - start, rss_mb() - before
-    assert not at.exception, at.exception
-    errors = [e.value for e in at.error]
+    """In a process of its own (tests/page_memory.py): in this one, a high-water mark of memory
+    would be that of the biggest test so far, and the runs may be cached already."""
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "page_memory.py"),
+                          "app_pages/playground.py", json.dumps(HOSTILE)],
+                         capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+    view = json.loads(out.stdout.strip().splitlines()[-1])
+    if "unmeasured" in view:
+        pytest.skip(view["unmeasured"])
+    assert not view["exception"], view["exception"]
+    errors = view["errors"]
     assert len(errors) == 2, errors  # one per configuration, and no traceback
     assert errors[0] == t("limits.max_steps", "en", limit="150,000", env="PDLAB_MAX_STEPS")
     assert "max_num_batched_tokens" in errors[1]  # refused before running: 1 < max_num_seqs
-    assert seconds < 60, seconds  # was 161 s of CPU; ~3 s here, alone
-    assert grown < 600, grown  # MB of peak memory added (was 3.8 GB)
+    assert view["seconds"] < 60, view  # was 161 s of CPU; ~3 s here, alone
+    # Resident memory the view added at its peak (VmHWM reset before it): ~115 MB here for runs
+    # stopped at 150,000 engine steps, and it grows with the steps (347 MB with
+    # PDLAB_MAX_STEPS=450000); uncapped, the first run alone took 3.8 GB. 400 leaves room for
+    # another allocator or Python and still fails long before that; over 10: the runs were
+    # simulated (a refusal found in a cache costs next to nothing).
+    assert 10 < view["grown_mb"] < 400, view
 
 
 @pytest.mark.parametrize("knob", ["gpu=RTX9090", "model=nope", "decode_gpu=nope",
@@ -86,8 +95,6 @@ def test_an_upload_is_cut_while_it_is_parsed():
 
 
 def test_the_playground_reads_uploads_with_max_rows():
-    from conftest import ROOT
-
     source = (ROOT / "app_pages/playground.py").read_text()
     assert "load_csv(upload, max_rows=MAX_REQUESTS + 1)" in source
 
