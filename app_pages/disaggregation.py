@@ -51,7 +51,8 @@ except ValueError as err:
 specs = [(label, workload, config) for label, config in configs.items()]
 w.timeline_of(specs)
 st.caption(T("common.legend"))
-w.engine_note("vllm")
+topologies = [config.topology.topology for config in configs.values()]
+w.engine_note("vllm", caveat_key=w.topology_caveats(*topologies))  # router and P->D: our models
 runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
 rows = {}
 for label, run in runs:  # chats and long documents apart: mixing them hides the story

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from sim.metrics import compare_tokens_in_window
+from sim.scenarios import get_scenario
 from ui import formulas
 from ui import widgets as w
 from ui.charts import tokens_in_window_bars
@@ -22,7 +23,8 @@ st.subheader(T("home.hero_title"))
 st.markdown(T("home.hero_text"))
 w.timeline(SCENARIO, LABELS)
 st.caption(T("common.legend"))
-w.engine_note("prefill-first")
+topologies = [get_scenario(SCENARIO).variant(label).config.topology.topology for label in LABELS]
+w.engine_note("prefill-first", caveat_key=w.topology_caveats(*topologies))
 
 st.subheader(T("home.window_title"))
 t1 = w.slider("window", T("home.window"), 1.0, 10.0, 5.0, step=0.5)

@@ -92,7 +92,8 @@ def replay_recorded() -> None:
                  commit=rec.versions.get("pdlab_commit") or "?",
                  workload=w.option_label("workload")(rec.workload),
                  topology=w.option_label()(rec.topology), wall=rec.wall_s))  # fmt: skip
-    w.engine_note(*rec.policies)
+    w.engine_note(*rec.policies, caveat_key=w.topology_caveats(rec.topology))
+    st.caption(T("live.no_prefix_cache"))  # recorded by the same live engine
     show({"runs": rec.runs, "info": {"fit": {"median_abs_pct_error": rec.fit_err_pct}},
           "profile": rec.profile, "gpu": rec.gpu_name, "wall_s": rec.wall_s}, recorded=rec)
 
@@ -159,9 +160,9 @@ with c5:
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])
 knobs_text = st.text_input(T("play.knobs"), "", key="knobs",
                            bind="query-params", help=T("play.knobs_help"))  # fmt: skip
-st.caption(T(f"live.about_{workload_name}") + " " + T("live.chunk_note") + " "
-           + T("live.no_prefix_cache"))
-w.engine_note(*policies)
+st.caption(T(f"live.about_{workload_name}") + " " + T("live.chunk_note"))
+w.engine_note(*policies, caveat_key=w.topology_caveats(topology))
+st.caption(T("live.no_prefix_cache"))  # live/engine.py without_prefix_cache
 
 typed_ids = None
 if workload_name == "typed":

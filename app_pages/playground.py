@@ -84,7 +84,7 @@ for i, col in enumerate(columns):
         except ValueError as err:
             w.config_error(err)
             continue
-        w.engine_note(policy)
+        w.engine_note(config.policy, caveat_key=w.topology_caveats(config.topology.topology))
         for note in make_policy(config.policy, config.knobs).notes():
             st.info(note)
         specs.append((f"{i + 1}: {policy} · {sim_label(topology, L)}", workload, config, col))

@@ -85,6 +85,8 @@ with watch_tab:
                 up=float(meta.get("now_s", 0.0)),
             )
         )
+        if meta.get("policy") in POLICIES:  # the server's own scheduler, as on every lesson
+            w.engine_note(meta["policy"], caveat_key=w.topology_caveats(meta.get("topology", "")))
         c1, c2, c3, c4 = st.columns(4)
         c1.metric(T("serve.running"), load.get("running", 0))
         c2.metric(T("serve.waiting"), load.get("waiting", 0))
@@ -166,6 +168,8 @@ with replay_tab:
     except ValueError as err:
         w.config_error(err)
         st.stop()
+    # The prediction's policy: which engine it mirrors, and what the checks cover.
+    w.engine_note(config.policy, caveat_key=w.topology_caveats(config.topology.topology))
 
     if st.button(T("serve.run"), type="primary"):
         if importlib.util.find_spec("openai") is None:

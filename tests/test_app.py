@@ -79,6 +79,39 @@ def test_prefix_caching_page_draws_the_cached_part_and_its_hit_rate():
     assert hit.iloc[0] > 0.8 and hit.iloc[1] == 0  # 4000 of 4300 prompt tokens shared
 
 
+def captions(at: AppTest) -> str:
+    return "\n".join(c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_checked_lines_say_router_and_hand_off_are_our_own_models(lang):
+    """The differential suite steps one scheduler: where a picture shows a router or P->D
+    workers, the 'checked' line says what is checked and what is PD Lab's own model."""
+    verified, router, disagg = (t(k, lang) for k in ("common.verified_v1", "common.caveat_router",
+                                                      "common.caveat_disagg"))  # fmt: skip
+    text = captions(open_page("app_pages/disaggregation.py", {"lang": lang}))
+    assert verified in text and router in text and disagg in text
+    text = captions(open_page("app_pages/home.py", {"lang": lang}))
+    assert t("common.verified_v0", lang) in text and disagg in text and router not in text
+    text = captions(open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20",
+                                                          "t0": "router"}))  # fmt: skip
+    assert verified in text and router in text and disagg not in text
+    text = captions(open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20"}))
+    assert verified in text and router not in text and disagg not in text  # colocated: no caveat
+
+
+def test_serve_page_says_which_engine_its_prediction_mirrors():
+    at = open_page("app_pages/serve.py")
+    assert not at.exception, at.exception
+    assert t("common.verified_v1", "en") in captions(at)  # the replay's default policy, vllm
+
+
+def test_live_page_says_prefix_caching_is_off_in_one_line():
+    at = open_page("app_pages/live.py")  # live runs, or recordings where torch is missing
+    assert not at.exception, at.exception
+    assert t("live.no_prefix_cache", "en") in [c.value for c in at.caption]
+
+
 def test_timeline_is_animated_with_play_and_a_slider():
     fig = figures(open_page("app_pages/home.py"))[0]
     assert len(fig["frames"]) >= 30

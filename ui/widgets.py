@@ -277,22 +277,35 @@ VERIFIED = {"vllm": "common.verified_v1", "short-first": "common.verified_v1",
             "prefill-first": "common.verified_v0", "sglang": "common.sglang_source"}  # fmt: skip
 
 
-def engine_note(*policies: str, caveat_key: str | None = None) -> None:
+# What the differential suite does not cover where several workers serve: it steps ONE scheduler,
+# so the router and the P->D hand-off are PD Lab's own models (a sentence each).
+TOPOLOGY_CAVEATS = {"router": "common.caveat_router", "disaggregated": "common.caveat_disagg"}
+
+
+def topology_caveats(*topologies: str) -> tuple[str, ...]:
+    """The caveat keys (for `engine_note`) of the topologies a picture shows."""
+    return tuple(dict.fromkeys(TOPOLOGY_CAVEATS[t] for t in topologies if t in TOPOLOGY_CAVEATS))
+
+
+def engine_note(*policies: str, caveat_key: str | Sequence[str] | None = None) -> None:
     """One caption per policy shown: which engine and version it is, and how we know.
 
-    `caveat_key` names a sentence saying what of this picture the checks do NOT cover."""
+    `caveat_key` names the sentence(s) saying what of this picture the checks do NOT cover; they
+    follow a policy's "checked" sentence (a policy never checked says so, and needs none)."""
     from sim.policies import get_policy_class
 
     T = translator()
+    caveats = (caveat_key,) if isinstance(caveat_key, str) else tuple(caveat_key or ())
     seen = set()
     for name in policies:
         cls = get_policy_class(name)
         if cls.name in seen:
             continue
         seen.add(cls.name)
-        proof = T(VERIFIED[cls.name]) if cls.name in VERIFIED else ""
-        if caveat_key:
-            proof += " " + T(caveat_key)
+        proof_key = VERIFIED.get(cls.name, "")
+        proof = T(proof_key) if proof_key else ""
+        if proof_key.startswith("common.verified_"):
+            proof = " ".join([proof, *(T(c) for c in caveats)])
         key = f"label.mirrors.{cls.name}"  # the policy's `mirrors`, in the page's language
         mirrors = T(key) if key in catalog(DEFAULT_LANG) else cls.mirrors
         st.caption(T("common.engine_note", policy=cls.name, mirrors=mirrors, proof=proof))
