@@ -86,7 +86,7 @@ for i, col in enumerate(columns):
             continue
         w.engine_note(config.policy, caveat_key=w.topology_caveats(config.topology.topology))
         for note in make_policy(config.policy, config.knobs).notes():
-            st.info(note)
+            st.info(w.policy_note(note))
         specs.append((f"{i + 1}: {policy} · {sim_label(topology, L)}", workload, config, col))
 
 # ---- SLO ----

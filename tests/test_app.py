@@ -100,6 +100,16 @@ def test_checked_lines_say_router_and_hand_off_are_our_own_models(lang):
     assert verified in text and router not in text and disagg not in text  # colocated: no caveat
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_playground_shows_a_policys_note_in_the_pages_language(lang):
+    at = open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20", "p0": "chunked",
+                                               "s0": "max_num_partial_prefills=0"})  # fmt: skip
+    assert not at.exception, at.exception
+    assert t("policy_note.chunked_partial_zero", lang) in [i.value for i in at.info]
+    if lang == "ko":  # the CLI's English text does not reach a Korean page
+        assert not any("old spelling" in i.value for i in at.info)
+
+
 def test_serve_page_says_which_engine_its_prediction_mirrors():
     at = open_page("app_pages/serve.py")
     assert not at.exception, at.exception

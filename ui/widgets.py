@@ -311,6 +311,13 @@ def engine_note(*policies: str, caveat_key: str | Sequence[str] | None = None) -
         st.caption(T("common.engine_note", policy=cls.name, mirrors=mirrors, proof=proof))
 
 
+def policy_note(note) -> str:
+    """A policy's remark (sim.policies.base.Note) in the page's language; its English text if
+    the catalogs have no key for it."""
+    key = f"policy_note.{note.key}"
+    return translator()(key) if key in catalog(DEFAULT_LANG) else str(note)
+
+
 def show_code(obj, title_key: str = "common.show_code") -> None:
     """An expander with the source of the policy (or function) this lesson demonstrates."""
     T = translator()

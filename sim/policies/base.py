@@ -25,6 +25,18 @@ MAX_SEQS = "the requests in one step at most"
 PREFIX_CACHING = "prefix caching on or off"
 
 
+@dataclass(frozen=True)
+class Note:
+    """A remark about a configuration (`Policy.notes`). The CLI prints `text` (English); the app
+    shows catalog key `policy_note.<key>` in the page's language (ui/widgets.policy_note)."""
+
+    key: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class DroppedKnob(NamedTuple):
     """A knob `Knobs.carry_to` left behind: its value, and what it means on either side."""
 
@@ -110,7 +122,7 @@ class Policy:
         """KV tokens a decode worker reserves for a prompt handed over to it (its prompt)."""
         return req.prompt_tokens
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         """Remarks a user should see about this configuration (e.g. an old spelling)."""
         return []
 

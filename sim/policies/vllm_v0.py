@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from sim.policies import register
-from sim.policies.base import MAX_SEQS, STEP_BUDGET, Knobs, Policy
+from sim.policies.base import MAX_SEQS, STEP_BUDGET, Knobs, Note, Policy
 
 WATERMARK = 0.01  # vllm/core/block_manager.py line 67: keep 1% of the GPU blocks free
 MAX_MODEL_LEN = 131072  # Llama-3.1's context: V0's auto threshold is 4% of it
@@ -288,10 +288,11 @@ class Chunked(VllmV0):
                 enable_prefix_caching=False,
             ))  # fmt: skip
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         if self._v1 is not None:
-            return ["chunked with max_num_partial_prefills=0 is the old spelling of vLLM V1's "
-                    "packing: use --policy vllm (prefix caching is off here, on in vllm)"]
+            return [Note("chunked_partial_zero", "chunked with max_num_partial_prefills=0 is the "
+                         "old spelling of vLLM V1's packing: use --policy vllm (prefix caching is "
+                         "off here, on in vllm)")]  # fmt: skip
         return []
 
     def reject_reason(self, req, engine):
