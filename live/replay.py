@@ -17,7 +17,9 @@ Notable features
   are real tokens of its vocabulary; the first few ids spell the request's number, so no two
   prompts share a prefix the server could cache, unless the workload says they share one
   (prefix groups or Mooncake hash ids: those blocks get identical ids). `--prompt-mode text`
-  sends text instead, adjusted with `/tokenize` until it is exactly that many tokens. The output
+  sends text instead, adjusted with `/tokenize` until it is exactly that many tokens. `--api chat`
+  sends a user message fitted with vLLM's `/tokenize` of `messages`, so that the prompt the chat
+  template makes of it (the template adds ~20 tokens) is exactly `prompt_tokens`. The output
   is `output_tokens` exactly: max_tokens = min_tokens = output_tokens and ignore_eos (vLLM's
   extensions, also SGLang's).
 - Timing: `time.perf_counter()` when each chunk is parsed, `stream_options` asking for usage in
@@ -248,6 +250,93 @@ async def _exact_text(http, root: str, model: str, ids: list[int]) -> str:
     return text
 
 
+async def _chat_count(http, root: str, model: str, content: str) -> int | None:
+    """Tokens of the prompt a chat request with this one user message gets: vLLM's /tokenize
+    with `messages` applies the chat template as its chat endpoint does. None if the server's
+    /tokenize takes no messages (SGLang's takes a prompt only)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "add_generation_prompt": True,  # vLLM's default, and what a chat request gets
+    }
+    try:
+        response = await http.post(f"{root}/tokenize", json=body)
+    except Exception:  # any failure means: no chat tokenization
+        return None
+    if response.status_code != 200:
+        return None
+    answer = response.json()
+    tokens, count = answer.get("tokens"), answer.get("count")
+    if isinstance(tokens, list):
+        return len(tokens)
+    return count if isinstance(count, int) else None
+
+
+async def _exact_chat_text(
+    http, root: str, model: str, ids: list[int], n: int, template: int
+) -> tuple[str, int]:
+    """A user message whose templated prompt is n tokens: (its text, the tokens it makes).
+
+    Starts from n - template ids of content and corrects by the measured difference: a BPE may
+    merge the content's first or last token with the template's, so the sum is not always exact
+    at once (a byte codec is). The closest of at most 6 tries wins.
+    """
+    cut, best = max(0, n - template), None
+    for _ in range(6):
+        text = (await _detokenize(http, root, model, (ids * 2)[:cut]) or "") if cut else ""
+        got = await _chat_count(http, root, model, text)
+        if got is None:
+            break
+        if best is None or abs(got - n) < abs(best[1] - n):
+            best = (text, got)
+        if got == n or (cut == 0 and got > n):
+            break
+        cut = max(0, cut + n - got)
+    return best if best is not None else ("", -1)
+
+
+async def _chat_prompts(http, root: str, model: str, requests, out: dict) -> None:
+    """Turn out's token ids into user messages whose templated prompts are exactly N tokens."""
+    template = await _chat_count(http, root, model, "")
+    probe = await _chat_count(http, root, model, BASE_TEXT[:200])
+    if template is None or probe is None or probe <= template:  # messages not understood
+        print(
+            "note: the server's /tokenize takes no chat messages; each chat prompt is "
+            "prompt_tokens tokens of text plus the chat template (the table's "
+            "prompt_tokens_server says how long)",
+            file=sys.stderr,
+        )
+        await _text_prompts(http, root, model, out)
+        return
+    short = sorted(r.prompt_tokens for r in requests if r.prompt_tokens < template)
+    if short:
+        print(
+            f"note: the chat template alone is {template} tokens, more than {len(short)} "
+            f"request(s) ask for (from {short[0]}); they get an empty message ({template} tokens)",
+            file=sys.stderr,
+        )
+    semaphore = asyncio.Semaphore(8)
+    sizes = {r.request_id: r.prompt_tokens for r in requests}
+
+    async def fit(rid):
+        async with semaphore:
+            text, _n = await _exact_chat_text(http, root, model, out[rid], sizes[rid], template)
+            out[rid] = text
+
+    await asyncio.gather(*(fit(rid) for rid in out))
+
+
+async def _text_prompts(http, root: str, model: str, out: dict) -> None:
+    """Turn out's token ids into texts the server tokenizes into as many tokens."""
+    semaphore = asyncio.Semaphore(8)
+
+    async def text_of(rid):
+        async with semaphore:
+            out[rid] = await _exact_text(http, root, model, out[rid])
+
+    await asyncio.gather(*(text_of(rid) for rid in out))
+
+
 async def _prompts(http, root: str, model: str, requests, options: ReplayOptions) -> dict:
     """request id -> the prompt to send (token ids, or text)."""
     base = await _tokenize(http, root, model, BASE_TEXT * 4)
@@ -265,14 +354,10 @@ async def _prompts(http, root: str, model: str, requests, options: ReplayOptions
         )
         return {r.request_id: " ".join(["a"] * r.prompt_tokens) for r in requests}
     out = {r.request_id: prompt_ids(r, base) for r in requests}
-    if options.prompt_mode == "text" or options.api == "chat":
-        semaphore = asyncio.Semaphore(8)
-
-        async def text_of(rid):
-            async with semaphore:
-                out[rid] = await _exact_text(http, root, model, out[rid])
-
-        await asyncio.gather(*(text_of(rid) for rid in out))
+    if options.api == "chat":
+        await _chat_prompts(http, root, model, requests, out)
+    elif options.prompt_mode == "text":
+        await _text_prompts(http, root, model, out)
     return out
 
 

@@ -10,7 +10,9 @@ Endpoints (vLLM's, so its clients and dashboards work unchanged):
   POST /v1/completions         prompt = text, a list of token ids, or a list of one of them
   POST /v1/chat/completions    messages -> the model's chat template
   POST /tokenize, /detokenize  {"prompt"|"messages"} -> {"tokens", "count", "max_model_len"};
-                               {"tokens"} -> {"prompt"}
+                               {"tokens"} -> {"prompt"}. With messages (and vLLM's
+                               add_generation_prompt, default true) the count is exactly the
+                               usage.prompt_tokens a chat request with them gets.
   GET  /metrics                Prometheus text, vLLM's metric names (live/metrics_prom.py)
   GET  /pdlab/trace            PD Lab's own: the three tables of every request so far
                                ?format=json (default): {"meta", "requests", "segments", "steps",
@@ -244,8 +246,12 @@ def create_app(engine, served_name: str):
     async def tokenize(request: Request):
         data = await _read_json(request, limits.max_body_bytes)
         check_model(data)
-        if "messages" in data:
-            ids = codec.encode(codec.chat_text(_messages(data)))
+        if "messages" in data:  # vLLM's chat form: the prompt a chat request would get
+            opening = data.get("add_generation_prompt", True)
+            if not isinstance(opening, bool):
+                raise LimitError(400, "add_generation_prompt must be true or false",
+                                 param="add_generation_prompt")  # fmt: skip
+            ids = codec.encode(codec.chat_text(_messages(data), opening))
         elif isinstance(data.get("prompt"), str):
             ids = codec.encode(data["prompt"])
         else:

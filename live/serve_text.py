@@ -6,7 +6,8 @@ Notable features
   exactly its vocabulary; for the bigger presets byte ids are a valid (if odd) subset. A random
   model writes random ids: its text is noise by design, only the timing means something.
 - `chat_text(messages)`: SmolLM2-Instruct's ChatML template (with its default system prompt, as
-  the Hugging Face template adds one), or a plain "role: text" transcript for byte models.
+  the Hugging Face template adds one), or a plain "role: text" transcript for byte models; the
+  assistant's opening (the generation prompt) at the end unless add_generation_prompt=False.
 - `StreamText`: incremental detokenization for streaming. Byte-level tokens may end in the
   middle of a UTF-8 character; the text after such a token is held back (an empty delta) until
   the character is complete, as vLLM's detokenizer does, so a client never sees a broken glyph.
@@ -37,9 +38,9 @@ class ByteCodec:
         # Ids above 255 (a random 1B-shaped model may sample them) have no byte: drop them.
         return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
 
-    def chat_text(self, messages: Sequence[dict]) -> str:
+    def chat_text(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
         lines = [f"{m['role']}: {m['content']}" for m in messages]
-        return "\n".join(lines) + "\nassistant: "
+        return "\n".join(lines) + ("\nassistant: " if add_generation_prompt else "")
 
 
 class BpeCodec:
@@ -59,12 +60,12 @@ class BpeCodec:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
-    def chat_text(self, messages: Sequence[dict]) -> str:
+    def chat_text(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
         turns = list(messages)
         if not turns or turns[0]["role"] != "system":
             turns.insert(0, {"role": "system", "content": SMOLLM2_SYSTEM})
         text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in turns)
-        return text + "<|im_start|>assistant\n"
+        return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 
 def codec_for(tokenizer, vocab: int) -> ByteCodec | BpeCodec:

@@ -259,6 +259,32 @@ def test_replay_through_the_openai_package_matches_the_cli_rules(tiny):
     assert summary["ttft_p50_s"] > 0 and summary["itl_p99_s"] >= summary["itl_p50_s"]
 
 
+def test_chat_prompts_are_exact_with_the_servers_chat_template(tiny, capsys):
+    """--api chat: the templated prompt (what usage.prompt_tokens counts) is prompt_tokens.
+
+    The chat template adds its own tokens ("user: ...\nassistant: " for tiny, 18 bytes), so
+    the user message must be that much shorter; vLLM's /tokenize with messages measures it.
+    """
+    from live.replay import ReplayOptions, replay
+    from sim.request import RequestSpec
+
+    messages = [{"role": "user", "content": "hi"}]
+    counted = tiny.post("/tokenize", {"messages": messages}).json()["count"]
+    client = openai.OpenAI(base_url=tiny.url + "/v1", api_key="none", max_retries=0)
+    chat = client.chat.completions.create(model="tiny", messages=messages, max_tokens=1)
+    assert counted == chat.usage.prompt_tokens == len("user: hi\nassistant: ")
+    bare = tiny.post("/tokenize", {"messages": messages, "add_generation_prompt": False})
+    assert bare.json()["count"] == len("user: hi")  # vLLM's option: without the opening
+
+    specs = [RequestSpec(i, 0.05 * i, n, 4) for i, n in enumerate((40, 60, 30, 18, 5))]
+    table = replay(specs, ReplayOptions(tiny.url, api="chat")).run.requests
+    assert (table["status"] == "finished").all()
+    assert table["prompt_tokens_server"].tolist() == [40, 60, 30, 18, 18]
+    assert (table["output_tokens_received"] == 4).all()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "chat template alone is 18 tokens" in err[0], err  # the 5
+
+
 def test_prompts_share_no_prefix_unless_the_workload_says_so():
     from live.replay import prompt_ids
     from sim.request import RequestSpec
