@@ -6,11 +6,11 @@ from playwright.sync_api import expect
 from ui.i18n import t
 
 PAGES = ["", "prefill-vs-decode", "batching", "chunked-prefill", "long-prompts", "memory",
-         "disaggregation", "playground"]  # fmt: skip
+         "prefix-caching", "disaggregation", "playground"]  # fmt: skip
 TITLES = {"": "home.title", "prefill-vs-decode": "pd.title", "batching": "batching.title",
           "chunked-prefill": "chunked.title", "long-prompts": "long.title",
-          "memory": "memory.title", "disaggregation": "disagg.title",
-          "playground": "play.title"}  # fmt: skip
+          "memory": "memory.title", "prefix-caching": "prefix.title",
+          "disaggregation": "disagg.title", "playground": "play.title"}  # fmt: skip
 
 
 def wait_idle(page, timeout=90_000):
@@ -41,12 +41,13 @@ def timeline_state(page) -> dict:
     }""")
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize("path", PAGES)
-def test_each_page_opens_by_deep_link_on_a_cold_server(page, app_url, shots, path):
-    open_page(page, app_url, path, "?lang=en")
-    expect(page.get_by_role("heading", level=1).first).to_have_text(t(TITLES[path], "en"))
+def test_each_page_opens_by_deep_link_on_a_cold_server(page, app_url, shots, path, lang):
+    open_page(page, app_url, path, f"?lang={lang}")
+    expect(page.get_by_role("heading", level=1).first).to_have_text(t(TITLES[path], lang))
     assert not page.get_by_test_id("stException").count()
-    page.screenshot(path=str(shots / f"{path or 'home'}_en.png"), full_page=True)
+    page.screenshot(path=str(shots / f"{path or 'home'}_{lang}.png"), full_page=True)
     assert not page.errors, page.errors
 
 
