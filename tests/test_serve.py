@@ -11,7 +11,6 @@ the round trip is well under a millisecond, so the offset is known to a fraction
 Then server_time = client_time + offset for every timestamp of the replay.
 """
 
-import json
 import re
 import signal
 import socket
@@ -205,43 +204,68 @@ def test_trace_is_the_usual_three_tables_downloadable_as_it_runs(tiny):
 # ---- replay: exact tokens, ordered times, and the server agrees ------------------------------
 
 
-def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny, tmp_path):
-    # Equal requests 50 ms apart: served first come, first served, each one's tokens all counted.
-    rows = [(round(0.05 * i, 2), 40, 30) for i in range(8)]
-    out = tmp_path / "out"
-    done = replay(tiny.url, write_csv(tmp_path / "w.csv", rows), "--out", str(out), "--json")
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)["summary"]
-    measured = pd.read_csv(out / "requests.csv")
+# Timing checks must hold on CI's loaded 2-core machine, where the replay, the server's engine
+# thread and its event loop (and anything else running) share two cores: every hop can wait for
+# a CPU for tens of ms. Measured here with two busy loops beside the test and other suites
+# running (load average 7-8; 8 requests of 150 tokens, 0.4 s apart): a token reached the client
+# 4-69 ms (median over 1,200 tokens) after the server's step ended, single tokens up to 0.7 s
+# late; first tokens 15-360 ms after the request was sent; the dispatcher woke up to 0.25 s
+# late. Unloaded, each of these is about a millisecond. So the checks below are either causal
+# (noise only ever makes the client LATER, never earlier) or relative to what the same run
+# measured, never a fixed number of milliseconds that a busy machine can exceed.
+SPACING_S = 0.75  # between arrivals: more than late sending + the spread of first-token delays
+STREAM_TOKENS = 150  # each request streams 0.2-5 s (unloaded-loaded): long against the noise
+
+
+def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny):
+    from live.replay import ReplayOptions, replay, summary_of
+    from sim.request import RequestSpec
+
+    # Equal requests SPACING_S apart: first come, first served (under load two or three stream
+    # at once, as each stream then takes longer).
+    specs = [RequestSpec(i, SPACING_S * i, 40, STREAM_TOKENS) for i in range(6)]
+    result = replay(specs, ReplayOptions(tiny.url))
+    summary, measured = summary_of(result), result.run.requests
     assert (measured["status"] == "finished").all()
     assert (measured["output_tokens_received"] == measured["output_tokens"]).all()
-    assert summary["exact_output"] == 8
+    assert summary["exact_output"] == 6
     assert (measured["ttft_s"] > 0).all() and (measured["tpot_s"] > 0).all()
     assert measured["first_token_s"].is_monotonic_increasing  # in the order they arrived
     assert measured["arrival_s"].is_monotonic_increasing
     late = measured["arrival_s"] - measured["scheduled_s"]
-    assert late.max() < 0.05, late  # sent on time (the dispatcher's precision)
-    segments = pd.read_csv(out / "segments.csv")
+    # Never early; and each sent before the next one is due (a dispatcher that slept from the
+    # previous send, or too long, falls behind by more than that).
+    assert late.min() > -1e-3 and late.max() < SPACING_S, late
+    segments = result.run.segments
     assert set(segments["kind"]) <= {"queued", "decode", "stall"}
-    assert (segments.groupby("request_id")["tokens"].sum() == 29).all()  # first is in queued
+    assert (segments.groupby("request_id")["tokens"].sum() == STREAM_TOKENS - 1).all()
 
-    # The server's own record of the same requests, aligned to the client's clock.
-    offset = summary["server_clock_offset_s"]
-    assert summary["server_clock_rtt_s"] < 0.02
-    server = pd.DataFrame(tiny.trace()["requests"]).add_suffix("_server")
-    both = measured.merge(server, left_on="server_request_id", right_on="request_id_server")
-    assert len(both) == 8 and both["first_token_s_server"].notna().all()
-    # A token leaves the server when its step ends and reaches the client after the
-    # streaming: the gap is positive (minus the offset's uncertainty) and a few ms.
-    delay = both["first_token_s"] + offset - both["first_token_s_server"]
-    finish = both["finish_s"] + offset - both["finish_s_server"]
-    tolerance = summary["server_clock_rtt_s"] / 2 + 0.001
-    assert (delay > -tolerance).all() and (finish > -tolerance).all(), (delay, finish)
-    assert np.median(delay) < 0.005 and delay.max() < 0.05, delay
-    assert np.median(finish) < 0.005 and finish.max() < 0.05, finish
-    # ...and the request reached the server a little after the client sent it.
-    sent = both["arrival_s_server"] - (both["arrival_s"] + offset)
-    assert (sent > -tolerance).all() and np.median(sent) < 0.01, sent
+    # The server's own record of the same requests, aligned to the client's clock (the offset
+    # is known within half the best round trip: a loopback one, 1-16 ms measured under load).
+    offset, rtt = summary["server_clock_offset_s"], summary["server_clock_rtt_s"]
+    assert rtt < 0.1, rtt
+    tolerance = rtt / 2 + 0.001
+    trace = tiny.trace()
+    server = pd.DataFrame(trace["requests"]).set_index("request_id")
+    delays, spans = [], []
+    for m in result.measured:  # every token: client arrival - end of the server step
+        produced = np.array(trace["token_times"][str(int(m.server_request_id))])
+        assert len(produced) == len(m.token_times) == STREAM_TOKENS
+        delays.append(np.array(m.token_times) + offset - produced)
+        spans.append(produced[-1] - produced[0])
+        row = server.loc[int(m.server_request_id)]
+        # The request reached the server after the client sent it, and before its first token.
+        arrived = row["arrival_s"] - offset
+        assert m.sent_s - tolerance < arrived < m.token_times[0] + tolerance, (m.sent_s, arrived)
+    delays = np.concatenate(delays)
+    assert delays.min() > -tolerance, delays.min()  # no token seen before the server made it
+    # Tokens are streamed as made, not buffered: if they were held until a request ended, the
+    # median token would arrive about half its stream (span/2) after it was made, whatever the
+    # noise; streamed, it arrives after the scheduling noise (4-69 ms median measured, under
+    # load). A quarter of the median span (0.3-1.3 s under that load, ~50 ms unloaded, where
+    # the noise is ~1 ms) lies between the two.
+    limit = np.median(spans) / 4
+    assert np.median(delays) < limit, (np.median(delays), limit)
 
 
 def test_replay_through_the_openai_package_matches_the_cli_rules(tiny):
