@@ -16,7 +16,9 @@ Notable features
   completions prompt), cut from the server's own tokenization (`/tokenize`) of a text, so they
   are real tokens of its vocabulary; the first few ids spell the request's number, so no two
   prompts share a prefix the server could cache, unless the workload says they share one
-  (prefix groups or Mooncake hash ids: those blocks get identical ids). `--prompt-mode text`
+  (prefix groups or Mooncake hash ids: those blocks get identical ids). A server without
+  `/tokenize` (older SGLang) gets ids from SAFE_IDS instead, valid in any vocabulary: exact in
+  length, not words. `--prompt-mode text`
   sends text instead, adjusted with `/tokenize` until it is exactly that many tokens. `--api chat`
   sends a user message fitted with vLLM's `/tokenize` of `messages`, so that the prompt the chat
   template makes of it (the template adds ~20 tokens) is exactly `prompt_tokens`. The output
@@ -77,7 +79,7 @@ class ReplayOptions:
     endpoint: str
     model: str | None = None  # default: the first model the server lists
     api: str = "completions"  # completions | chat
-    prompt_mode: str = "auto"  # auto (ids if /tokenize answers, else approximate text) | ids | text
+    prompt_mode: str = "auto"  # auto (ids; chat: text, approximate without /tokenize) | ids | text
     max_concurrency: int = 64
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 60.0
@@ -295,8 +297,9 @@ async def _exact_chat_text(
     return best if best is not None else ("", -1)
 
 
-async def _chat_prompts(http, root: str, model: str, requests, out: dict) -> None:
-    """Turn out's token ids into user messages whose templated prompts are exactly N tokens."""
+async def _chat_prompts(http, root: str, model: str, requests, out: dict) -> str:
+    """Turn out's token ids into user messages whose templated prompts are exactly N tokens;
+    the method used (for the summary)."""
     template = await _chat_count(http, root, model, "")
     probe = await _chat_count(http, root, model, BASE_TEXT[:200])
     if template is None or probe is None or probe <= template:  # messages not understood
@@ -307,7 +310,7 @@ async def _chat_prompts(http, root: str, model: str, requests, out: dict) -> Non
             file=sys.stderr,
         )
         await _text_prompts(http, root, model, out)
-        return
+        return "chat: text measured with /tokenize, plus the template"
     short = sorted(r.prompt_tokens for r in requests if r.prompt_tokens < template)
     if short:
         print(
@@ -324,6 +327,7 @@ async def _chat_prompts(http, root: str, model: str, requests, out: dict) -> Non
             out[rid] = text
 
     await asyncio.gather(*(fit(rid) for rid in out))
+    return "chat: message fitted with /tokenize of messages"
 
 
 async def _text_prompts(http, root: str, model: str, out: dict) -> None:
@@ -337,28 +341,49 @@ async def _text_prompts(http, root: str, model: str, out: dict) -> None:
     await asyncio.gather(*(text_of(rid) for rid in out))
 
 
-async def _prompts(http, root: str, model: str, requests, options: ReplayOptions) -> dict:
-    """request id -> the prompt to send (token ids, or text)."""
+# Token ids for a server that cannot tokenize: every served vocabulary has at least 256 ids
+# (byte-level BPEs start with their 256 byte tokens, SentencePiece has its byte fallback at
+# 3..258, this project's tiny model has exactly 256), and the lowest ids are where special
+# tokens (BOS, EOS, padding, chat markers) usually sit. A prompt's content does not change a
+# step's cost, only its length does, so any ids of the range time the same.
+SAFE_IDS = range(32, 256)
+
+
+async def _prompts(
+    http, root: str, model: str, requests, options: ReplayOptions
+) -> tuple[dict, str]:
+    """(request id -> the prompt to send: token ids or text, the method used)."""
     base = await _tokenize(http, root, model, BASE_TEXT * 4)
     if not base:
+        ids_allowed = options.api == "completions" and options.prompt_mode in ("auto", "ids")
+        if ids_allowed:  # completions take token ids, vLLM's and SGLang's alike
+            print(
+                f"note: the server has no /tokenize; prompts are token ids "
+                f"{SAFE_IDS.start}..{SAFE_IDS.stop - 1}, exactly prompt_tokens long",
+                file=sys.stderr,
+            )
+            base = list(SAFE_IDS)
+            method = f"ids {SAFE_IDS.start}-{SAFE_IDS.stop - 1} (no /tokenize)"
+            return {r.request_id: prompt_ids(r, base) for r in requests}, method
         if options.prompt_mode != "auto":
             raise ReplayError(
-                f"{root}/tokenize does not answer, so prompts cannot be made exactly "
-                "N tokens long; use --prompt-mode auto for approximate text "
-                "prompts"
+                f"{root}/tokenize does not answer, so text prompts cannot be measured; use "
+                "--prompt-mode auto (token ids, or approximate text for chat)"
             )
         print(
             "note: the server has no /tokenize; prompts are text of about the right length "
             "(the table's prompt_tokens_server says how long)",
             file=sys.stderr,
         )
-        return {r.request_id: " ".join(["a"] * r.prompt_tokens) for r in requests}
+        prompts = {r.request_id: " ".join(["a"] * r.prompt_tokens) for r in requests}
+        return prompts, "approximate text (no /tokenize)"
     out = {r.request_id: prompt_ids(r, base) for r in requests}
     if options.api == "chat":
-        await _chat_prompts(http, root, model, requests, out)
-    elif options.prompt_mode == "text":
+        return out, await _chat_prompts(http, root, model, requests, out)
+    if options.prompt_mode == "text":
         await _text_prompts(http, root, model, out)
-    return out
+        return out, "text measured with /tokenize"
+    return out, "ids from /tokenize"
 
 
 async def _clock_offset(http, root: str) -> dict:
@@ -527,7 +552,7 @@ async def replay_async(
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx2.AsyncClient(timeout=timeout, headers=headers) as http:
         model, max_len = await _preflight(http, root, options)
-        prompts = await _prompts(http, root, model, requests, options)
+        prompts, method = await _prompts(http, root, model, requests, options)
         limits = httpx2.Limits(
             max_connections=options.max_concurrency + 4,
             max_keepalive_connections=options.max_concurrency,
@@ -561,6 +586,7 @@ async def replay_async(
         "policy": "",
         "topology": "",
         "api": options.api,
+        "prompt_method": method,
         "interrupted": interrupted,
         **offset,
     }
@@ -631,6 +657,8 @@ def summary_of(result: ReplayResult) -> dict:
         {
             "failed": int(req["status"].isin(["failed", "cancelled"]).sum()),
             "exact_output": int((req["output_tokens_received"] == req["output_tokens"]).sum()),
+            # usage.prompt_tokens == prompt_tokens (0 from a server that reports no usage)
+            "exact_prompt": int((req["prompt_tokens_server"] == req["prompt_tokens"]).sum()),
             "goodput_req_per_s": (out.get("slo_met", 0) / duration) if duration else math.nan,
             "median_itl_s": run.meta.get("median_itl_s", math.nan),
             "stall_threshold_s": run.meta.get("stall_threshold_s", math.nan),
@@ -640,7 +668,7 @@ def summary_of(result: ReplayResult) -> dict:
             "interrupted": int(result.interrupted),
         }
     )
-    for key in ("server_clock_offset_s", "server_clock_rtt_s"):
+    for key in ("prompt_method", "server_clock_offset_s", "server_clock_rtt_s"):
         if key in run.meta:
             out[key] = run.meta[key]
     return out
@@ -843,7 +871,8 @@ def _report(result: ReplayResult, summary: dict, table, args) -> None:
     print(
         f"{run.meta['endpoint']} ({run.meta['model']}): {summary['finished']} of "
         f"{summary['num_requests']} requests finished, {summary['exact_output']} with exactly "
-        "the tokens asked"
+        f"the tokens asked, {summary['exact_prompt']} with prompts of exactly prompt_tokens "
+        f"({summary['prompt_method']})"
     )
     for key in (
         "ttft_p50_s",

@@ -309,6 +309,93 @@ def test_chat_prompts_are_exact_with_the_servers_chat_template(tiny, capsys):
     assert len(err) == 1 and "chat template alone is 18 tokens" in err[0], err  # the 5
 
 
+class WithoutTokenizer:
+    """A proxy in front of `upstream` that answers 404 to /tokenize and /detokenize, as an
+    OpenAI-compatible server without them does (SGLang before it had them), and passes every
+    other request through, streams chunk by chunk."""
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+
+        import httpx2
+        import uvicorn
+        from fastapi import FastAPI, Request
+        from fastapi.responses import JSONResponse, StreamingResponse
+        from starlette.background import BackgroundTask
+
+        app = FastAPI()
+        self.asked: list[str] = []
+
+        @app.api_route("/{path:path}", methods=["GET", "POST"])
+        async def forward(path: str, request: Request):
+            self.asked.append(path)
+            if path in ("tokenize", "detokenize"):
+                return JSONResponse({"detail": "Not Found"}, status_code=404)
+            client = httpx2.AsyncClient(timeout=60)
+            sent = client.build_request(
+                request.method, f"{upstream}/{path}", params=request.query_params,
+                content=await request.body(), headers={"content-type": "application/json"},
+            )  # fmt: skip
+            answer = await client.send(sent, stream=True)
+
+            async def close():
+                await answer.aclose()
+                await client.aclose()
+
+            return StreamingResponse(
+                answer.aiter_raw(), answer.status_code, background=BackgroundTask(close),
+                media_type=answer.headers.get("content-type"),
+            )  # fmt: skip
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def test_a_server_without_tokenize_gets_exact_token_ids_built_without_it(tiny, capsys):
+    """No /tokenize: completions still get prompts of exactly prompt_tokens ids (ids every
+    vocabulary has), the summary says so; text cannot be measured, so --prompt-mode text is
+    refused and chat falls back to approximate text, each said in one line."""
+    from live.replay import ReplayError, ReplayOptions, replay, summary_of
+    from sim.request import RequestSpec
+
+    proxy = WithoutTokenizer(tiny.url)
+    try:
+        specs = [RequestSpec(i, 0.05 * i, n, 6) for i, n in enumerate((3, 40, 120, 200))]
+        result = replay(specs, ReplayOptions(proxy.url))
+        assert "tokenize" in proxy.asked  # it did ask, and got a 404
+        table = result.run.requests
+        assert (table["status"] == "finished").all()
+        assert table["prompt_tokens_server"].tolist() == [3, 40, 120, 200]
+        assert (table["output_tokens_received"] == 6).all()
+        summary = summary_of(result)
+        assert summary["exact_prompt"] == 4 and "no /tokenize" in summary["prompt_method"]
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no /tokenize" in err[0] and "token ids" in err[0], err
+
+        with pytest.raises(ReplayError, match="cannot be measured"):
+            replay(specs, ReplayOptions(proxy.url, prompt_mode="text"))
+        chat = replay(specs[:2], ReplayOptions(proxy.url, api="chat"))
+        assert chat.run.meta["prompt_method"] == "approximate text (no /tokenize)"
+        assert (chat.run.requests["output_tokens_received"] == 6).all()
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    finally:
+        proxy.stop()
+    # With the server's /tokenize the method says so.
+    direct = replay(specs[:1], ReplayOptions(tiny.url))
+    assert direct.run.meta["prompt_method"] == "ids from /tokenize"
+
+
 def test_prompts_share_no_prefix_unless_the_workload_says_so():
     from live.replay import prompt_ids
     from sim.request import RequestSpec
