@@ -9,9 +9,10 @@ project's `python -m live serve`; the README section "Real servers" has the comm
 
 Notable features
 - One asyncio task per request, on the official `openai` client (AsyncOpenAI, streaming). A
-  dispatcher sleeps until each request's arrival time (`arrival_s` of the workload: our CSV or the
-  Azure trace, via sim.workload.load_csv) and starts it; `--max-concurrency` caps open streams
-  (a request over the cap waits, and its `arrival_s` in the table is when it was really sent).
+  dispatcher sleeps until each request's arrival time (`arrival_s` of the workload: our CSV, the
+  Azure trace or Mooncake JSONL, via sim.trace_import.load_workload) and starts it;
+  `--max-concurrency` caps open streams (a request over the cap waits, and its `arrival_s` in
+  the table is when it was really sent).
 - Exact lengths. The prompt is `prompt_tokens` token ids (vLLM and SGLang take ids as a
   completions prompt), cut from the server's own tokenization (`/tokenize`) of a text, so they
   are real tokens of its vocabulary; the first few ids spell the request's number, so no two

@@ -11,6 +11,7 @@ the round trip is well under a millisecond, so the offset is known to a fraction
 Then server_time = client_time + offset for every timestamp of the replay.
 """
 
+import json
 import re
 import signal
 import socket
@@ -266,6 +267,35 @@ def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny):
     # the noise is ~1 ms) lies between the two.
     limit = np.median(spans) / 4
     assert np.median(delays) < limit, (np.median(delays), limit)
+
+
+def test_replay_of_a_mooncake_trace_gets_every_request_its_tokens(tiny, tmp_path):
+    """A Mooncake .jsonl through the CLI: the excerpt's first 12 requests at tiny's scale.
+
+    Its prompts (5,000-27,000 tokens) do not fit tiny's 256, so lengths are divided (inputs by
+    128, outputs by 16, at least 1) and times by 100 (0-1.08 s); order, gaps and hash_ids stay.
+    """
+    excerpt = ROOT / "assets" / "traces" / "mooncake_conversation_excerpt.jsonl"
+    rows = [json.loads(line) for line in excerpt.read_text().splitlines()[:12]]
+    small = [
+        {"timestamp": r["timestamp"] / 100, "input_length": r["input_length"] // 128,
+         "output_length": max(1, r["output_length"] // 16), "hash_ids": r["hash_ids"]}
+        for r in rows
+    ]  # fmt: skip
+    workload = tmp_path / "mooncake_small.jsonl"
+    workload.write_text("".join(json.dumps(r) + "\n" for r in small))
+    done = replay(tiny.url, workload, "--out", str(tmp_path / "o"), "--json")
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "o" / "requests.csv").sort_values("request_id")
+    assert len(table) == 12 and (table["status"] == "finished").all()
+    assert table["prompt_tokens"].tolist() == [r["input_length"] for r in small]
+    assert table["output_tokens"].tolist() == [r["output_length"] for r in small]
+    assert (table["output_tokens_received"] == table["output_tokens"]).all()
+    assert (table["prompt_tokens_server"] == table["prompt_tokens"]).all()
+    # Sent at the trace's times (ms -> s, from the first request).
+    assert np.allclose(table["scheduled_s"], [r["timestamp"] / 1000 for r in small])
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["exact_output"] == summary["exact_prompt"] == 12
 
 
 def test_replay_through_the_openai_package_matches_the_cli_rules(tiny):
