@@ -256,6 +256,7 @@ class Engine:
         seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
         seg_tokens, seg_last = rec.tokens, rec.last
         handoffs = []
+        new_decodes = []  # decodes starting a new stretch: added together after the loop
         for req, n, offset, is_decode in batch.items:
             if is_decode:
                 i = req.last_segment
@@ -269,11 +270,12 @@ class Engine:
                     seg_end[i] = end_s  # same as rec.add(...), without the call
                     seg_tokens[i] += n
                     seg_last[i] = step
-                else:
-                    if req.pending_cached:  # resumed: the cache held all but its newest token
-                        add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
-                        req.pending_cached = 0
+                elif req.pending_cached:  # resumed: the cache held all but its newest token
+                    add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
+                    req.pending_cached = 0
                     add(req, wid, DECODE, start_s, end_s, n, slowed, step)
+                else:
+                    new_decodes.append(req)  # (n == 1: a decode computes one token)
             else:
                 if req.pending_cached:  # the prompt's start came from the prefix cache
                     add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
@@ -307,6 +309,7 @@ class Engine:
                 req.first_token_s = end_s
             if req.num_generated >= req.output_tokens:
                 self._finish(req, end_s)
+        rec.add_same(new_decodes, wid, DECODE, start_s, end_s, 1, slowed, step, step)
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
                 add(req, wid, STALL, start_s, end_s, 0, 0, step)

@@ -24,11 +24,15 @@ Why a run can be skipped through
       seconds(b, c) = overhead(b) + compute(b) + (memory(b) + c * kv_s) + comm(b),
   and c grows by b every step, so a run of k steps lasts k * a(b) + kv_s * (k * c1 + b * k(k-1)/2)
   (`run_seconds`). We still need each step's end: every output token's time is in the trace.
-  numpy computes them with the SAME float operations as `step_cost` and simpy (the b-terms come
-  from step_cost itself, then memory + c * kv_s, then the left-to-right sum; step ends are a
-  running sum t + d, as simpy's `now + delay`), so the trace is bit-identical to stepping, not
-  merely close. Each run checks its last step against `step_cost` and prices step by step if
-  they ever disagree (a cost model changed without this file).
+  Each step is priced with the SAME float operations as `step_cost` and simpy (the b-terms
+  come from step_cost itself, then memory + c * kv_s, then the left-to-right sum; step ends are
+  a running sum t + d, as simpy's `now + delay`), so the trace is bit-identical to stepping,
+  not merely close. Each run checks its last step against `step_cost` and prices step by step
+  if they ever disagree (a cost model changed without this file).
+- Cost: a few float operations per step and a few list operations per request per run (no
+  numpy: runs are short between arrivals, and numpy's call overhead would dominate them).
+  The requests still in a run when it is applied get their tokens and segments together
+  (`_book_all`, `TraceRecorder.add_same`).
 """
 
 from __future__ import annotations
@@ -36,10 +40,10 @@ from __future__ import annotations
 import math
 import warnings
 from array import array
+from bisect import bisect_left, bisect_right
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-import numpy as np
 import simpy
 from simpy.events import NORMAL
 
@@ -80,77 +84,80 @@ class Environment(simpy.Environment):
 class DecodeTerms:
     """What a decode-only step costs apart from its context, by batch size, from step_cost.
 
-    `price(b, c)` gives every step's (seconds, compute_s, memory_s, overhead_s, comm_s) as
-    `step_cost((), b, c)` would: the batch-size terms are step_cost's own at context 0, looked
-    up per step, then memory_s + c * kv_s and the left-to-right sum, as step_cost adds them.
+    For b requests: step_cost((), b, 0)'s compute_s, memory_s, overhead_s and comm_s, and
+    `head` = overhead_s + compute_s (the first addition of step_cost's sum, made once). A step
+    of b requests reading c tokens of context then costs, in step_cost's order of operations,
+        memory = memory_b + c * kv_s;  seconds = head_b + memory + comm_b
+    (`price`), the same float64 bit for bit. Python floats, not numpy: a run is priced one step
+    at a time as far as it goes, and a dozen float operations a step cost less than the numpy
+    calls that would price a few dozen steps at once.
     """
 
     def __init__(self, cost) -> None:
         self.cost = cost
         self.kv_s = getattr(cost, "decode_kv_s_per_token", None)
         self.step_min = cost.step_cost((), 1, 0).seconds  # no decode step is shorter
-        self.columns = np.zeros((4, 0))  # compute, memory, overhead, comm by batch size
+        # By batch size (index 0 unused): step_cost's terms at context 0.
+        self.compute: list[float] = [0.0]
+        self.memory: list[float] = [0.0]
+        self.overhead: list[float] = [0.0]
+        self.comm: list[float] = [0.0]
+        self.head: list[float] = [0.0]
+
+    def cover(self, batch: int) -> None:
+        """Make the columns reach batch size `batch`."""
+        for b in range(len(self.head), batch + 1):
+            c = self.cost.step_cost((), b, 0)
+            self.compute.append(c.compute_s)
+            self.memory.append(c.memory_s)
+            self.overhead.append(c.overhead_s)
+            self.comm.append(c.comm_s)
+            self.head.append(c.overhead_s + c.compute_s)
 
     def lower_bound(self, batch: int) -> float:
         """Seconds a decode step of `batch` requests lasts at least (its context adds to it)."""
-        if batch >= self.columns.shape[1]:
-            self._extend(max(batch + 1, 2 * self.columns.shape[1], 64))
-        return float(self.columns[:, batch].sum()) if self.kv_s is not None else self.step_min
+        if self.kv_s is None:
+            return self.step_min
+        if batch >= len(self.head):
+            self.cover(batch)
+        return self.head[batch] + self.memory[batch] + self.comm[batch]
 
-    def _extend(self, size: int) -> None:
-        old = self.columns.shape[1]
-        rows = [self.cost.step_cost((), b, 0) if b else None for b in range(old, size)]
-        new = [(r.compute_s, r.memory_s, r.overhead_s, r.comm_s) if r else (0.0,) * 4
-               for r in rows]  # fmt: skip
-        self.columns = np.concatenate((self.columns, np.array(new).T.reshape(4, -1)), axis=1)
+    def price(self, batch: int, context: int) -> tuple[float, float]:
+        """(seconds, memory_s) of a decode-only step, as step_cost((), batch, context) gives."""
+        memory = self.memory[batch] + context * self.kv_s
+        return self.head[batch] + memory + self.comm[batch], memory
 
-    def price(self, active: np.ndarray, context: np.ndarray) -> tuple:
-        cost = self.cost
-        if self.kv_s is not None:
-            top = int(active.max()) + 1
-            if top > self.columns.shape[1]:
-                self._extend(max(top, 2 * self.columns.shape[1], 64))
-            compute, memory_b, overhead, comm = self.columns[:, active]
-            memory = memory_b + context * self.kv_s  # the decode attention's KV read, added last
-            seconds = overhead + compute + memory + comm  # left to right, as in step_cost
-            last = cost.step_cost((), int(active[-1]), int(context[-1]))
-            if (last.seconds, last.compute_s, last.memory_s) == (
-                seconds[-1],
-                compute[-1],
-                memory[-1],
-            ):
-                return seconds, compute, memory, overhead, comm
-            self.kv_s = None  # this cost model is not of that form: price step by step
-            _disagree()
-        # Step by step pricing (any cost model with step_cost): exact by construction.
-        rows = [cost.step_cost((), int(b), int(c)) for b, c in zip(active, context, strict=True)]
-        fields = ("seconds", "compute_s", "memory_s", "overhead_s", "comm_s")
-        return tuple(np.array([getattr(r, f) for r in rows], dtype=float) for f in fields)
+    def check(self, batch: int, context: int, seconds: float, memory: float) -> bool:
+        """Whether step_cost agrees with a step priced here (else price step by step)."""
+        c = self.cost.step_cost((), batch, context)
+        if (c.seconds, c.compute_s, c.memory_s) == (seconds, self.compute[batch], memory):
+            return True
+        self.kv_s = None  # this cost model is not of that form: price step by step
+        _disagree()
+        return False
 
 
 class DecodeRun:
     """A run of plain decode steps planned at once, applied when it ends (or when touched).
 
     Step j (1-based) starts at `times[j-1]` and ends at `times[j]`. Request i (in running order)
-    takes part in steps 1..last[i]; it finishes at step last[i] if that is its final token.
+    takes part in steps 1..rem[i]; it finishes at step rem[i] if that is within the run.
     `done` steps are applied (tokens, segments, finishes) and `allocated` steps hold their KV
     blocks; the engine's state is always that of step by step at the last applied instant.
     """
 
-    def __init__(self, worker: Worker, reqs: list, c0: np.ndarray, rem: np.ndarray,
-                 blocks: np.ndarray, allocated: int) -> None:  # fmt: skip
+    def __init__(self, worker: Worker, reqs: list, c0: list[int], rem: list[int],
+                 blocks: list[int], allocated: int) -> None:  # fmt: skip
         self.worker, self.engine = worker, worker.engine
         self.reqs = reqs
-        self.c0 = c0  # tokens in each request's KV before step 1 (its decode context)
-        self.rem = rem  # tokens each request still has to generate before step 1
+        self.c0_list = c0  # tokens in each request's KV before step 1 (its decode context)
+        self.rem_list = rem  # tokens each request still has to generate before step 1
         self.blocks0 = blocks  # KV blocks each holds (step 1's included when it is scheduled)
         self.first_step = worker.engine.num_steps
         self.done = 0
         self.allocated = allocated  # 1 when step 1 was scheduled by the engine itself
-        kv = worker.engine.kv
-        self.free0 = kv.free_blocks  # free blocks when planned
+        self.free0 = worker.engine.kv.free_blocks  # free blocks when planned
         self.freed_at: list[tuple[int, int]] = []  # (step, blocks its finishes freed)
-        self.c0_list, self.rem_list = c0.tolist(), rem.tolist()
         self.taken_to = allocated  # blocks are held for the steps up to this one
         self.booked = [0] * len(reqs)  # the last step applied to each request
         self.touched = False  # another process read or changed the engine mid-run
@@ -159,57 +166,83 @@ class DecodeRun:
     # ---- planning -----------------------------------------------------------------------------
 
     def plan(self, limit_s: float, blocked: bool, margin: int) -> int:
-        """Decide how many steps to take (0 or 1: not worth it) and price them."""
+        """Decide how many steps to take (0 or 1: not worth it) and price them.
+
+        Step j is taken while (1) nobody's finish before it could let a waiting request in
+        (`blocked`: the first finish ends the run), (2) the blocks taken through step j leave
+        the policy's margin free (blocks freed by finishes inside the run are not counted on)
+        and (3) it starts before limit_s (touch-first on a tie); at most run_steps_cap steps.
+        """
         worker = self.worker
         bs = self.engine.kv.block_size
-        c0, rem, n = self.c0, self.rem, len(self.reqs)
-        now = worker.env.now
+        c0s, rems = self.c0_list, self.rem_list
         terms = worker.decode_terms
-        # (1) finishes: with someone waiting the first finish ends the run (freed memory or a
-        #     free seat may admit them); otherwise the run may go on until the last one. No
-        #     step is shorter than one decode of one token: that bounds the steps before limit_s.
-        k = int(rem.min()) if blocked else int(rem.max())
-        k = min(k, worker.run_steps_cap)
-        if limit_s < math.inf:
-            k = min(k, int((limit_s - now) / terms.step_min) + 2)
+        b, now = len(c0s), worker.env.now
+        k = min(min(rems) if blocked else max(rems), worker.run_steps_cap)
+        if limit_s < math.inf:  # no step is shorter than its batch's at context 0 (nor than
+            # one decode of one request, when finishes shrink the batch): a bound to plan to
+            shortest = terms.lower_bound(b) if blocked else terms.step_min
+            k = min(k, int((limit_s - now) / shortest) + 2)
         if k < 2:
             return 0
-        steps = np.arange(1, k + 1)
-        # Requests active in step j: those with rem >= j. Sorted by rem, the counts and the
-        # context of every step come from one searchsorted.
-        order = np.argsort(rem, kind="stable")
-        rem_sorted = rem[order]
-        gone = rem_sorted.searchsorted(steps)  # requests that finished before step j
-        active = n - gone
-        c_cum = np.concatenate(([0], c0[order].cumsum()))
-        context = (c_cum[-1] - c_cum[gone]) + (steps - 1) * active  # sum of contexts at step j
-        # (2) KV: step j grows request i to hold c0 + j tokens, i.e. ceil((c0 + j) / bs) blocks;
-        #     the blocks still to take through step j must leave the policy's margin free.
-        #     Blocks freed by finishes inside the run are not counted on.
-        upto = np.minimum(steps, rem[:, None])  # (request, step) -> steps it has taken part in
-        need = np.maximum(-(-(c0[:, None] + upto) // bs) - self.blocks0[:, None], 0).sum(0)
-        if need[-1] > self.free0 - margin:
-            k = int(np.argmax(self.free0 - need < margin))  # stop before the first short step
-            if k < 2:
-                return 0
-        # (3) price the steps; a step may START only before limit_s (touch-first on a tie).
-        seconds, compute, memory, overhead, comm = terms.price(active[:k], context[:k])
-        times = np.empty(k + 1)
-        times[0] = now
-        times[1:] = seconds
-        times = times.cumsum()  # sequential: times[j] = times[j-1] + seconds[j-1], as simpy
-        if limit_s < math.inf:
-            k = min(k, int(times[:k].searchsorted(limit_s)))
-            if k < 2:
-                return 0
-        self.k = self.planned = k  # (copies: the trace keeps them, not the longer arrays)
-        self.times = times[: k + 1].copy()
-        self.active = active[:k].copy()
-        self.need = need[:k].copy()
-        self.cost = tuple(c[:k].copy() for c in (compute, memory, overhead, comm))
-        self.end_s = float(self.times[k])
-        self._times = array("d", self.times.tobytes())  # sliced into token_times
-        self._order = order.tolist()  # requests by their last step
+        # Request i is in steps 1..rem_i; it takes a new block at each step j whose token
+        # (c0 + j) starts a block: the first at j = blocks * bs - c0 + 1, then every bs steps.
+        leave_n, leave_c, take = [0] * (k + 1), [0] * (k + 1), [0] * (k + 1)
+        for c0, r, b0 in zip(c0s, rems, self.blocks0, strict=True):
+            first = b0 * bs - c0 + 1
+            if first < 1:
+                return 0  # it holds fewer blocks than its KV (never so in a plain decode)
+            if r <= k:
+                leave_n[r] += 1
+                leave_c[r] += c0 + r  # its context at the step after its last
+            for j in range(first, min(r, k) + 1, bs):
+                take[j] += 1
+        context = sum(c0s)
+        terms.cover(b)
+        exact = terms.kv_s is not None
+        cost = None if exact else terms.cost
+        room = self.free0 - margin
+        t = now
+        times, active, memory, needs = [t], [], [], []
+        slow: tuple[list, list, list] | None = None if exact else ([], [], [])
+        need = 0
+        j = 1
+        heads, mems, comms, kv_s = terms.head, terms.memory, terms.comm, terms.kv_s
+        while j <= k and t < limit_s:
+            need += take[j]
+            if need > room:
+                break  # free blocks would fall below the margin: stop before this step
+            if exact:  # DecodeTerms.price, inline
+                mem = mems[b] + context * kv_s
+                seconds = heads[b] + mem + comms[b]
+            else:  # any cost model: step_cost itself
+                c = cost.step_cost((), b, context)
+                seconds, mem = c.seconds, c.memory_s
+                slow[0].append(c.compute_s)
+                slow[1].append(c.overhead_s)
+                slow[2].append(c.comm_s)
+            last = (b, context, seconds, mem)
+            t = t + seconds  # as simpy's now + delay
+            times.append(t)
+            active.append(b)
+            memory.append(mem)
+            needs.append(need)
+            context += b  # every request one token more ...
+            if leave_n[j]:  # ... but those whose last token this was leave
+                context -= leave_c[j]
+                b -= leave_n[j]
+            j += 1
+        k = j - 1
+        if k < 2:
+            return 0
+        if exact and not terms.check(*last):
+            return self.plan(limit_s, blocked, margin)  # again, step by step
+        self.k = self.planned = k
+        self.times, self.active, self.memory, self.need, self.slow = (
+            times, active, memory, needs, slow)  # fmt: skip
+        self.end_s = times[k]
+        self._times = array("d", times)  # sliced into token_times
+        self._order = sorted(range(len(rems)), key=rems.__getitem__)  # by their last step
         self._set_finishing(k)
         return k
 
@@ -225,11 +258,11 @@ class DecodeRun:
 
     def steps_started_before(self, now: float) -> int:
         """Steps scheduled by `now` (step 1 always; step j > 1 if it started strictly before)."""
-        return max(1, int(np.searchsorted(self.times[: self.k], now, side="left")))
+        return max(1, bisect_left(self.times, now, 0, self.k))
 
     def steps_ended_before(self, now: float) -> int:
         """Steps completed by `now`: those that ended strictly before it (touch-first on a tie)."""
-        return int(np.searchsorted(self.times[1 : self.k + 1], now, side="left"))
+        return bisect_left(self.times, now, 1, self.k + 1) - 1
 
     def catch_up(self, now: float) -> None:
         """Apply what step by step would have applied by `now`: the steps that ended, and the
@@ -249,7 +282,7 @@ class DecodeRun:
         if m >= self.k:
             return False
         self.k = m
-        self.end_s = float(self.times[m])
+        self.end_s = self.times[m]
         self._set_finishing(m)
         return True
 
@@ -267,16 +300,33 @@ class DecodeRun:
         # KV in use after each step: the blocks taken so far minus those finishes freed. The
         # last row reads the cache itself: a touch (a P->D reservation) may have taken blocks
         # during the last step, and step by step would count them there.
-        freed = np.zeros(k, dtype=np.int64)
-        for step, blocks in self.freed_at:
-            freed[step - 1 :] += blocks
-        used = (kv.num_blocks - (self.free0 - self.need[:k] + freed)) * kv.block_size
+        bs, base = kv.block_size, kv.num_blocks - self.free0
+        if self.freed_at:
+            used, freed, marks = [], 0, iter(self.freed_at + [(k + 1, 0)])
+            step, blocks = next(marks)
+            for j, need in enumerate(self.need[:k], 1):
+                while step <= j:
+                    freed += blocks
+                    step, blocks = next(marks)
+                used.append((base + need - freed) * bs)
+        else:
+            used = [(base + need) * bs for need in self.need[:k]]
         assert self.touched or used[-1] == kv.used_tokens, "fast-forward: KV out of step"
         used[-1] = kv.used_tokens
-        compute, memory, overhead, comm = (c[:k] for c in self.cost)
-        engine.recorder.step_run(engine.name, self.first_step, self.times[: k + 1],
-                                 self.active[:k], used, kv.capacity_tokens, compute, memory,
-                                 overhead, comm)  # fmt: skip
+        active = self.active[:k]
+        if self.slow is not None:
+            compute, overhead, comm = (col[:k] for col in self.slow)
+        else:  # the batch-size terms, looked up by batch size
+            terms = self.worker.decode_terms
+            columns = (terms.compute, terms.overhead, terms.comm)
+            b = active[0]
+            if active[-1] == b:  # nobody left during the run: one batch size throughout
+                compute, overhead, comm = (array("d", (col[b],)) * k for col in columns)
+            else:
+                compute, overhead, comm = ([col[b] for b in active] for col in columns)
+        engine.recorder.step_run(engine.name, self.first_step, self._times[: k + 1], active,
+                                 used, kv.capacity_tokens, compute, self.memory[:k], overhead,
+                                 comm)  # fmt: skip
 
     def _advance(self, done_to: int, allocated_to: int) -> None:
         """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.
@@ -294,6 +344,7 @@ class DecodeRun:
             return
         engine, reqs, c0s = self.engine, self.reqs, self.c0_list
         kv = engine.kv
+        caching = kv.caching
         bs = kv.block_size
         for f, leaving in self._finishing:
             if f <= self.done:
@@ -305,16 +356,21 @@ class DecodeRun:
             for i in leaving:  # their last token came in step f: they leave, in running order
                 req = reqs[i]
                 self._book(i, f)
-                kv.cache_full(req, c0s[i] + f)
+                if caching:
+                    kv.cache_full(req, c0s[i] + f)
                 engine._finish(req, self._times[f])
             self.freed_at.append((f, kv.free_blocks - before))
         self._take_blocks(allocated_to)
-        for i in self._order:
-            r = self.rem_list[i]
-            if r > done_to:
+        # The requests still in the run (the rest finished above): all applied up to the same
+        # step, so their tokens, counters and segments are alike, and go in at once.
+        rems, order = self.rem_list, self._order
+        tail = order[bisect_right(order, done_to, key=rems.__getitem__) :]
+        if tail and self.booked[tail[0]] < done_to:
+            self._book_all(tail, done_to)
+        if caching:
+            for i in tail:
                 req = reqs[i]
-                self._book(i, done_to)
-                total = c0s[i] + min(allocated_to, r)
+                total = c0s[i] + min(allocated_to, rems[i])
                 if total // bs > req.num_cached_blocks:
                     kv.cache_full(req, total)
         self.done = max(self.done, done_to)
@@ -363,6 +419,37 @@ class DecodeRun:
         else:
             rec.add(req, wid, DECODE, start, end, n, 0, self.first_step + done)
             rec.last[req.last_segment] = last_step
+
+    def _book_all(self, tail: list[int], upto: int) -> None:
+        """`_book(i, upto)` for each request i of `tail`, all applied up to the same step."""
+        reqs, booked = self.reqs, self.booked
+        done = booked[tail[0]]
+        n = upto - done
+        times = self._times
+        tokens = times[done + 1 : upto + 1]
+        rec, wid = self.engine.recorder, self.engine._worker_code
+        start, end = times[done], times[upto]
+        last_step = self.first_step + upto - 1
+        seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
+        seg_tokens, seg_last = rec.tokens, rec.last
+        new = []
+        for i in tail:
+            booked[i] = upto
+            req = reqs[i]
+            req.num_computed += n
+            req.num_generated += n
+            if req.num_computed > req.high_water:
+                req.high_water = req.num_computed
+            req.token_times.extend(tokens)
+            j = req.last_segment
+            if (j >= 0 and seg_end[j] == start and seg_kind[j] == DECODE and seg_flags[j] == 0
+                    and seg_worker[j] == wid):  # fmt: skip
+                seg_end[j] = end
+                seg_tokens[j] += n
+                seg_last[j] = last_step
+            else:
+                new.append(req)
+        rec.add_same(new, wid, DECODE, start, end, n, 0, self.first_step + done, last_step)
 
 
 def _disagree() -> None:
@@ -420,8 +507,7 @@ def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
     if horizon is None:
         return None
     limit = min(horizon, limit)
-    run = DecodeRun(worker, list(running), np.array(c0), np.array(rem), np.array(blocks),
-                    allocated=0 if batch is None else 1)  # fmt: skip
+    run = DecodeRun(worker, list(running), c0, rem, blocks, allocated=0 if batch is None else 1)
     blocked = bool(engine.waiting or engine.swapped or worker.inbox)
     if run.plan(limit, blocked, policy.decode_kv_margin) < 2:
         return None

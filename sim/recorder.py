@@ -42,8 +42,13 @@ class TraceRecorder:
         self.first = array("q")  # first and last step index covered (-1: not a step)
         self.last = array("q")
         self.step_rows: list[tuple] = []
-        # Runs of decode steps taken at once (sim/fastforward.py), as arrays; see step_run.
-        self.step_runs: list[tuple] = []
+        # Runs of decode steps taken at once (sim/fastforward.py), see step_run: per run
+        # (worker code, first step, steps, KV capacity), and one value per step in typed arrays.
+        self.step_runs: list[tuple[int, int, int, int]] = []
+        self.run_start, self.run_end = array("d"), array("d")
+        self.run_batch, self.run_kv_used = array("q"), array("q")
+        self.run_compute, self.run_memory = array("d"), array("d")
+        self.run_overhead, self.run_comm = array("d"), array("d")
 
     def worker_code(self, name: str) -> int:
         """A small int standing for a worker (or link) name."""
@@ -79,6 +84,26 @@ class TraceRecorder:
         self.first.append(step)
         self.last.append(step)
 
+    def add_same(self, reqs: list, worker: int, kind: int, start_s: float, end_s: float,
+                 tokens: int, flags: int, first: int, last: int) -> None:  # fmt: skip
+        """A new stretch for each of `reqs`, all alike but for the request (no merging: the
+        caller found that none continues its request's last one). Column by column."""
+        m = len(reqs)
+        if not m:
+            return
+        base = len(self.req)
+        self.req.extend([r.request_id for r in reqs])
+        self.worker.extend(array("i", (worker,)) * m)  # (an array times m: the fastest fill)
+        self.kind.extend(array("b", (kind,)) * m)
+        self.start.extend(array("d", (start_s,)) * m)
+        self.end.extend(array("d", (end_s,)) * m)
+        self.tokens.extend(array("q", (tokens,)) * m)
+        self.flags.extend(array("b", (flags,)) * m)
+        self.first.extend(array("q", (first,)) * m)
+        self.last.extend(array("q", (last,)) * m)
+        for i, r in enumerate(reqs, base):
+            r.last_segment = i
+
     def segment(self, req: Request, worker: str, kind: str, start_s: float, end_s: float,
                 tokens: int = 0, slowed: bool = False, recompute: bool = False,
                 step: int = -1) -> None:  # fmt: skip
@@ -97,9 +122,17 @@ class TraceRecorder:
                  compute, memory, overhead, comm) -> None:  # fmt: skip
         """Add a run of decode-only steps at once (sim/fastforward.py): step j of the run is
         engine step first_step + j, from times[j] to times[j + 1], with batch[j] decodes; the
-        other arrays are per step too (STEP_COLUMNS). One row per step in the steps table."""
-        self.step_runs.append((worker, first_step, times, batch, kv_used, kv_capacity, compute,
-                               memory, overhead, comm))  # fmt: skip
+        other sequences are per step too (STEP_COLUMNS). One row per step in the steps table."""
+        k = len(batch)
+        self.step_runs.append((self.worker_code(worker), first_step, k, kv_capacity))
+        self.run_start.extend(times[:k])
+        self.run_end.extend(times[1 : k + 1])
+        self.run_batch.extend(batch)
+        self.run_kv_used.extend(kv_used)
+        self.run_compute.extend(compute)
+        self.run_memory.extend(memory)
+        self.run_overhead.extend(overhead)
+        self.run_comm.extend(comm)
 
     def steps_frame(self) -> pd.DataFrame:
         """The steps table: one row per step, in the order the steps ended."""
@@ -110,21 +143,23 @@ class TraceRecorder:
         flat = list(zip(*rows, strict=True)) if rows else [()] * len(names)
         columns = {name: [np.array(col, dtype=STEP_DTYPES[name])]
                    for name, col in zip(names, flat, strict=True)}  # fmt: skip
-        runs = list(zip(*self.step_runs, strict=True))
-        worker, first, times, batch, used, capacity, compute, memory, overhead, comm = runs
-        lengths = np.array([len(b) for b in batch])
+        worker, first, lengths, capacity = (np.array(c) for c in zip(*self.step_runs,
+                                                                      strict=True))  # fmt: skip
         total = int(lengths.sum())
         offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        columns["worker"].append(np.repeat(np.array(worker, dtype=object), lengths))
-        columns["step"].append(np.repeat(np.array(first), lengths) + np.arange(total) - offsets)
-        columns["start_s"].append(np.concatenate([t[:-1] for t in times]))
-        columns["end_s"].append(np.concatenate([t[1:] for t in times]))
-        for name, parts in (("decode_tokens", batch), ("batch_size", batch),
-                            ("kv_used_tokens", used), ("compute_s", compute),
-                            ("memory_s", memory), ("overhead_s", overhead),
-                            ("comm_s", comm)):  # fmt: skip
-            columns[name].append(np.concatenate(parts))
-        columns["kv_capacity_tokens"].append(np.repeat(np.array(capacity), lengths))
+        names_of = np.array(self.worker_names, dtype=object)
+        columns["worker"].append(names_of[np.repeat(worker, lengths)])
+        columns["step"].append(np.repeat(first, lengths) + np.arange(total) - offsets)
+        batch = np.frombuffer(self.run_batch, dtype=np.int64)
+        parts = {"start_s": self.run_start, "end_s": self.run_end,
+                 "kv_used_tokens": self.run_kv_used, "compute_s": self.run_compute,
+                 "memory_s": self.run_memory, "overhead_s": self.run_overhead,
+                 "comm_s": self.run_comm}  # fmt: skip
+        for name, part in parts.items():
+            columns[name].append(np.frombuffer(part, dtype=STEP_DTYPES[name]))
+        columns["decode_tokens"].append(batch)
+        columns["batch_size"].append(batch)
+        columns["kv_capacity_tokens"].append(np.repeat(capacity, lengths))
         for name in ("prefill_tokens", "num_prefills", "preempted", "swap_s"):
             columns[name].append(np.zeros(total, dtype=STEP_DTYPES[name]))
         frame = pd.DataFrame({name: np.concatenate(columns[name]).astype(STEP_DTYPES[name],
