@@ -89,8 +89,10 @@ def test_checked_lines_say_router_and_hand_off_are_our_own_models(lang):
     workers, the 'checked' line says what is checked and what is PD Lab's own model."""
     verified, router, disagg = (t(k, lang) for k in ("common.verified_v1", "common.caveat_router",
                                                       "common.caveat_disagg"))  # fmt: skip
+    scope = t("common.caveat_scope", lang)
     text = captions(open_page("app_pages/disaggregation.py", {"lang": lang}))
     assert verified in text and router in text and disagg in text
+    assert text.count(scope) == 1  # said once before both caveats, not once per caveat
     text = captions(open_page("app_pages/home.py", {"lang": lang}))
     assert t("common.verified_v0", lang) in text and disagg in text and router not in text
     text = captions(open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20",

@@ -297,6 +297,10 @@ def test_chunk_tradeoff(lang):
     assert list(curve.y) == [0.78, 0.69, 0.67]  # s
     assert list(curve.text) == [t("charts.chunk.point", lang, size=c) for c in (512, 2048, 8192)]
     assert "lines" in curve.mode and "text" in curve.mode
+    # Doubling chunks spread evenly on a log ITL axis, every point (and room for its label) inside.
+    assert fig.layout.xaxis.type == "log"
+    low, high = fig.layout.xaxis.range
+    assert 10**low < 30 and 10**high > 370 * 1.5
     _assert_no_nan(fig)
 
 

@@ -224,9 +224,17 @@ def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
         bgcolor="rgba(255,255,255,0.9)",
     )
     styled(fig, t("charts.chunk.title", lang), legend=False)
-    # Both axes start at 0, so "slightly later" looks as slight as it is; room right for labels.
-    itl_max = 1000 * float(table["max_itl_s"].max()) if len(table) else 1.0
-    fig.update_xaxes(range=[0, itl_max * 1.2], title_text=t("charts.axis.max_itl_ms", lang))
+    # The TTFT axis starts at 0, so "slightly later" looks as slight as it is. The ITL axis is
+    # logarithmic: each chunk size doubles the last, so the worst gap roughly doubles too, and on
+    # a linear axis the small chunks' points (and their labels) pile up at the left; room on the
+    # right for the last label.
+    itl = 1000 * finite(table["max_itl_s"]) if len(table) else np.array([1.0])
+    low, high = float(np.nanmin(itl)), float(np.nanmax(itl))
+    fig.update_xaxes(
+        type="log",
+        range=[math.log10(max(low, 1e-3) / 1.5), math.log10(max(high, 1e-3) * 2.0)],
+        title_text=t("charts.axis.max_itl_ms", lang),
+    )
     ttft_max = float(table["long_ttft_s"].max()) if len(table) else 1.0
     fig.update_yaxes(range=[0, ttft_max * 1.3], title_text=t("charts.axis.long_ttft_s", lang))
     return fig

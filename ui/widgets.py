@@ -305,7 +305,9 @@ def engine_note(*policies: str, caveat_key: str | Sequence[str] | None = None) -
         proof_key = VERIFIED.get(cls.name, "")
         proof = T(proof_key) if proof_key else ""
         if proof_key.startswith("common.verified_"):
-            proof = " ".join([proof, *(T(c) for c in caveats)])
+            # "That check covers each worker's own scheduler" once, then what it leaves out.
+            scope = ["common.caveat_scope"] if set(caveats) & set(TOPOLOGY_CAVEATS.values()) else []
+            proof = " ".join([proof, *(T(c) for c in [*scope, *caveats])])
         key = f"label.mirrors.{cls.name}"  # the policy's `mirrors`, in the page's language
         mirrors = T(key) if key in catalog(DEFAULT_LANG) else cls.mirrors
         st.caption(T("common.engine_note", policy=cls.name, mirrors=mirrors, proof=proof))
@@ -321,8 +323,12 @@ def policy_note(note) -> str:
 def show_code(obj, title_key: str = "common.show_code") -> None:
     """An expander with the source of the policy (or function) this lesson demonstrates."""
     T = translator()
-    with st.expander(T(title_key, name=getattr(obj, "__name__", str(obj)))):
-        st.code(inspect.getsource(inspect.getmodule(obj)), language="python")
+    module = inspect.getmodule(obj)
+    # Named by its file ("sim/policies/vllm_v1.py"), which a student can open in the repository;
+    # a class name such as "Vllm" says less.
+    name = module.__name__.replace(".", "/") + ".py" if module else str(obj)
+    with st.expander(T(title_key, name=name)):
+        st.code(inspect.getsource(module), language="python")
 
 
 def formula(latex: str, caption_key: str | None = None) -> None:
