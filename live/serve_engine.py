@@ -157,7 +157,7 @@ class ServeEngine:
         model_name: str | None = None,
     ) -> None:
         from live.clock import MeasuredClock
-        from live.engine import load
+        from live.engine import load, without_prefix_cache
         from live.kvstore import KVStore
         from live.runner import ModelRunner
         from live.serve_text import codec_for
@@ -175,6 +175,9 @@ class ServeEngine:
                 f"{net.shape.max_len} or less"
             )
         slots, max_len = limits.max_num_requests, limits.max_model_len
+        # Each request's KV lives in a store slot of its own, so no prompt can be served from
+        # another's blocks: say so in the config the trace and /metrics report (as run_live does).
+        config = without_prefix_cache(config)
         if not config.engine.kv_capacity_tokens:  # block accounting = the real stores' size
             config = with_overrides(config, {"kv_capacity_tokens": slots * max_len})
         self.config, self.options, self.limits, self.metrics = config, options, limits, metrics

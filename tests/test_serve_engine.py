@@ -188,6 +188,15 @@ def test_snapshot_shows_requests_in_flight_and_keeps_only_the_last():
     assert len(engine.snapshot(last=1).requests) == 1
 
 
+def test_the_server_says_prefix_caching_is_off():
+    """vllm turns prefix caching on, but each request's KV has a store slot of its own here, so
+    the server's config (what /pdlab/trace and the Real servers page show) must not claim it."""
+    assert SimConfig().knobs.enable_prefix_caching  # the simulator's default: on
+    engine = make()
+    assert not engine.config.knobs.enable_prefix_caching
+    assert engine.snapshot().meta["config"]["enable_prefix_caching"] is False
+
+
 @pytest.mark.parametrize(
     "knobs",
     [{"kv_capacity_tokens": 96}, {"topology": "router", "router": "round-robin"}],
