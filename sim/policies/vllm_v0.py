@@ -28,6 +28,10 @@ Mirrors `Scheduler._schedule_chunked_prefill` in vllm/core/scheduler.py (vllm 0.
 So `max_num_partial_prefills=1` (the default) does NOT serialise prompts: whole short prompts
 pack beside a long prompt's chunk. What blocks the queue (C7) is a long prompt first in line
 taking the whole budget. Not modelled: prefix caching (off by default in V0), LoRA, beam search.
+Differs on purpose: vLLM V0 refuses max_num_batched_tokens < max_num_seqs (vllm/config/
+scheduler.py `_verify_args`, line 262); PD Lab accepts it, so a small teaching budget runs with
+the default max_num_seqs of 256, and a step then holds at most `max_num_batched_tokens` requests
+(the differential tests keep max_num_seqs <= the budget, as vLLM must).
 The step sequence is checked against the real V0 scheduler in tests/test_vllm_differential.py.
 """
 
