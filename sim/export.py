@@ -22,15 +22,19 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.metrics import summarize
 from sim.trace import RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 US_PER_S = 1_000_000  # Chrome trace times are microseconds
 
@@ -47,17 +51,22 @@ def _json_safe(value: object) -> object:
         return _json_safe(value.item())
     if isinstance(value, Mapping):
         return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset | np.ndarray | pd.Series):
+    pd = sys.modules.get("pandas")  # a pandas value only if pandas was ever imported
+    if isinstance(value, list | tuple | set | frozenset | np.ndarray) or (
+        pd is not None and isinstance(value, pd.Series)
+    ):
         return [_json_safe(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
     if is_dataclass(value) and not isinstance(value, type):
         return _json_safe(asdict(value))
-    if value is pd.NA or value is pd.NaT:
+    if pd is not None and (value is pd.NA or value is pd.NaT):
         return None
     return str(value)  # Paths, enums, timestamps: their readable form
 
 
 def _column_values(column: pd.Series) -> list:
     """One column as a list of plain Python values, missing and non-finite values as None."""
+    import pandas as pd
+
     values = column.tolist()
     if pd.api.types.is_float_dtype(column.dtype):
         bad = ~np.isfinite(column.to_numpy(dtype=float, na_value=np.nan))
@@ -77,13 +86,36 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
+def _array_values(column: np.ndarray) -> list:
+    """`_column_values` of a numpy column (numbers, bools, or Python objects)."""
+    values = column.tolist()
+    if column.dtype.kind == "f":
+        bad = ~np.isfinite(column)
+        if bad.any():
+            values = [None if b else v for v, b in zip(values, bad.tolist(), strict=True)]
+    elif column.dtype == object:
+        values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else
+                  _json_safe(v) for v in values]  # fmt: skip
+    return values
+
+
+def _table_records(run: RunResult, name: str) -> list[dict]:
+    """`_records` of one of the run's tables, from its numpy columns if it has no frame yet."""
+    if run.has_frame(name):
+        return _records(getattr(run, name))
+    columns = run.columns(name)
+    names = list(columns)
+    values = [_array_values(np.asarray(columns[c])) for c in names]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
 def to_json_dict(run: RunResult, summary: Mapping | None = None) -> dict:
     """{"summary": {...}, "requests": [one dict per request]}, safe for json.dumps(allow_nan=False).
 
     The summary defaults to `summarize(run)`; NaN anywhere becomes null.
     """
     summary = summarize(run) if summary is None else summary
-    return {"summary": _json_safe(summary), "requests": _records(run.requests)}
+    return {"summary": _json_safe(summary), "requests": _table_records(run, "requests")}
 
 
 def _worker_order(run: RunResult) -> list[str]:

@@ -25,11 +25,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.trace import RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported by the functions that return frames, not here: `summarize` reads a run's
+# columns as numpy arrays (RunResult.columns), so `python -m sim run --json` never loads pandas.
 
 DEFAULT_PERCENTILES = (50, 90, 99)
 
@@ -62,6 +67,14 @@ def _nan_max(values: pd.Series | np.ndarray) -> float:
     return float(arr.max()) if arr.size else math.nan
 
 
+def _sum(values: pd.Series | np.ndarray) -> float | int:
+    """Sum of the values, NaN (and None) skipped, as pandas' Series.sum adds them."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iub":
+        return arr.sum()
+    return np.nansum(np.asarray(arr, dtype=float))
+
+
 def _nan_mean(values: pd.Series | np.ndarray) -> float:
     """Mean of the non-NaN values, NaN when there is none."""
     arr = np.asarray(values, dtype=float)
@@ -81,11 +94,6 @@ def _flat_token_times(run: RunResult) -> tuple[np.ndarray, np.ndarray]:
     arrays = [np.asarray(times, dtype=float).ravel() for times in run.token_times.values()]
     lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
     return np.repeat(ids, lengths), np.concatenate(arrays)
-
-
-def _step_seconds(steps: pd.DataFrame) -> pd.Series:
-    """Duration of each engine step, s."""
-    return steps["end_s"] - steps["start_s"]
 
 
 def _all_request_ids(run: RunResult) -> np.ndarray:
@@ -165,7 +173,7 @@ def percentiles(
 
     Values keep their unit. An empty (or all-NaN) input gives NaN for every percentile.
     """
-    if isinstance(values, pd.Series):
+    if hasattr(values, "to_numpy"):  # a pandas Series (or Index)
         arr = values.to_numpy(dtype=float, na_value=np.nan)
     else:
         arr = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
@@ -193,11 +201,15 @@ def itl_values(run: RunResult) -> np.ndarray:
 
 def run_duration_s(run: RunResult) -> float:
     """Run duration, s = last finish_s - first arrival_s; 0.0 when no request finished."""
-    req = run.requests
-    if len(req) == 0:
+    return _duration(run.columns("requests"))
+
+
+def _duration(req: Mapping[str, np.ndarray]) -> float:
+    arrival = np.asarray(req["arrival_s"], dtype=float)
+    if len(arrival) == 0:
         return 0.0
     last_finish = _nan_max(req["finish_s"])
-    first_arrival = float(req["arrival_s"].min())
+    first_arrival = float(np.nanmin(arrival))
     if math.isnan(last_finish):
         return 0.0
     return max(0.0, last_finish - first_arrival)
@@ -211,55 +223,71 @@ def worker_utilisation(run: RunResult, duration_s: float | None = None) -> pd.Da
     step; peak_kv_fraction = max kv_used_tokens / kv_capacity_tokens. Workers named in
     run.meta["workers"] that never ran a step appear with zero steps.
     """
-    steps = run.steps
+    import pandas as pd
+
     duration = run_duration_s(run) if duration_s is None else duration_s
-    frame = pd.DataFrame({
-        "worker": steps["worker"].astype(str),
-        "step_s": _step_seconds(steps),
-        "compute_s": steps["compute_s"],
-        "memory_s": steps["memory_s"],
-        "batch_size": steps["batch_size"],
-        "prefill_tokens": steps["prefill_tokens"],
-        "decode_tokens": steps["decode_tokens"],
-        "kv_fraction": steps["kv_used_tokens"] / steps["kv_capacity_tokens"].replace(0, np.nan),
-    })  # fmt: skip
-    grouped = frame.groupby("worker", sort=True)
-    table = pd.DataFrame({
-        "steps": grouped.size(),
-        "busy_s": grouped["step_s"].sum(),
-        "compute_s": grouped["compute_s"].sum(),
-        "memory_s": grouped["memory_s"].sum(),
-        "mean_batch": grouped["batch_size"].mean(),
-        "prefill_tokens": grouped["prefill_tokens"].sum(),
-        "decode_tokens": grouped["decode_tokens"].sum(),
-        "peak_kv_fraction": grouped["kv_fraction"].max(),
-    })  # fmt: skip
-    # Idle workers from the run's description, in the order the run lists them.
-    meta_workers = [str(w) for w in (run.meta.get("workers") or {})]
-    order = meta_workers + [w for w in table.index if w not in meta_workers]
-    table = table.reindex(order)
-    for column in ("steps", "busy_s", "compute_s", "memory_s", "prefill_tokens", "decode_tokens"):
-        table[column] = table[column].fillna(0)
+    rows = _utilisation(run.columns("steps"), run.meta, duration)
+    frame = pd.DataFrame(rows, columns=["worker", *UTILISATION_COLUMNS])
     for column in ("steps", "prefill_tokens", "decode_tokens"):
-        table[column] = table[column].astype(np.int64)
-    for column in ("busy_s", "compute_s", "memory_s"):
-        table[column] = table[column].astype(float)
-    busy = table["busy_s"].replace(0, np.nan)
-    table["busy_share"] = table["busy_s"] / duration if duration > 0 else math.nan
-    table["compute_share"] = table["compute_s"] / busy
-    table["bandwidth_share"] = table["memory_s"] / busy
-    columns = [
-        "busy_share",
-        "compute_share",
-        "bandwidth_share",
-        "steps",
-        "mean_batch",
-        "prefill_tokens",
-        "decode_tokens",
-        "busy_s",
-        "peak_kv_fraction",
-    ]
-    return table[columns].rename_axis("worker").reset_index()
+        frame[column] = frame[column].astype(np.int64)
+    for column in ("busy_share", "compute_share", "bandwidth_share", "mean_batch", "busy_s",
+                   "peak_kv_fraction"):  # fmt: skip
+        frame[column] = frame[column].astype(float)
+    return frame
+
+
+UTILISATION_COLUMNS = ("busy_share", "compute_share", "bandwidth_share", "steps", "mean_batch",
+                       "prefill_tokens", "decode_tokens", "busy_s", "peak_kv_fraction")  # fmt: skip
+
+
+def _utilisation(steps: Mapping[str, np.ndarray], meta: Mapping, duration: float) -> list[dict]:
+    """worker_utilisation's rows from the steps table's columns (numpy only; sums pairwise)."""
+    workers = np.asarray(steps["worker"]).astype(str)
+    names, codes = np.unique(workers, return_inverse=True)  # sorted, as a groupby sorts
+    start = np.asarray(steps["start_s"], dtype=float)
+    step_s = np.asarray(steps["end_s"], dtype=float) - start
+    compute = np.asarray(steps["compute_s"], dtype=float)
+    memory = np.asarray(steps["memory_s"], dtype=float)
+    batch = np.asarray(steps["batch_size"])
+    prefill, decode = np.asarray(steps["prefill_tokens"]), np.asarray(steps["decode_tokens"])
+    capacity = np.asarray(steps["kv_capacity_tokens"], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kv = np.asarray(steps["kv_used_tokens"], dtype=float) / np.where(capacity == 0, np.nan,
+                                                                          capacity)  # fmt: skip
+    found = {}
+    for code, name in enumerate(names.tolist()):
+        mine = codes == code
+        found[name] = {
+            "steps": int(mine.sum()),
+            "busy_s": float(_sum(step_s[mine])),
+            "compute_s": float(_sum(compute[mine])),
+            "memory_s": float(_sum(memory[mine])),
+            "mean_batch": _nan_mean(batch[mine]),
+            "prefill_tokens": int(_sum(prefill[mine])),
+            "decode_tokens": int(_sum(decode[mine])),
+            "peak_kv_fraction": _nan_max(kv[mine]),
+        }
+    idle = {"steps": 0, "busy_s": 0.0, "compute_s": 0.0, "memory_s": 0.0, "mean_batch": math.nan,
+            "prefill_tokens": 0, "decode_tokens": 0, "peak_kv_fraction": math.nan}  # fmt: skip
+    # Idle workers from the run's description, in the order the run lists them.
+    listed = [str(w) for w in (meta.get("workers") or {})]
+    rows = []
+    for name in listed + [w for w in found if w not in listed]:
+        w = found.get(name, idle)
+        busy = w["busy_s"]
+        rows.append({
+            "worker": name,
+            "busy_share": busy / duration if duration > 0 else math.nan,
+            "compute_share": w["compute_s"] / busy if busy else math.nan,
+            "bandwidth_share": w["memory_s"] / busy if busy else math.nan,
+            "steps": w["steps"],
+            "mean_batch": w["mean_batch"],
+            "prefill_tokens": w["prefill_tokens"],
+            "decode_tokens": w["decode_tokens"],
+            "busy_s": busy,
+            "peak_kv_fraction": w["peak_kv_fraction"],
+        })  # fmt: skip
+    return rows
 
 
 def kv_use_over_time(run: RunResult) -> pd.DataFrame:
@@ -268,6 +296,8 @@ def kv_use_over_time(run: RunResult) -> pd.DataFrame:
     Columns: worker, t_s, kv_used_tokens, kv_capacity_tokens, fraction = used / capacity.
     Each value holds until the worker's next row (plot with drawstyle="steps-post").
     """
+    import pandas as pd
+
     steps = run.steps.sort_values(["worker", "start_s"], kind="stable")
     capacity = steps["kv_capacity_tokens"]
     return pd.DataFrame({
@@ -281,6 +311,8 @@ def kv_use_over_time(run: RunResult) -> pd.DataFrame:
 
 def stall_time(run: RunResult) -> pd.Series:
     """Per request (index request_id): total seconds spent in "stall" segments; 0 if none."""
+    import pandas as pd
+
     segs = run.segments
     stalls = segs[segs["kind"] == "stall"]
     per_request = (stalls["end_s"] - stalls["start_s"]).groupby(stalls["request_id"]).sum()
@@ -298,6 +330,8 @@ def tokens_in_window(run: RunResult, t0_s: float, t1_s: float) -> pd.DataFrame:
 
     Columns: request_id, tokens. Every request of the run has a row (0 if it got none).
     """
+    import pandas as pd
+
     if t1_s < t0_s:
         raise ValueError(f"window ends before it starts: t0_s={t0_s}, t1_s={t1_s}")
     ids, times = _flat_token_times(run)
@@ -315,6 +349,8 @@ def compare_tokens_in_window(
 
     A request missing from one run counts 0 tokens there.
     """
+    import pandas as pd
+
     columns = {
         label: tokens_in_window(run, t0_s, t1_s).set_index("request_id")["tokens"]
         for label, run in runs.items()
@@ -331,6 +367,8 @@ def throughput_timeseries(run: RunResult, bin_s: float = 1.0) -> pd.DataFrame:
 
     Columns: t_s (bin start), output_tokens (in the bin), output_tokens_per_s = tokens / bin_s.
     """
+    import pandas as pd
+
     if bin_s <= 0:
         raise ValueError(f"bin_s must be positive, got {bin_s}")
     _, times = _flat_token_times(run)
@@ -380,14 +418,17 @@ def summarize(run: RunResult, ttft_s: float | None = None, tpot_s: float | None 
     last finish). The SLO is (ttft_s, tpot_s) if given, else run.meta's ttft_slo_s / tpot_slo_s;
     slo_* keys appear only when there is one. Per-worker keys look like worker.P0.busy_share.
     """
-    req = run.requests
-    status = req["status"]
-    finished = req[status == "finished"]
-    duration = run_duration_s(run)
+    req = run.columns("requests")  # numpy columns: no DataFrame (or pandas) needed
+    status = np.asarray(req["status"])
+    done = status == "finished"
+    duration = _duration(req)
+
+    def finished(column: str) -> np.ndarray:
+        return np.asarray(req[column])[done]
 
     out: dict[str, float | int] = {
-        "num_requests": len(req),
-        "finished": len(finished),
+        "num_requests": len(status),
+        "finished": int(done.sum()),
         "rejected": int((status == "rejected").sum()),
         "duration_s": duration,
     }
@@ -396,49 +437,49 @@ def summarize(run: RunResult, ttft_s: float | None = None, tpot_s: float | None 
 
     # Latency distributions (s).
     latency_sources = {
-        "ttft": finished["ttft_s"],
-        "tpot": finished["tpot_s"],
+        "ttft": finished("ttft_s"),
+        "tpot": finished("tpot_s"),
         "itl": itl_values(run),
-        "e2e": finished["e2e_s"],
+        "e2e": finished("e2e_s"),
     }
     for name, values in latency_sources.items():
         for key, value in percentiles(values).items():
             out[f"{name}_{key}_s"] = value
         out[f"{name}_mean_s"] = _nan_mean(values)
-    out["max_itl_s"] = _nan_max(finished["max_itl_s"])
+    out["max_itl_s"] = _nan_max(finished("max_itl_s"))
 
     # Throughput over the whole run.
-    out["input_tokens_per_s"] = _ratio(finished["prompt_tokens"].sum(), duration)
-    out["output_tokens_per_s"] = _ratio(finished["output_tokens"].sum(), duration)
-    out["requests_per_s"] = _ratio(len(finished), duration)  # finished requests per second
-    out["preemptions_total"] = int(req["preemptions"].sum())
+    out["input_tokens_per_s"] = _ratio(_sum(finished("prompt_tokens")), duration)
+    out["output_tokens_per_s"] = _ratio(_sum(finished("output_tokens")), duration)
+    out["requests_per_s"] = _ratio(int(done.sum()), duration)  # finished requests per second
+    out["preemptions_total"] = int(_sum(req["preemptions"]))
     # Prefix caching: share of prompt tokens the cache served at each request's first admission.
     if "cached_tokens" in req:
-        out["prefix_cache_hit_rate"] = _ratio(req["cached_tokens"].sum(),
-                                              req["prompt_tokens"].sum())  # fmt: skip
+        out["prefix_cache_hit_rate"] = _ratio(_sum(req["cached_tokens"]),
+                                              _sum(req["prompt_tokens"]))  # fmt: skip
 
     # SLO attainment (share of ALL requests).
     slo = _resolve_slo(run.meta, ttft_s, tpot_s)
     if slo is not None:
-        met = slo_met(req, *slo)
+        ttft = np.asarray(req["ttft_s"], dtype=float)
+        tpot = np.asarray(req["tpot_s"], dtype=float)
+        met = done & (ttft <= slo[0]) & (np.isnan(tpot) | (tpot <= slo[1]))  # as slo_met
         out["slo_ttft_s"], out["slo_tpot_s"] = slo
         out["slo_met"] = int(met.sum())
-        out["slo_attainment"] = float(met.mean()) if len(req) else math.nan
+        out["slo_attainment"] = float(met.mean()) if len(met) else math.nan
 
     # Steps: batch sizes and KV use over all workers, then per worker.
-    steps = run.steps
-    out["steps"] = len(steps)
+    steps = run.columns("steps")
+    out["steps"] = run.num_rows("steps")
     out["mean_batch"] = _nan_mean(steps["batch_size"])
-    capacity = steps["kv_capacity_tokens"].replace(0, np.nan)
-    out["peak_kv_fraction"] = _nan_max(steps["kv_used_tokens"] / capacity)
-    util = worker_utilisation(run, duration_s=duration)
-    for row in util.itertuples(index=False):
-        prefix = f"worker.{row.worker}."
-        out[prefix + "busy_share"] = row.busy_share
-        out[prefix + "compute_share"] = row.compute_share
-        out[prefix + "bandwidth_share"] = row.bandwidth_share
-        out[prefix + "steps"] = row.steps
-        out[prefix + "mean_batch"] = row.mean_batch
-        out[prefix + "peak_kv_fraction"] = row.peak_kv_fraction
+    capacity = np.asarray(steps["kv_capacity_tokens"], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        used = np.asarray(steps["kv_used_tokens"], dtype=float)
+        out["peak_kv_fraction"] = _nan_max(used / np.where(capacity == 0, np.nan, capacity))
+    for row in _utilisation(steps, run.meta, duration):
+        prefix = f"worker.{row['worker']}."
+        for key in ("busy_share", "compute_share", "bandwidth_share", "steps", "mean_batch",
+                    "peak_kv_fraction"):  # fmt: skip
+            out[prefix + key] = row[key]
 
     return {key: _plain(value) for key, value in out.items()}

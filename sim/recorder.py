@@ -13,12 +13,22 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.request import Request, RequestState
-from sim.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, SEGMENT_KINDS, STEP_COLUMNS, RunResult
+from sim.trace import (
+    REQUEST_COLUMNS,
+    SEGMENT_COLUMNS,
+    SEGMENT_KINDS,
+    STEP_COLUMNS,
+    Columns,
+    RunResult,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KIND_CODE = {kind: code for code, kind in enumerate(SEGMENT_KINDS)}
 SLOWED, RECOMPUTE = 1, 2  # bit flags of a segment
@@ -134,12 +144,12 @@ class TraceRecorder:
         self.run_overhead.extend(overhead)
         self.run_comm.extend(comm)
 
-    def steps_frame(self) -> pd.DataFrame:
-        """The steps table: one row per step, in the order the steps ended."""
+    def steps_columns(self) -> dict[str, np.ndarray]:
+        """The steps table as columns: one row per step, in the order the steps ended."""
         names = list(STEP_COLUMNS)
         rows = self.step_rows
         if not self.step_runs:
-            return pd.DataFrame.from_records(rows, columns=names)
+            return _from_rows(rows, names, strings=("worker",))
         flat = list(zip(*rows, strict=True)) if rows else [()] * len(names)
         columns = {name: [np.array(col, dtype=STEP_DTYPES[name])]
                    for name, col in zip(names, flat, strict=True)}  # fmt: skip
@@ -162,16 +172,17 @@ class TraceRecorder:
         columns["kv_capacity_tokens"].append(np.repeat(capacity, lengths))
         for name in ("prefill_tokens", "num_prefills", "preempted", "swap_s"):
             columns[name].append(np.zeros(total, dtype=STEP_DTYPES[name]))
-        frame = pd.DataFrame({name: np.concatenate(columns[name]).astype(STEP_DTYPES[name],
-                                                                         copy=False)
-                              for name in names})  # fmt: skip
+        table = {name: np.concatenate(columns[name]).astype(STEP_DTYPES[name], copy=False)
+                 for name in names}  # fmt: skip
         # Normal steps first, then the runs: back in the order the steps ended (a worker's
         # steps end in step order; several workers' steps interleave).
-        return frame.sort_values("end_s", kind="stable", ignore_index=True)
+        order = np.argsort(table["end_s"], kind="stable")
+        return {name: column[order] for name, column in table.items()}
 
-    def segments_frame(self) -> pd.DataFrame:
+    def segments_columns(self) -> dict[str, np.ndarray]:
+        """The segments table as columns, by request and start time."""
         flags = np.frombuffer(self.flags, dtype=np.int8)
-        frame = pd.DataFrame({
+        table = {
             "request_id": np.frombuffer(self.req, dtype=np.int64),
             "worker": np.array(self.worker_names, dtype=object)[
                 np.frombuffer(self.worker, dtype=np.int32)],
@@ -183,8 +194,15 @@ class TraceRecorder:
             "recompute": (flags & RECOMPUTE) > 0,
             "step_first": np.frombuffer(self.first, dtype=np.int64),
             "step_last": np.frombuffer(self.last, dtype=np.int64),
-        }, columns=list(SEGMENT_COLUMNS))  # fmt: skip
-        return frame.sort_values(["request_id", "start_s"], kind="stable", ignore_index=True)
+        }  # fmt: skip
+        order = np.lexsort((table["start_s"], table["request_id"]))  # stable
+        return {name: table[name][order] for name in SEGMENT_COLUMNS}
+
+    def steps_frame(self) -> pd.DataFrame:
+        return Columns(self.steps_columns()).frame()
+
+    def segments_frame(self) -> pd.DataFrame:
+        return Columns(self.segments_columns()).frame()
 
     def result(self, requests: list[Request], meta: dict) -> RunResult:
         """Freeze everything into a RunResult (the three DataFrames + token times)."""
@@ -226,5 +244,16 @@ class TraceRecorder:
                 ttft, tpot, max_itl, e2e, bool(slo_met), r.preemptions, ">".join(r.workers),
                 "finished" if finished else "rejected", r.reject_reason, r.cached_tokens,
             ))  # fmt: skip
-        req_df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
-        return RunResult(req_df, self.segments_frame(), self.steps_frame(), token_times, meta)
+        requests = _from_rows(rows, REQUEST_COLUMNS, strings=("worker", "status", "reject_reason"))
+        return RunResult(Columns(requests), Columns(self.segments_columns()),
+                         Columns(self.steps_columns()), token_times, meta)  # fmt: skip
+
+
+def _from_rows(rows: list[tuple], names, strings: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Columns of `rows` (tuples in `names` order), typed as pandas' from_records types them:
+    numpy's inference for numbers and bools, Python objects for the `strings` columns (pandas
+    makes them strings), and object columns when there are no rows at all."""
+    if not rows:
+        return {name: np.array([], dtype=object) for name in names}
+    return {name: np.array(col, dtype=object) if name in strings else np.array(col)
+            for name, col in zip(names, zip(*rows, strict=True), strict=True)}  # fmt: skip

@@ -29,10 +29,13 @@ steps     one row per engine step (one model forward pass) per worker
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SEGMENT_KINDS = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted", "cached")
 
@@ -52,16 +55,91 @@ STEP_COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass
-class RunResult:
-    """Everything one run produced. `meta` describes the run (see below)."""
+class Columns:
+    """A table held as numpy columns (name -> array, in column order) until someone asks for it
+    as a DataFrame. What the simulator hands over: `python -m sim run --json` reads the summary
+    and the requests from the columns and never imports pandas (a third of a 10,000-request
+    run's CPU time went to importing pandas and building frames nobody looked at)."""
 
-    requests: pd.DataFrame
-    segments: pd.DataFrame
-    steps: pd.DataFrame
-    # request_id -> times (s) at which each output token became visible, shape (n_emitted,)
-    token_times: dict[int, np.ndarray] = field(default_factory=dict)
-    # policy, topology, gpu, model, num_gpus, ttft_slo_s, tpot_slo_s, duration_s,
-    # workers: {name: {"role": "colocated"|"prefill"|"decode", "gpus": int,
-    #                  "kv_capacity_tokens": int}}, config: the run's knobs as a flat dict
-    meta: dict = field(default_factory=dict)
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, np.ndarray]) -> None:
+        self.data = data
+
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.data, columns=list(self.data))
+
+
+def _table(name: str) -> property:
+    def get(run: RunResult) -> pd.DataFrame:
+        table = run._tables[name]
+        if isinstance(table, Columns):  # built on first use, then kept
+            table = run._tables[name] = table.frame()
+        return table
+
+    def put(run: RunResult, frame: pd.DataFrame) -> None:
+        run._tables[name] = frame
+
+    return property(get, put, doc=f"The {name} table (a DataFrame; see the module docstring).")
+
+
+class RunResult:
+    """Everything one run produced. `meta` describes the run (see below).
+
+    `requests`, `segments` and `steps` are DataFrames; a run may be handed over with any of
+    them as `Columns`, made a DataFrame on first use. `columns(name)` reads a table as numpy
+    arrays either way, without making a frame (or importing pandas) when there is none yet.
+    A pickled run carries DataFrames, as before (Streamlit's cache pickles runs).
+    """
+
+    requests = _table("requests")
+    segments = _table("segments")
+    steps = _table("steps")
+
+    def __init__(
+        self,
+        requests: pd.DataFrame | Columns,
+        segments: pd.DataFrame | Columns,
+        steps: pd.DataFrame | Columns,
+        token_times: dict[int, np.ndarray] | None = None,
+        meta: dict | None = None,
+    ) -> None:
+        self._tables = {"requests": requests, "segments": segments, "steps": steps}
+        # request_id -> times (s) at which each output token became visible, shape (n_emitted,)
+        self.token_times: dict[int, np.ndarray] = {} if token_times is None else token_times
+        # policy, topology, gpu, model, num_gpus, ttft_slo_s, tpot_slo_s, duration_s,
+        # workers: {name: {"role": "colocated"|"prefill"|"decode", "gpus": int,
+        #                  "kv_capacity_tokens": int}}, config: the run's knobs as a flat dict
+        self.meta: dict = {} if meta is None else meta
+
+    def columns(self, name: str) -> Mapping[str, np.ndarray]:
+        """Table `name` ("requests", "segments" or "steps") as column name -> numpy array."""
+        table = self._tables[name]
+        if isinstance(table, Columns):
+            return table.data
+        return {str(c): table[c].to_numpy() for c in table.columns}
+
+    def has_frame(self, name: str) -> bool:
+        """Whether table `name` is a DataFrame already (not columns waiting to become one)."""
+        return not isinstance(self._tables[name], Columns)
+
+    def num_rows(self, name: str) -> int:
+        table = self._tables[name]
+        if isinstance(table, Columns):
+            return len(next(iter(table.data.values()), ()))
+        return len(table)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_tables"] = {name: getattr(self, name) for name in self._tables}  # as frames
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        rows = ", ".join(f"{name}={self.num_rows(name)} rows" for name in self._tables)
+        what = ", ".join(f"{k}={self.meta[k]!r}" for k in ("policy", "topology") if k in self.meta)
+        return f"RunResult({rows}{', ' if what else ''}{what})"
