@@ -18,20 +18,22 @@ import argparse
 import dataclasses
 import json
 import sys
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from sim.cluster import simulate
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.export import to_json_dict, write_outputs
 from sim.hardware import GPUS, MODELS
-from sim.metrics import compare_tokens_in_window, summarize
+from sim.metrics import summarize
 from sim.parallel import BACKENDS
 from sim.policies import POLICIES, get_policy_class, make_policy
-from sim.scenarios import SCENARIOS, get_scenario
 from sim.slo import SLO_PRESETS, get_slo
-from sim.sweep import goodput_of, parse_rates, sweep_rates
 from sim.workload import PRESETS, load_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+# Imported where used: pandas (tables on the terminal), sim.scenarios and sim.sweep. A
+# `run --workload ... --json` needs none of them (see "Simulator speed" in the README).
 
 
 class CliError(Exception):
@@ -87,6 +89,8 @@ def _workload_and_base(args):
         raise CliError("give exactly one of --scenario NAME or --workload FILE.csv")
     if args.workload:
         return load_workload(args.workload), SimConfig(), args.workload
+    from sim.scenarios import get_scenario
+
     scenario = get_scenario(args.scenario)
     variant = scenario.variant(args.variant) if args.variant else scenario.variants[0]
     return scenario.requests(variant), variant.config, f"{scenario.name} [{variant.label}]"
@@ -107,6 +111,8 @@ def _summary_view(config: SimConfig) -> list[str]:
 
 
 def _print_table(frame: pd.DataFrame, limit: int = 40) -> None:
+    import pandas as pd
+
     with pd.option_context("display.width", 160, "display.max_columns", 30,
                            "display.float_format", "{:.4f}".format):  # fmt: skip
         if len(frame) > limit:
@@ -128,6 +134,8 @@ def emit_files_and_json(run, args) -> dict:
 
 
 def cmd_list(args) -> None:
+    from sim.scenarios import SCENARIOS
+
     print("Scenarios (python -m sim run --scenario NAME):")
     for s in SCENARIOS.values():
         print(f"  {s.name:30s} {s.claim:5s} {s.title}")
@@ -184,6 +192,11 @@ def cmd_run(args) -> None:
 
 
 def cmd_compare(args) -> None:
+    import pandas as pd
+
+    from sim.metrics import compare_tokens_in_window
+    from sim.scenarios import get_scenario
+
     scenario = get_scenario(args.scenario)
     print(f"{scenario.name} ({scenario.claim}): {scenario.title}\n{scenario.description}\n")
     rows, runs = {}, {}
@@ -202,6 +215,9 @@ def cmd_compare(args) -> None:
 
 
 def cmd_sweep(args) -> None:
+    from sim.scenarios import get_scenario
+    from sim.sweep import goodput_of, parse_rates, sweep_rates
+
     rates = parse_rates(args.rate)
     if args.workload:
         workload, base = load_workload(args.workload), SimConfig()
