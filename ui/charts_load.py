@@ -229,10 +229,14 @@ def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
     # a linear axis the small chunks' points (and their labels) pile up at the left; room on the
     # right for the last label.
     itl = 1000 * finite(table["max_itl_s"]) if len(table) else np.array([1.0])
-    low, high = float(np.nanmin(itl)), float(np.nanmax(itl))
+    low, high = max(float(np.nanmin(itl)), 1e-3) / 1.5, max(float(np.nanmax(itl)), 1e-3) * 2.0
+    ticks = [m * 10.0**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)))
+             for m in (1, 2, 5) if low <= m * 10.0**e <= high]  # fmt: skip
     fig.update_xaxes(
         type="log",
-        range=[math.log10(max(low, 1e-3) / 1.5), math.log10(max(high, 1e-3) * 2.0)],
+        range=[math.log10(low), math.log10(high)],
+        tickvals=ticks,  # 10, 20, 50, 100 ms, ... written out, not plotly's bare "2" and "5"
+        ticktext=[f"{v:g}" for v in ticks],
         title_text=t("charts.axis.max_itl_ms", lang),
     )
     ttft_max = float(table["long_ttft_s"].max()) if len(table) else 1.0
