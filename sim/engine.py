@@ -218,7 +218,8 @@ class Engine:
         """
         self._now = now
         plan = StepPlan()
-        self._swap_in(plan)
+        if self.swapped:
+            self._swap_in(plan)
         self.policy.schedule(self, plan, now)
         self.retry_now = not plan.items and plan.preempted > 0
         if not plan.items:

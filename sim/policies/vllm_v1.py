@@ -187,22 +187,25 @@ class Vllm(Policy):
         threshold = 0 if alone else k.long_prefill_token_threshold
         priority = self.by_priority
 
-        # (1) RUNNING requests, in admission order.
+        # (1) RUNNING requests, in admission order. (Every step of every run passes here once
+        # per running request: names are bound outside the loop, `remaining` is inlined.)
+        running, allocate, add = RequestState.RUNNING, engine.allocate_or_preempt, plan.add
         for req in list(engine.running):
             left = budget - plan.num_tokens
             if left <= 0:
                 break  # budget gone: the rest of the running list stalls this step
-            if req.state is not RequestState.RUNNING:
+            if req.state is not running:
                 continue  # preempted by an earlier request of this loop
-            n = req.remaining
+            n = req.prompt_tokens + req.num_generated - req.num_computed  # req.remaining
             if 0 < threshold < n:
                 n = threshold
-            n = min(n, left)
-            if not engine.allocate_or_preempt(req, n, plan):
+            if n > left:
+                n = left
+            if not allocate(req, n, plan):
                 if priority:
                     continue  # it was the worst running request; better ones may still fit
                 break  # FCFS: it preempted itself, nothing after it can run
-            plan.add(req, n)
+            add(req, n)
 
         # (2) WAITING requests, unless this step preempted someone.
         if plan.preempted:
