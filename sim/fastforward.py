@@ -161,6 +161,7 @@ class DecodeRun:
         self.taken_to = allocated  # blocks are held for the steps up to this one
         self.booked = [0] * len(reqs)  # the last step applied to each request
         self.touched = False  # another process read or changed the engine mid-run
+        self.deferred = False  # a catch-up left the running requests' tokens for later
         self.k = 0
 
     # ---- planning -----------------------------------------------------------------------------
@@ -265,10 +266,13 @@ class DecodeRun:
         return bisect_left(self.times, now, 1, self.k + 1) - 1
 
     def catch_up(self, now: float) -> None:
-        """Apply what step by step would have applied by `now`: the steps that ended, and the
-        KV blocks of the step in flight (someone is about to read or change this engine)."""
+        """Apply what step by step would have applied by `now` to the KV cache and the running
+        list (someone is about to reserve blocks here): the steps that ended, the KV blocks of
+        the step in flight, and the requests that finished. The tokens and segments of the
+        requests still running are left for the run's end (nobody reads them before: they
+        come out the same, a stretch extended once instead of at every touch)."""
         self.touched = True
-        self._advance(self.steps_ended_before(now), self.steps_started_before(now))
+        self._advance(self.steps_ended_before(now), self.steps_started_before(now), book=False)
 
     def left_by(self, now: float) -> int:
         """Requests that have finished by `now` but are still in the engine's running list
@@ -328,7 +332,7 @@ class DecodeRun:
                                  used, kv.capacity_tokens, compute, self.memory[:k], overhead,
                                  comm)  # fmt: skip
 
-    def _advance(self, done_to: int, allocated_to: int) -> None:
+    def _advance(self, done_to: int, allocated_to: int, book: bool = True) -> None:
         """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.
 
         Only the KV cache cares about order: a finish frees blocks that later steps may take
@@ -338,10 +342,12 @@ class DecodeRun:
         request by request rather than step by step: with no free or lookup in between the same
         blocks are taken, and the blocks a decode fills hold the request's own tokens, which the
         cache only counts (sim/prefix_cache.py), so nothing else can differ. Tokens, segments
-        and counters are per request: applied once.
+        and counters are per request: applied once (with `book`; else left for later, with the
+        prefix cache's count of their full blocks, which depends on their token count).
         """
-        if done_to <= self.done and allocated_to <= self.allocated:
+        if done_to <= self.done and allocated_to <= self.allocated and not (book and self.deferred):
             return
+        self.deferred = not book
         engine, reqs, c0s = self.engine, self.reqs, self.c0_list
         kv = engine.kv
         caching = kv.caching
@@ -364,7 +370,7 @@ class DecodeRun:
         # The requests still in the run (the rest finished above): all applied up to the same
         # step, so their tokens, counters and segments are alike, and go in at once.
         rems, order = self.rem_list, self._order
-        tail = order[bisect_right(order, done_to, key=rems.__getitem__) :]
+        tail = order[bisect_right(order, done_to, key=rems.__getitem__) :] if book else ()
         if tail and self.booked[tail[0]] < done_to:
             self._book_all(tail, done_to)
         if caching:
