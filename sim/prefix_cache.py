@@ -47,6 +47,8 @@ from itertools import repeat
 from sim.kv import KVCache
 from sim.request import HASH_BLOCK, Request
 
+LOOKUP_CHUNK = 64  # keys looked up at once (a miss wastes at most this many lookups)
+
 
 class PrefixCachingKV(KVCache):
     """A worker's KV blocks with vLLM V1's hash-chain prefix cache and LRU free queue."""
@@ -59,7 +61,7 @@ class PrefixCachingKV(KVCache):
         # Keyed blocks (someone may hit them): an id each, its reference count, its key and how
         # many times it has entered the free queue (its entries there carry that generation).
         self.ref = [0] * n
-        self.key: list[int | None] = [None] * n
+        self.key: list[int | None] = [None] * n  # (what a spare id last held: meaningless)
         self.gen = [0] * n
         self._spare_ids = list(range(n - 1, -1, -1))  # ids naming no keyed block now
         # key -> the keyed block that hits use; `_more` keeps the later copies of a key
@@ -68,9 +70,10 @@ class PrefixCachingKV(KVCache):
         self._more: dict[int, list[int]] = {}
         # The free queue, front first: `_uncached` blocks holding nothing findable, then the
         # cached free blocks from least to most recently freed: -n for a run of n anonymous
-        # blocks, a list of id + generation * num_blocks for keyed blocks freed together.
+        # blocks, [ids, generations, start] for keyed blocks freed together (those from
+        # `start` on are still in the queue; each id counts only if its generation still is).
         self._uncached = n
-        self._queue: deque[int | list[int]] = deque()
+        self._queue: deque[int | list] = deque()
         # request id -> how many of its first blocks other requests may also hold (from the
         # whole workload, `sharing`); without it, every prefix-group or hash block may be.
         self.shareable: dict[int, int] | None = None
@@ -83,7 +86,7 @@ class PrefixCachingKV(KVCache):
         plain = min(self._uncached, count)
         self._uncached -= plain
         count -= plain
-        queue, n, ref, gens = self._queue, self.num_blocks, self.ref, self.gen
+        queue, ref, gens = self._queue, self.ref, self.gen
         while count:
             entry = queue[0]
             if isinstance(entry, int):  # a run of anonymous cached blocks (-length)
@@ -96,12 +99,14 @@ class PrefixCachingKV(KVCache):
                 continue
             # Keyed blocks freed together, oldest first. An entry whose block a hit took off
             # the queue since (or that re-entered further back) is stale and counts for nothing.
-            head = entry[:count]
-            if len(entry) > count:
-                queue[0] = entry[count:]
+            ids, stamps, start = entry
+            end = start + count
+            if end < len(ids):
+                entry[2] = end
             else:
                 queue.popleft()
-            taken = [e % n for e in head if not ref[e % n] and gens[e % n] == e // n]
+            taken = [b for b, g in zip(ids[start:end], stamps[start:end], strict=True)
+                     if not ref[b] and gens[b] == g]  # fmt: skip
             count -= len(taken)
             self._evict_many(taken)  # _maybe_evict_cached_block
 
@@ -113,12 +118,10 @@ class PrefixCachingKV(KVCache):
                 self._evict(b)
             return
         _drain(map(self.cached.__delitem__, keys))  # each was its key's only copy
-        _drain(map(key.__setitem__, blocks, repeat(None)))
-        self._spare_ids.extend(blocks)
+        self._spare_ids.extend(blocks)  # (their stale `key` entries are never read again)
 
     def _evict(self, b: int) -> None:
         k = self.key[b]
-        self.key[b] = None
         self._spare_ids.append(b)
         more = self._more.get(k)
         if self.cached[k] == b:
@@ -164,10 +167,10 @@ class PrefixCachingKV(KVCache):
     def _queue_keyed(self, blocks: list[int]) -> None:
         """Keyed blocks nobody holds now join the end of the free queue, in this order."""
         if blocks:
-            gen, n = self.gen, self.num_blocks
+            gen = self.gen
             stamps = [gen[b] + 1 for b in blocks]
             _drain(map(gen.__setitem__, blocks, stamps))
-            self._queue.append([b + g * n for b, g in zip(blocks, stamps, strict=True)])
+            self._queue.append([blocks, stamps, 0])
 
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
@@ -208,12 +211,14 @@ class PrefixCachingKV(KVCache):
         get = self.cached.get
         if not n or get(req.spec.block_key(0, self.block_size)) is None:
             return []  # the usual miss, decided by the first block alone
-        hits = []
-        for k in self._keys(req, n)[:n]:  # a blocked head of the queue is looked up often
-            b = get(k)
-            if b is None:
-                break  # chained hashes: after a miss nothing later can hit
-            hits.append(b)
+        keys = self._keys(req, n)  # (kept: a blocked head of the queue is looked up often)
+        hits: list[int] = []
+        for i in range(0, n, LOOKUP_CHUNK):  # a chunk of keys at a time, looked up in C
+            found = list(map(get, keys[i : min(i + LOOKUP_CHUNK, n)]))
+            if None in found:  # chained hashes: after a miss nothing later can hit
+                hits += found[: found.index(None)]
+                break
+            hits += found
         return hits
 
     def allocate_slots(
