@@ -4,23 +4,28 @@
     python bench/bench_sim.py --workload ../shared/data/traces/AzureLLMInferenceTrace_conv.csv \
         --requests 10000                                          # the first N of a trace
     python bench/bench_sim.py --modes fast                        # skip the slow step-by-step
+    python bench/bench_sim.py --cli --workload /tmp/az10k.csv --pairs 5   # whole processes
 
 For each configuration and mode (`fast`: runs of decode-only steps taken at once, the default of
 `simulate`; `step`: `simulate(step_by_step=True)`, one engine step at a time) it prints the
 simulated requests and engine steps per second of CPU time spent in `simulate` (the workload is
-made and the result tables are built outside the timing), the process's peak memory and the
-mean number of running requests. This machine is shared and noisy: every time is also given as
-a ratio to a BASELINE measured in the same run (a fixed pure-Python loop, in its own fresh
-process just before each measurement), and `speed-up` is step/fast of those ratios.
+made outside the timing; the run's tables come out of `simulate` as numpy columns and become
+DataFrames on first use, after the timing), the process's peak memory and the mean number of
+running requests. This machine is shared and noisy: every time is also given as a ratio to a
+BASELINE measured in the same run (a fixed pure-Python loop, in its own fresh process just
+before each measurement), and `speed-up` is step/fast of those ratios.
 
-Whole-process figures (imports, loading the trace, the tables, the JSON) are another matter:
-time `python -m sim run --workload FILE --json` against `... --step-by-step` for those.
+`--cli` times whole processes instead (imports, loading the trace, the summary, the JSON):
+`python -m sim run --workload FILE --json` against the same with `--step-by-step`, in turn,
+`--pairs` times; it prints each one's median CPU (user + system of the finished child, from
+getrusage), wall time and peak RSS, and the median of the pairwise CPU ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -77,6 +82,37 @@ def one(policy: str, topology: str, knobs: dict, args) -> dict:
     }
 
 
+def cli_pairs(workload: str, pairs: int) -> None:
+    """Whole `python -m sim run --json` processes, event speed and step by step in turn."""
+    import statistics
+
+    def timed(extra: list[str]) -> dict:
+        start = time.perf_counter()
+        command = [sys.executable, "-m", "sim", "run", "--workload", workload, "--json", *extra]
+        child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        if status:
+            raise SystemExit(f"python -m sim run failed ({status})")
+        return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
+                "peak_mb": usage.ru_maxrss / 1024}  # fmt: skip
+
+    rows: dict[str, list[dict]] = {"fast": [], "step": []}
+    timed([])  # a warm-up (file cache), not counted
+    for _ in range(pairs):
+        rows["fast"].append(timed([]))
+        rows["step"].append(timed(["--step-by-step"]))
+    print(f"python -m sim run --workload {workload} --json  ({pairs} pairs, medians)")
+    for mode, runs in rows.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        spread = f"{min(r['cpu_s'] for r in runs):.2f}-{max(r['cpu_s'] for r in runs):.2f}"
+        print(f"  {mode:5s} cpu {med['cpu_s']:6.2f} s ({spread})  wall {med['wall_s']:6.2f} s"
+              f"  peak {med['peak_mb']:5.0f} MB")  # fmt: skip
+    ratios = [s["cpu_s"] / f["cpu_s"] for f, s in zip(rows["fast"], rows["step"], strict=True)]
+    print(f"  step / fast CPU, pair by pair: median {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
+
+
 def in_subprocess(args: list[str]) -> dict:
     out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
                          check=True)  # fmt: skip
@@ -93,7 +129,15 @@ def main() -> None:
     parser.add_argument("--one", nargs=3, metavar=("POLICY", "TOPOLOGY", "KNOBS_JSON"))
     parser.add_argument("--mode", default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", action="store_true")
+    parser.add_argument("--cli", action="store_true",
+                        help="time whole `python -m sim run --json` processes (needs --workload)")
+    parser.add_argument("--pairs", type=int, default=5, help="--cli: pairs of processes")
     args = parser.parse_args()
+    if args.cli:
+        if not args.workload:
+            raise SystemExit("--cli needs --workload FILE (all its rows are simulated)")
+        cli_pairs(args.workload, args.pairs)
+        return
     if args.baseline:
         print(json.dumps(baseline()))
         return
