@@ -187,6 +187,86 @@ class Worker:
             self.on_step(self)
 
 
+class LockstepWorker(Worker):
+    """An instance of a DP+EP group: it steps only when its group does (see `LockstepGroup`)."""
+
+    def __init__(self, group: LockstepGroup, *args) -> None:
+        self.group = group  # before Worker.__init__ starts the process
+        group.ranks.append(self)
+        super().__init__(*args)
+
+    def instance_loop(self):
+        return self.group.loop(self)
+
+    def notify(self) -> None:
+        self.group.notify()
+
+
+class LockstepGroup:
+    """vLLM's data parallel + expert parallel ranks, which step together.
+
+    Every rank runs a forward pass in every step while any rank of the group has requests: a
+    rank with nothing to run executes a dummy batch (`DPEngineCoreProc.run_busy_loop` calls
+    `execute_dummy_batch` when no ready request ran: vllm/v1/engine/core.py), because the MoE
+    layers of all ranks exchange their tokens (all-gather and reduce-scatter per MoE layer) and
+    each waits for the others there. So a step lasts as long as the group's slowest rank, each
+    rank's experts run on all ranks' tokens, and a rank's idle time in a step is spent waiting
+    in the collectives (reported as communication). A dummy batch is one token
+    (`_dummy_run(1)`), as in vLLM. The group sleeps when no rank can run anything.
+    """
+
+    def __init__(self, env, cost: StepCostModel) -> None:
+        self.env, self.cost, self.ranks = env, cost, []
+        self._wake = env.event()
+
+    def notify(self) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def loop(self, worker: Worker):
+        """The group's serving loop, run by its first rank's process (the others have none)."""
+        if worker is not self.ranks[0]:
+            return
+        env, cost, ranks = self.env, self.cost, self.ranks
+        while True:
+            batches = []
+            for w in ranks:
+                batch = w.engine.schedule(env.now)
+                while batch is None and w.engine.retry_now:  # preempted, ran nothing: again
+                    batch = w.engine.schedule(env.now)
+                batches.append(batch)
+            if all(b is None for b in batches):
+                self._wake = env.event()
+                yield self._wake
+                continue
+            tokens = [1 if b is None else b.num_decodes + sum(c for c, _, _ in b.prefill_chunks)
+                      for b in batches]  # fmt: skip
+            group = sum(tokens)
+            costs = [
+                cost.step_cost((), 1, 0, group_tokens=group)
+                if b is None
+                else cost.step_cost(b.prefill_chunks, b.num_decodes, b.decode_context_tokens,
+                                    group_tokens=group)  # fmt: skip
+                for b in batches
+            ]
+            swaps = [0.0 if b is None else (b.swap_in_tokens + b.swap_out_tokens)
+                     * w.swap_s_per_token for b, w in zip(batches, ranks, strict=True)]  # fmt: skip
+            seconds = max(c.seconds + s for c, s in zip(costs, swaps, strict=True))
+            start = env.now
+            yield env.timeout(seconds)
+            for w, b, c, swap in zip(ranks, batches, costs, swaps, strict=True):
+                if b is None:
+                    continue
+                wait = seconds - c.seconds - swap  # waiting for the slowest rank
+                timing = StepTiming(seconds, c.compute_s, c.memory_s, c.overhead_s,
+                                    c.comm_s + wait, swap)  # fmt: skip
+                w.engine.complete(b, start, env.now, timing)
+                w.clock.after_step(w, b)
+            for w in ranks:
+                if w.on_step is not None:
+                    w.on_step(w)
+
+
 class Cluster:
     """Builds the workers of a topology and routes arriving requests to them."""
 
@@ -230,6 +310,11 @@ class Cluster:
             )
         self.swap_tokens = int(eng.swap_space_gb * 1e9 // self.model.kv_bytes_per_token)
         self.workers: list[Worker] = []
+        # DP+EP: the instances step together (LockstepGroup), under the cost model's clock.
+        self.lockstep = None
+        if (ep > 1 and isinstance(self.cost, StepCostModel)
+                and type(self.clock).step_timing is SimulatedClock.step_timing):  # fmt: skip
+            self.lockstep = LockstepGroup(self.env, self.cost)
         self._rr = count()
         if topo.topology == "colocated":
             self.instances = [self._worker("I0", "colocated")]
@@ -275,9 +360,13 @@ class Cluster:
         )
         engine.hands_off = role == "prefill"
         swap_s = self.model.kv_bytes_per_token / (gpu.host_link_gb_s * 1e9)
-        w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
+        if self.lockstep is not None:  # one rank of a DP+EP group: steps with the others
+            w = LockstepWorker(self.lockstep, self.env, engine, role, cost, swap_s,
+                               c.hardware.tensor_parallel)  # fmt: skip
+        else:
+            w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
         w.clock = self.clock
-        w.fast = self.fast
+        w.fast = self.fast and self.lockstep is None  # a group's steps are taken one by one
         w.gpu_name = gpu.name
         self.workers.append(w)
         return w

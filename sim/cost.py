@@ -145,9 +145,12 @@ class StepCostModel:
         ar_lat = 2 * model.layers * 2 * (k - 1) * hop_s
         gather_tok = (k - 1) / k * model.vocab * ACT_BYTES / link_byte_s  # logits, per sample
         gather_lat = (k - 1) * hop_s
-        # Expert parallel over g instances: per MoE layer, all-gather the g instances' tokens
-        # and reduce-scatter the results ((g−1)·T·d bytes in, the same out, per instance).
-        ep_tok = model.moe_layers * 2 * (g - 1) * act / link_byte_s
+        # Expert parallel over g instances (vLLM's default all2all backend,
+        # "allgather_reducescatter": vllm/config/parallel.py): per MoE layer, all-gather the
+        # other instances' tokens and reduce-scatter their results (each token the others hold
+        # comes in once and goes back once). Equal load: (g−1)·T tokens held elsewhere.
+        ep_recv = model.moe_layers * 2 * act / link_byte_s  # s per token held elsewhere
+        ep_tok = (g - 1) * ep_recv
         ep_lat = model.moe_layers * 2 * (g - 1) * hop_s
         # Sampling: one rank reads every sampled position's logits (not split by TP).
         sample_s = model.vocab * SAMPLE_BYTES_PER_LOGIT / (gpu.mem_bw_gb_s * 1e9 * profile.mbu)
@@ -174,27 +177,42 @@ class StepCostModel:
             gather_tok,  # the logits' all-gather across TP ranks, s per sampled position
             gather_lat,  # the all-gather's latency, s (steps that sample)
         )
-        # MoE: (expert compute s/token, s to read one expert, E/g, 1 − k/E, g, FLOP/token, bytes)
+        # MoE: (expert compute s/token, s to read one expert, E/g, 1 − k/E, g, FLOP/token, bytes,
+        # s of expert-parallel transfer per token held by another instance)
         self._moe = None
         if model.moe is not None:
             m = model.moe
             self._moe = (expert_flops / flop_s, expert_bytes / byte_s, m.num_experts / g,
                          1.0 - m.experts_per_token / m.num_experts, g, expert_flops,
-                         expert_bytes)  # fmt: skip
+                         expert_bytes, ep_recv)  # fmt: skip
 
-    def _experts(self, tokens: int) -> tuple[float, float, float, float]:
+    def _experts(self, tokens: int, group: float = 0) -> tuple[float, float, float, float]:
         """Routed experts of a step of `tokens` tokens: (compute s, memory s, FLOP, bytes read).
 
-        The instance reads each of its E/g experts that any of the T·g lockstep tokens picked.
+        The MoE layers of an expert-parallel group run on all `group` tokens of its g instances
+        (T·g when not given: equally loaded instances). This instance reads each of its E/g
+        experts that any of those tokens picked, and computes its share, group/g tokens' top-k.
         """
-        per_tok, per_expert, local, miss, g, flops, nbytes = self._moe
-        touched = local * (1.0 - miss ** (tokens * g))
-        return tokens * per_tok, touched * per_expert, tokens * flops, touched * nbytes
+        per_tok, per_expert, local, miss, g, flops, nbytes, _ = self._moe
+        if not group:
+            group = tokens * g
+        touched = local * (1.0 - miss**group)
+        share = group / g
+        return share * per_tok, touched * per_expert, share * flops, touched * nbytes
 
     def step_cost(
-        self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
+        self,
+        prefill_chunks: Sequence[Chunk],
+        num_decodes: int,
+        decode_context_tokens: int,
+        group_tokens: int = 0,
     ) -> StepCost:
-        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes."""
+        """Duration of one step: prefill chunks (tokens, offset, samples) plus 1-token decodes.
+
+        `group_tokens`: under expert parallelism, the tokens ALL instances of the group run in
+        this lockstep step (this one's included): the MoE layers see them all, and the tokens
+        held elsewhere cross the link. 0 = every instance holds as many tokens as this one.
+        """
         (
             lin_c,
             lin_w,
@@ -245,14 +263,17 @@ class StepCostModel:
         else:
             memory += t_m
         weights_read = b_body
+        comm = comm_lat + tokens * comm_tok
         if self._moe is not None:  # routed experts: the picked ones' weights, the top-k FLOPs
-            t_c, t_m, _, e_bytes = self._experts(tokens)
+            t_c, t_m, _, e_bytes = self._experts(tokens, group_tokens)
             weights_read += e_bytes
             if t_c >= t_m:
                 compute += t_c
             else:
                 memory += t_m
-        comm = comm_lat + tokens * comm_tok
+            if group_tokens:  # the tokens held elsewhere, not (g−1)·tokens
+                g = self._moe[4]
+                comm += (group_tokens - g * tokens) * self._moe[7]
         if sampled:  # lm_head: logits only for sampled positions (decodes, last prompt chunks)
             t_c = sampled * head_c
             if t_c >= head_w:

@@ -205,6 +205,73 @@ def test_data_parallel_and_expert_parallel_run() -> None:
     assert min(kv) > max(kv_rep)  # half the experts each: more room for KV
 
 
+def _ep_config(expert_parallel: bool) -> SimConfig:
+    return with_overrides(SimConfig(policy="vllm"), {
+        "gpu": "RTX-PRO-6000", "model": "Qwen3-30B-A3B", "topology": "router",
+        "router": "round-robin", "num_instances": 2, "expert_parallel": str(expert_parallel)})
+
+
+def test_dp_ep_instances_step_together() -> None:
+    # Round-robin: I0 gets a stream of long prompts, I1 a few long-running decodes.
+    specs = [RequestSpec(i, 0.05 * i, 2048 if i % 2 == 0 else 16, 2 if i % 2 == 0 else 60)
+             for i in range(24)]  # fmt: skip
+    ep = simulate(specs, _ep_config(True))
+    steps = ep.steps
+    i0, i1 = steps[steps.worker == "I0"], steps[steps.worker == "I1"]
+    # Steps of the two instances never partly overlap: whenever both run, they start and end
+    # together.
+    shared = 0
+    for s1, e1 in zip(i1.start_s, i1.end_s, strict=True):
+        over = i0[(i0.start_s < e1) & (i0.end_s > s1)]
+        assert ((over.start_s == s1) & (over.end_s == e1)).all()
+        shared += len(over)
+    assert shared > 10
+    # So I1's decode steps wait out I0's 2048-token prefills: they last as long as those,
+    # far longer than I1's decode steps beside I0's decodes; the wait is reported as
+    # communication (the ranks meet in the MoE collectives).
+    prefilling = i1.start_s.isin(i0[i0.prefill_tokens > 0].start_s)
+    slowed, other = i1[prefilling & (i1.prefill_tokens == 0)], i1[~prefilling]
+    took = lambda t: t.end_s - t.start_s  # noqa: E731
+    assert len(slowed) and took(slowed).mean() > 1.5 * took(other).mean()
+    assert (slowed.comm_s > 0.3 * took(slowed)).all()
+    alone = simulate(specs, _ep_config(False)).steps
+    alone = alone[(alone.worker == "I1") & (alone.prefill_tokens == 0)]
+    assert took(slowed).mean() > 1.5 * took(alone).mean()  # stepping apart, nobody waits
+
+
+def test_idle_rank_step_still_costs() -> None:
+    # One request on a two-instance DP+EP group: the idle instance runs dummy steps alongside.
+    specs = [RequestSpec(0, 0.0, 100, 50)]
+    ep = simulate(specs, _ep_config(True))
+    steps, req = ep.steps, ep.requests.iloc[0]
+    assert set(steps.worker) == {"I0"}  # the dummy steps serve nobody: not in the trace
+    cost = StepCostModel(get_gpu("RTX-PRO-6000"), get_model("Qwen3-30B-A3B"), 1,
+                         resolve_profile(SimConfig().hardware, "RTX-PRO-6000"), 2)
+    dummy = cost.step_cost((), 1, 0, group_tokens=2)
+    # A dummy step reads its share of the experts and pays the step's overheads, like any step.
+    assert dummy.memory_s > 0 and dummy.overhead_s > 0
+    # The real rank's decode costs what a two-token MoE step costs: its token + the dummy's.
+    decode = cost.step_cost((), 1, 150, group_tokens=2).seconds
+    assert req.tpot_s == pytest.approx(max(decode, dummy.seconds), rel=0.05)
+
+
+def test_moe_reads_the_experts_the_whole_group_picks() -> None:
+    gpu, m = get_gpu("RTX-PRO-6000"), get_model("Qwen3-30B-A3B")
+    cm = StepCostModel(gpu, m, 1, FLAT, expert_parallel_instances=2)
+    expert = m.params_expert * 2
+    always = m.weight_bytes_held(2) - m.expert_weight_bytes // 2 - m.vocab * m.hidden * 2
+    for own, others in ((1, 0), (1, 1), (4, 60), (64, 64)):
+        c = cm.step_cost((), own, 0, group_tokens=own + others)
+        touched = 64 * (1 - (1 - 8 / 128) ** (own + others))  # of its 64 experts
+        assert c.bytes == pytest.approx(always + touched * expert + own * m.kv_bytes_per_token,
+                                        rel=1e-6)  # fmt: skip
+    # Without group_tokens the others are assumed as busy as this one (2x4 tokens).
+    assert cm.step_cost((), 4, 0).seconds == cm.step_cost((), 4, 0, group_tokens=8).seconds
+    # Tokens held by the other instance cross the link: more of them, more communication.
+    assert (cm.step_cost((), 4, 0, group_tokens=200).comm_s
+            > cm.step_cost((), 4, 0, group_tokens=5).comm_s)  # fmt: skip
+
+
 # ---- profiles ----------------------------------------------------------------------------------
 
 
