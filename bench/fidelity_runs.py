@@ -78,6 +78,7 @@ class PublicRun:
     settings: dict  # SimConfig overrides: parallelism, scheduler knobs, KV capacity
     parallel: str  # e.g. "TP2", "DP2+EP"
     fit: bool = False  # True: used to fit the GPU's profile; False: held out
+    kv_dtype: str = ""  # the server's --kv-cache-dtype when not the weights' 16 bits ("fp8")
     # Trace runs: the requests as they arrived, and measured per-request seconds.
     specs: list[RequestSpec] = field(default_factory=list)
     measured: pd.DataFrame | None = None  # columns ttft_s, tpot_s, e2e_s (index request_id)
@@ -99,7 +100,8 @@ class PublicRun:
     def config(self, profile_overrides: dict | None = None) -> SimConfig:
         """The simulator's configuration for this run (the GPU's fitted profile by default)."""
         base = SimConfig(policy=self.policy)
-        sets = {"gpu": self.gpu, "model": self.model, **self.settings}
+        model = self.model + (f":kv-{self.kv_dtype}" if self.kv_dtype else "")
+        sets = {"gpu": self.gpu, "model": model, **self.settings}
         return with_overrides(base, {**sets, **(profile_overrides or {})})
 
 
@@ -193,6 +195,12 @@ AIC_MODELS = {"Qwen/Qwen3-32B": "Qwen3-32B", "meta-llama/Llama-3.1-70B": "Llama-
               "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B",
               "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B"}  # fmt: skip
 AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
+# aiconfigurator deploys an FP8 or FP4 model with an FP8 KV cache: its quantization presets pair
+# gemm fp8/fp8_static/nvfp4 with kvcache_quant_mode fp8 (src/aiconfigurator/sdk/
+# task_v1_compat.py, _PROFILE_TO_QUANT), and a checkpoint quantized to fp8, fp8_block or nvfp4
+# gets kvcache fp8 (aic-core/.../sdk/models/helpers.py, _infer_quant_modes_from_raw_config).
+# BF16 models keep a BF16 cache. The CSV has no KV column, so the replay follows that rule.
+AIC_FP8_KV = ("fp8", "fp4")
 
 
 def _num(value: str) -> float:
@@ -243,6 +251,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             runs.append(PublicRun(
                 key=row["id"], source="aiconfigurator", gpu=AIC_GPUS[row["system"]], model=model,
                 engine=f"{name} {version}", policy=policy, settings={"tensor_parallel": tp},
+                kv_dtype="fp8" if precision in AIC_FP8_KV else "",
                 parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
                 isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,
                 measured_means={"ttft_s": float(row["silicon_ttft_ms"]) / 1000,

@@ -350,6 +350,23 @@ def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
                                bytes_per_param=DTYPE_BYTES[key])  # fmt: skip
 
 
+# KV-cache formats (vLLM's --kv-cache-dtype): bytes per cached K or V element.
+KV_DTYPE_BYTES: Mapping[str, int] = MappingProxyType({"bf16": 2, "fp16": 2, "fp8": 1})
+KV_SUFFIX = "kv-"  # `:kv-fp8` at the end of a model name
+
+
+def with_kv_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
+    """`model` with its KV cache stored as `dtype` (vLLM's `--kv-cache-dtype fp8`: half the bytes
+    per cached token, so twice the tokens fit and decode attention reads half as much)."""
+    key = dtype.strip().lower()
+    if key not in KV_DTYPE_BYTES:
+        raise ValueError(f"unknown KV cache format {dtype!r}; choose one of: "
+                         f"{', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
+    name = model.name.split(":" + KV_SUFFIX)[0]
+    suffix = "" if KV_DTYPE_BYTES[key] == 2 else f":{KV_SUFFIX}{key}"
+    return dataclasses.replace(model, name=name + suffix, bytes_per_kv=KV_DTYPE_BYTES[key])
+
+
 def custom_gpu(
     bf16_tflops: float,
     mem_bw_gb_s: float,
@@ -514,8 +531,19 @@ def get_gpu(name: str) -> GpuSpec:
 
 def get_model(name: str) -> ModelSpec:
     """The model called `name`: a catalog name (case-insensitive) or a path to a Hugging Face
-    `config.json` or its folder; a `:fp8` (`:fp4`, `:bf16`, ...) suffix sets the weight format."""
+    `config.json` or its folder; a `:fp8` (`:fp4`, `:bf16`, ...) suffix sets the weight format,
+    and a last `:kv-fp8` the KV cache's (`Llama-3.1-70B:fp8:kv-fp8`)."""
     text = str(name).strip()
+    kv = ""
+    head, _, last = text.rpartition(":")
+    if head and last.lower().startswith(KV_SUFFIX):
+        text, kv = head, last[len(KV_SUFFIX):]
+    model = _get_model(text)
+    return with_kv_dtype(model, kv) if kv else model
+
+
+def _get_model(text: str) -> ModelSpec:
+    """get_model without the KV-cache suffix."""
     base, _, suffix = text.rpartition(":")
     if not (base and suffix.lower() in DTYPE_BYTES):
         base, suffix = text, ""

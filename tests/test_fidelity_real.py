@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_fidelity_real as bench  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
 
+from sim.hardware import get_gpu, get_model, kv_capacity_tokens  # noqa: E402
 from ui.charts_fidelity import fidelity_scatter, fidelity_table  # noqa: E402
 
 AIC_FIELDS = ["id", "silicon_data_source", "backend", "backend_version", "model_path", "system",
@@ -29,8 +30,9 @@ AIC_FIELDS = ["id", "silicon_data_source", "backend", "backend_version", "model_
               "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]  # fmt: skip
 
 
-def _fake_data(root: Path) -> Path:
-    """One LLMServingSim-style trace and three aiconfigurator-style rows, made up."""
+def _fake_data(root: Path, fp8: bool = False) -> Path:
+    """One LLMServingSim-style trace and three aiconfigurator-style rows, made up (a fourth, FP8
+    one with `fp8`)."""
     folder = root / "llmservingsim" / "RTXPRO6000" / "Llama-3.1-8B"
     folder.mkdir(parents=True)
     meta = {"model": "meta-llama/Llama-3.1-8B", "vllm_version": "0.19.0",
@@ -60,6 +62,10 @@ def _fake_data(root: Path) -> Path:
         out.writerow({**base, "id": "b", "batch_size": "8", "silicon_data_source": "y"})
         out.writerow({**base, "id": "c", "batch_size": "8", "silicon_data_source": "y",
                       "backend": "trtllm"})  # fmt: skip
+        if fp8:
+            out.writerow({**base, "id": "d", "batch_size": "4", "silicon_data_source": "y",
+                          "precision": "fp8", "gemm_quant_mode": "fp8",
+                          "moe_quant_mode": "fp8"})  # fmt: skip
     return root
 
 
@@ -94,6 +100,22 @@ def test_loads_replays_scores_and_summarises(tmp_path: Path) -> None:
     assert len(fidelity_table("L4", "ko", report)) == 2  # no runs on L4: every GPU's rows
     fig = fidelity_scatter("H100-SXM", "ko", report)
     assert any(tr.name and "Qwen3-32B" in tr.name for tr in fig.data)
+
+
+def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
+    # aiconfigurator deploys FP8/FP4 models with an FP8 KV cache; BF16 ones keep BF16.
+    runs, _ = fr.load_runs(_fake_data(tmp_path, fp8=True))
+    by_key = {r.key: r for r in runs}
+    fp8, bf16 = by_key["d"], by_key["a"]
+    assert fp8.model == "Qwen3-32B:fp8" and fp8.kv_dtype == "fp8" and bf16.kv_dtype == ""
+    assert fp8.config().hardware.model == "Qwen3-32B:fp8:kv-fp8"
+    assert bf16.config().hardware.model == "Qwen3-32B"
+    assert fp8.group == "H100-SXM | Qwen3-32B:fp8 | vLLM"  # the report names the weights
+    # The replay holds twice the KV tokens the same FP8 weights would leave room for in BF16.
+    got = fr.closed_loop(fp8.config(), 512, 8, 1, 1).meta["workers"]["I0"]["kv_capacity_tokens"]
+    gpu = get_gpu("H100-SXM")
+    assert 0 <= kv_capacity_tokens(gpu, get_model("Qwen3-32B:fp8:kv-fp8"), 2) - got < 16  # blocks
+    assert got == pytest.approx(2 * kv_capacity_tokens(gpu, get_model("Qwen3-32B:fp8"), 2), 1e-5)
 
 
 def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:

@@ -272,6 +272,24 @@ def test_moe_reads_the_experts_the_whole_group_picks() -> None:
             > cm.step_cost((), 4, 0, group_tokens=5).comm_s)  # fmt: skip
 
 
+# ---- KV cache format ---------------------------------------------------------------------------
+
+
+def test_fp8_kv_cache_halves_kv_bytes() -> None:
+    gpu = get_gpu("H200")
+    bf16, fp8 = get_model("Llama-3.1-70B:fp8"), get_model("Llama-3.1-70B:fp8:kv-fp8")
+    assert fp8.name == "Llama-3.1-70B:fp8:kv-fp8" and fp8.bytes_per_param == 1
+    assert fp8.kv_bytes_per_token * 2 == bf16.kv_bytes_per_token
+    assert get_model("Llama-3.1-70B:kv-fp8").bytes_per_param == 2  # weights stay BF16
+    # Twice the tokens fit; a long-context decode step reads half the KV.
+    assert kv_capacity_tokens(gpu, fp8) == pytest.approx(2 * kv_capacity_tokens(gpu, bf16), 1e-5)
+    a = StepCostModel(gpu, bf16, 1, FLAT).step_cost((), 64, 64 * 5000)
+    b = StepCostModel(gpu, fp8, 1, FLAT).step_cost((), 64, 64 * 5000)
+    assert a.bytes - b.bytes == pytest.approx(64 * 5001 * bf16.kv_bytes_per_token / 2, rel=1e-6)
+    with pytest.raises(ValueError, match="KV cache format"):
+        get_model("Llama-3.1-70B:kv-int3")
+
+
 # ---- profiles ----------------------------------------------------------------------------------
 
 
