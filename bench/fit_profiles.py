@@ -11,8 +11,10 @@ Notable features
   mean TTFT up to concurrency 8 plus one client-side latency per GPU), so a 10% miss counts the
   same at 20 ms as at 2 s.
 - Five figures per GPU: MFU, MFU_attn, MBU, the per-step overhead and a per-request overhead
-  (CPU work for each running request in each step: scheduling, input preparation, sampling,
-  output processing), which is what makes TPOT grow with the batch at any TP degree.
+  (work for each running request in each step: attention's per-request work in every layer,
+  scheduling, input preparation, sampling), which is what makes TPOT grow with the batch at any
+  TP degree. Both overheads are per layer (sim/profiles.py): they are searched for the fit
+  set's model depth and scale with each run's.
 - Search: Nelder-Mead over logit(efficiencies, within plausible BOUNDS) and log(overheads),
   from the generic profile
   (numpy only; ~100 replays of the fit set per GPU).
@@ -33,8 +35,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs
 
+from collections import Counter  # noqa: E402
+
 import numpy as np  # noqa: E402
 from fidelity_runs import FIT_RULES, PublicRun, load_runs, replay, select  # noqa: E402
+
+from sim.hardware import get_model  # noqa: E402
 
 NAMES = ("mfu", "mfu_attn", "mbu", "overhead_ms", "overhead_per_seq_ms")
 START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
@@ -62,6 +68,14 @@ def to_x(params: np.ndarray) -> np.ndarray:
     lo, hi = BOUNDS[:, 0], BOUNDS[:, 1]
     share = np.clip((params[:3] - lo) / (hi - lo), 1e-3, 1 - 1e-3)
     return np.r_[np.log(share / (1 - share)), np.log(np.maximum(params[3:], 1e-4))]
+
+
+def at_depth(params: dict, run: PublicRun, ref_layers: int) -> dict:
+    """The knobs for `run`: the overheads are searched for a `ref_layers`-deep model and scale
+    with the run's model depth, as sim/profiles.py scales a fitted profile."""
+    k = get_model(run.model).layers / ref_layers
+    return {**params, "overhead_ms": params["overhead_ms"] * k,
+            "overhead_per_seq_ms": params["overhead_per_seq_ms"] * k}  # fmt: skip
 
 
 def pairs(run: PublicRun, params: dict) -> list[tuple[str, float, float]]:
@@ -119,8 +133,8 @@ class Objective:
     """Mean squared log error over the fit runs (each run weighs the same), at the best
     client-side latency for closed-loop runs (none for per-request traces)."""
 
-    def __init__(self, runs: list[PublicRun], jobs: int) -> None:
-        self.runs, self.jobs = runs, jobs
+    def __init__(self, runs: list[PublicRun], jobs: int, ref_layers: int) -> None:
+        self.runs, self.jobs, self.ref_layers = runs, jobs, ref_layers
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
         self.calls = 0
         self.closed = any(not r.specs for r in runs)
@@ -128,7 +142,7 @@ class Objective:
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
         params = to_params(x)
-        work = [(r, params) for r in self.runs]
+        work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
         results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
         grid = LATENCY_GRID if self.closed else [0.0]
         value, latency = min((loss(results, self.runs, lat), lat) for lat in grid)
@@ -197,7 +211,10 @@ def main() -> None:
             print(f"{gpu}: no fit runs found")
             continue
         started = time.perf_counter()
-        f = Objective(fit, args.jobs)
+        # Overheads are per layer (sim/profiles.py): searched for the fit set's commonest depth.
+        depths = Counter(get_model(r.model).layers for r in fit)
+        ref_layers = depths.most_common(1)[0][0]
+        f = Objective(fit, args.jobs, ref_layers)
         before = f(to_x(START))
         x, value = nelder_mead(f, to_x(START), args.iters)
         if f.pool:
@@ -210,7 +227,7 @@ def main() -> None:
         print(f'"{gpu}": DeviceProfile(mfu={p["mfu"]:.3f}, mfu_attn={p["mfu_attn"]:.3f}, '
               f'mbu={p["mbu"]:.3f}, overhead_s={p["overhead_ms"] / 1000:.5f}, '
               f'overhead_per_seq_s={p["overhead_per_seq_ms"] / 1000:.7f}),  '
-              f"# client latency {latency:.3f} s", flush=True)  # fmt: skip
+              f"# layers {ref_layers}, client latency {latency:.3f} s", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -290,7 +290,8 @@ class Cluster:
         tp = hw.tensor_parallel
         # Expert parallel (MoE, router topology): the instances share one set of experts.
         ep = topo.num_instances if hw.expert_parallel and topo.topology == "router" else 1
-        profile = resolve_profile(hw, self.gpu.name)  # the GPU's fitted efficiencies by default
+        # The GPU's fitted efficiencies by default (overheads for this model's depth).
+        profile = resolve_profile(hw, self.gpu.name, self.model.layers)
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
         self.cost = cost_model or StepCostModel(self.gpu, self.model, tp, profile, ep)
@@ -301,7 +302,7 @@ class Cluster:
         self.decode_cost, self.decode_kv_tokens = self.cost, self.kv_tokens
         if topo.topology == "disaggregated" and topo.decode_gpu:
             self.decode_gpu = get_gpu(topo.decode_gpu)
-            d_profile = resolve_profile(hw, self.decode_gpu.name)
+            d_profile = resolve_profile(hw, self.decode_gpu.name, self.model.layers)
             self.decode_cost = cost_model or StepCostModel(
                 self.decode_gpu, self.model, tp, d_profile
             )

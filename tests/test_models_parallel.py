@@ -246,7 +246,7 @@ def test_idle_rank_step_still_costs() -> None:
     steps, req = ep.steps, ep.requests.iloc[0]
     assert set(steps.worker) == {"I0"}  # the dummy steps serve nobody: not in the trace
     cost = StepCostModel(get_gpu("RTX-PRO-6000"), get_model("Qwen3-30B-A3B"), 1,
-                         resolve_profile(SimConfig().hardware, "RTX-PRO-6000"), 2)
+                         resolve_profile(SimConfig().hardware, "RTX-PRO-6000", 48), 2)
     dummy = cost.step_cost((), 1, 0, group_tokens=2)
     # A dummy step reads its share of the experts and pays the step's overheads, like any step.
     assert dummy.memory_s > 0 and dummy.overhead_s > 0
@@ -291,6 +291,27 @@ def test_fp8_kv_cache_halves_kv_bytes() -> None:
 
 
 # ---- profiles ----------------------------------------------------------------------------------
+
+
+def test_fitted_overheads_are_per_layer() -> None:
+    hw = SimConfig().hardware
+    fitted = FITTED["RTX-PRO-6000"]
+    shallow = resolve_profile(hw, "RTX-PRO-6000", fitted.layers)
+    deep = resolve_profile(hw, "RTX-PRO-6000", 2 * fitted.layers)
+    # Twice the layers, twice the per-step and per-request overheads; efficiencies unchanged.
+    assert shallow == fitted.profile
+    assert deep.overhead_s == pytest.approx(2 * shallow.overhead_s)
+    assert deep.overhead_per_seq_s == pytest.approx(2 * shallow.overhead_per_seq_s)
+    assert (deep.mfu, deep.mbu) == (shallow.mfu, shallow.mbu)
+    # A 64-layer model's decode step on that GPU costs more than a 32-layer one's overheads do.
+    run = simulate([RequestSpec(0, 0.0, 16, 20)], with_overrides(SimConfig(), {
+        "gpu": "RTX-PRO-6000", "model": "Qwen3-32B"}))  # fmt: skip
+    assert run.steps.overhead_s.iloc[-1] == pytest.approx(deep.overhead_s
+                                                          + deep.overhead_per_seq_s)
+    # An overhead you set is the whole per-step overhead, at any depth.
+    mine = with_overrides(SimConfig(), {"overhead_ms": "2"}).hardware
+    assert resolve_profile(mine, "RTX-PRO-6000", 64).overhead_s == pytest.approx(0.002)
+
 
 
 def test_profiles_resolve() -> None:
