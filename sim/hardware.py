@@ -417,9 +417,11 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
             GpuSpec("RTX-4090", 165.0, 1008.0, 24.0, 8.0, 32.0, 330.0, link_latency_us=15.0),
             # nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000 and the
             # RTX Blackwell whitepaper: 503.8 BF16, 1,007.6 FP8, 2,015 FP4 dense, 96 GB GDDR7 at
-            # 1,792 GB/s, PCIe Gen5 x16, no NVLink
-            GpuSpec("RTX-PRO-6000", 503.8, 1792.0, 96.0, 32.0, 64.0, 1007.6, 2015.0,
-                    link_latency_us=10.0),
+            # 1,792 GB/s, PCIe Gen5 x16, no NVLink. GPU-to-GPU: 16 GB/s and 20 us per hop, the
+            # link LLMServingSim's authors give the two-card testbed of its RTX PRO 6000 runs
+            # (bench/examples/RTXPRO6000/*/config.json: link_bw 16, link_latency 20000 ns)
+            GpuSpec("RTX-PRO-6000", 503.8, 1792.0, 96.0, 16.0, 64.0, 1007.6, 2015.0,
+                    link_latency_us=20.0),
             # HGX B200 (nvidia.com/en-us/data-center/hgx, 1,000 W; glennklockwood.com/garden/
             # processors/B200): 2,250 BF16, 4,500 FP8, 9,000 FP4 dense, 180 GB HBM3e at 8 TB/s,
             # NVLink5 1.8 TB/s bidirectional
