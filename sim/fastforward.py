@@ -196,8 +196,14 @@ class DecodeRun:
             if r <= k:
                 leave_n[r] += 1
                 leave_c[r] += c0 + r  # its context at the step after its last
-            for j in range(first, min(r, k) + 1, bs):
-                take[j] += 1
+                if first <= r:
+                    take[first] += 1
+                    for j in range(first + bs, r + 1, bs):
+                        take[j] += 1
+            elif first <= k:  # (a run is mostly shorter than a block: one take at most)
+                take[first] += 1
+                for j in range(first + bs, k + 1, bs):
+                    take[j] += 1
         context = sum(c0s)
         terms.cover(b)
         exact = terms.kv_s is not None
@@ -208,35 +214,43 @@ class DecodeRun:
         slow: tuple[list, list, list] | None = None if exact else ([], [], [])
         need = 0
         j = 1
-        heads, mems, comms, kv_s = terms.head, terms.memory, terms.comm, terms.kv_s
+        kv_s = terms.kv_s
+        if exact:  # DecodeTerms.price, inline (the batch-size terms change when b does)
+            head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
+        add_time, add_active, add_memory, add_need = (
+            times.append, active.append, memory.append, needs.append)  # fmt: skip
+        seconds = mem = 0.0
+        last_b = last_context = 0
         while j <= k and t < limit_s:
             need += take[j]
             if need > room:
                 break  # free blocks would fall below the margin: stop before this step
-            if exact:  # DecodeTerms.price, inline
-                mem = mems[b] + context * kv_s
-                seconds = heads[b] + mem + comms[b]
+            if exact:
+                mem = mem_b + context * kv_s
+                seconds = head_b + mem + comm_b
             else:  # any cost model: step_cost itself
                 c = cost.step_cost((), b, context)
                 seconds, mem = c.seconds, c.memory_s
                 slow[0].append(c.compute_s)
                 slow[1].append(c.overhead_s)
                 slow[2].append(c.comm_s)
-            last = (b, context, seconds, mem)
+            last_b, last_context = b, context
             t = t + seconds  # as simpy's now + delay
-            times.append(t)
-            active.append(b)
-            memory.append(mem)
-            needs.append(need)
+            add_time(t)
+            add_active(b)
+            add_memory(mem)
+            add_need(need)
             context += b  # every request one token more ...
             if leave_n[j]:  # ... but those whose last token this was leave
                 context -= leave_c[j]
                 b -= leave_n[j]
+                if exact and b:
+                    head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
             j += 1
         k = j - 1
         if k < 2:
             return 0
-        if exact and not terms.check(*last):
+        if exact and not terms.check(last_b, last_context, seconds, mem):
             return self.plan(limit_s, blocked, margin)  # again, step by step
         self.k = self.planned = k
         self.times, self.active, self.memory, self.need, self.slow = (
@@ -351,7 +365,6 @@ class DecodeRun:
         engine, reqs, c0s = self.engine, self.reqs, self.c0_list
         kv = engine.kv
         caching = kv.caching
-        bs = kv.block_size
         for f, leaving in self._finishing:
             if f <= self.done:
                 continue
@@ -361,6 +374,7 @@ class DecodeRun:
             before = kv.free_blocks
             for i in leaving:  # their last token came in step f: they leave, in running order
                 req = reqs[i]
+                req.blocks = self._blocks_at(i, f)
                 self._book(i, f)
                 if caching:
                     kv.cache_full(req, c0s[i] + f)
@@ -371,31 +385,29 @@ class DecodeRun:
         # step, so their tokens, counters and segments are alike, and go in at once.
         rems, order = self.rem_list, self._order
         tail = order[bisect_right(order, done_to, key=rems.__getitem__) :] if book else ()
-        if tail and self.booked[tail[0]] < done_to:
-            self._book_all(tail, done_to)
-        if caching:
-            for i in tail:
-                req = reqs[i]
-                total = c0s[i] + min(allocated_to, rems[i])
-                if total // bs > req.num_cached_blocks:
-                    kv.cache_full(req, total)
+        if tail:
+            self._book_all(tail, done_to, allocated_to)
         self.done = max(self.done, done_to)
         self.allocated = max(self.allocated, allocated_to)
         engine.num_steps = self.first_step + self.done
 
     def _take_blocks(self, upto: int) -> None:
-        """Blocks for every request still in step `upto` to hold what it computes (c0 + upto)."""
-        if upto <= self.taken_to:
+        """Blocks for every request still in step `upto` to hold what it computes (c0 + upto):
+        the plan counted them (`need`), so they come off the free queue as a count; each
+        request's own count is set when it leaves or the run ends (`_blocks_at`)."""
+        taken_to = self.taken_to
+        if upto <= taken_to:
             return
         self.taken_to = upto
-        bs = self.engine.kv.block_size
-        growing, totals = [], []
-        for req, c0, r in zip(self.reqs, self.c0_list, self.rem_list, strict=True):
-            if r >= upto and c0 + upto > req.blocks * bs:
-                growing.append(req)
-                totals.append(c0 + upto)
-        if growing:
-            self.engine.kv.take_blocks(growing, totals)
+        need = self.need
+        count = need[upto - 1] - (need[taken_to - 1] if taken_to else 0)
+        if count:
+            self.engine.kv.take(count)
+
+    def _blocks_at(self, i: int, step: int) -> int:
+        """KV blocks request i holds once the blocks of steps 1..step are taken."""
+        total = self.c0_list[i] + min(step, self.rem_list[i])
+        return max(self.blocks0[i], -(-total // self.engine.kv.block_size))
 
     def _book(self, i: int, upto: int) -> None:
         """Engine.complete's bookkeeping for request i, steps done+1..upto at once: counters,
@@ -426,9 +438,13 @@ class DecodeRun:
             rec.add(req, wid, DECODE, start, end, n, 0, self.first_step + done)
             rec.last[req.last_segment] = last_step
 
-    def _book_all(self, tail: list[int], upto: int) -> None:
-        """`_book(i, upto)` for each request i of `tail`, all applied up to the same step."""
+    def _book_all(self, tail: list[int], upto: int, allocated_to: int) -> None:
+        """`_book(i, upto)` for each request i of `tail`, all applied up to the same step, and
+        their KV blocks as of step `allocated_to` (held, and full ones registered)."""
         reqs, booked = self.reqs, self.booked
+        c0s, rems, blocks0 = self.c0_list, self.rem_list, self.blocks0
+        kv = self.engine.kv
+        bs, caching = kv.block_size, kv.caching
         done = booked[tail[0]]
         n = upto - done
         times = self._times
@@ -440,21 +456,28 @@ class DecodeRun:
         seg_tokens, seg_last = rec.tokens, rec.last
         new = []
         for i in tail:
-            booked[i] = upto
             req = reqs[i]
-            req.num_computed += n
-            req.num_generated += n
-            if req.num_computed > req.high_water:
-                req.high_water = req.num_computed
-            req.token_times.extend(tokens)
-            j = req.last_segment
-            if (j >= 0 and seg_end[j] == start and seg_kind[j] == DECODE and seg_flags[j] == 0
-                    and seg_worker[j] == wid):  # fmt: skip
-                seg_end[j] = end
-                seg_tokens[j] += n
-                seg_last[j] = last_step
-            else:
-                new.append(req)
+            if n > 0:
+                booked[i] = upto
+                req.num_computed += n
+                req.num_generated += n
+                if req.num_computed > req.high_water:
+                    req.high_water = req.num_computed
+                req.token_times.extend(tokens)
+                j = req.last_segment
+                if (j >= 0 and seg_end[j] == start and seg_kind[j] == DECODE
+                        and seg_flags[j] == 0 and seg_worker[j] == wid):  # fmt: skip
+                    seg_end[j] = end
+                    seg_tokens[j] += n
+                    seg_last[j] = last_step
+                else:
+                    new.append(req)
+            total = c0s[i] + min(allocated_to, rems[i])  # (after its tokens: the cache reads them)
+            held = -(-total // bs)
+            if held > blocks0[i]:
+                req.blocks = held
+            if caching and total // bs > req.num_cached_blocks:
+                kv.cache_full(req, total)
         rec.add_same(new, wid, DECODE, start, end, n, 0, self.first_step + done, last_step)
 
 
@@ -501,13 +524,11 @@ def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
     limit = worker.limit_s()
     if now + terms.lower_bound(len(running)) >= limit:
         return None
-    c0, rem, blocks = [], [], []
-    for r in running:
-        if not r.is_decoding:
-            return None
-        c0.append(r.num_computed)
-        rem.append(r.output_tokens - r.num_generated)
-        blocks.append(r.blocks)
+    if not all([r.is_decoding for r in running]):
+        return None
+    c0 = [r.num_computed for r in running]  # (a comprehension per column: faster than appends)
+    rem = [r.output_tokens - r.num_generated for r in running]
+    blocks = [r.blocks for r in running]
     policy = engine.policy
     horizon = policy.decode_horizon(engine, now)
     if horizon is None:

@@ -63,14 +63,10 @@ class KVCache:
         self.free_blocks += req.blocks
         req.blocks = 0
 
-    def take_blocks(self, reqs, totals) -> None:
-        """Blocks for each request to hold its total (known to fit): a run of decode steps."""
-        bs = self.block_size
-        for req, total in zip(reqs, totals, strict=True):
-            extra = -(-total // bs) - req.blocks
-            if extra > 0:
-                self.free_blocks -= extra
-                req.blocks += extra
+    def take(self, count: int) -> None:
+        """`count` blocks (known to be free) for a run of decode steps (sim/fastforward.py),
+        which sets each request's own count itself."""
+        self.free_blocks -= count
 
     def cache_full(self, req: Request, total_tokens: int) -> None:
         """Register the blocks `total_tokens` fill in the prefix cache: there is none here."""

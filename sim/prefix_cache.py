@@ -258,18 +258,12 @@ class PrefixCachingKV(KVCache):
             self._cache_full_blocks(req, total_tokens)
         return True
 
-    def take_blocks(self, reqs: Sequence[Request], totals: Sequence[int]) -> None:
-        """Blocks for each request to hold its total (known to fit), taken in one go, without
+    def take(self, count: int) -> None:
+        """`count` blocks (known to fit) off the free queue's front in one go, without
         registering them (`cache_full` does, once the request's token count has caught up).
-        For a run of decode steps (sim/fastforward.py): as many blocks come off the free queue's
-        front as one request at a time would take."""
-        bs, taken = self.block_size, 0
-        for req, total in zip(reqs, totals, strict=True):
-            extra = -(-total // bs) - req.blocks
-            if extra > 0:
-                req.blocks += extra
-                taken += extra
-        self._take(taken)
+        For a run of decode steps (sim/fastforward.py): as many blocks come off the front as
+        one request at a time would take; the run sets each request's own count."""
+        self._take(count)
 
     def cache_full(self, req: Request, total_tokens: int) -> None:
         """Register the blocks that `total_tokens` computed tokens fill (as `grow` does)."""
