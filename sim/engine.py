@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sim.kv import KVCache
 from sim.recorder import KIND_CODE, RECOMPUTE, SLOWED, TraceRecorder
+from sim.recorder import seg_code as seg_code_of
 from sim.request import Request, RequestState
 
 if TYPE_CHECKING:
@@ -254,20 +255,14 @@ class Engine:
         wid = self._worker_code
         slowed = SLOWED if batch.prefill_chunks else 0  # decodes sharing a step with a prefill
         # The recorder's columns, for the hot path below: extending a decode stretch in place.
-        seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
-        seg_tokens, seg_last = rec.tokens, rec.last
+        seg_end, seg_code, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
+        decode_code = seg_code_of(wid, DECODE, slowed)
         handoffs = []
         new_decodes = []  # decodes starting a new stretch: added together after the loop
         for req, n, offset, is_decode in batch.items:
             if is_decode:
                 i = req.last_segment
-                if (
-                    i >= 0
-                    and seg_end[i] == start_s
-                    and seg_kind[i] == DECODE
-                    and seg_flags[i] == slowed
-                    and seg_worker[i] == wid
-                ):
+                if i >= 0 and seg_end[i] == start_s and seg_code[i] == decode_code:
                     seg_end[i] = end_s  # same as rec.add(...), without the call
                     seg_tokens[i] += n
                     seg_last[i] = step
@@ -310,7 +305,7 @@ class Engine:
                 req.first_token_s = end_s
             if req.num_generated >= req.output_tokens:
                 self._finish(req, end_s)
-        rec.add_same(new_decodes, wid, DECODE, start_s, end_s, 1, slowed, step, step)
+        rec.add_same(new_decodes, decode_code, start_s, end_s, 1, step, step)
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
                 add(req, wid, STALL, start_s, end_s, 0, 0, step)

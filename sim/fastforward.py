@@ -40,14 +40,15 @@ from __future__ import annotations
 import math
 import warnings
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from heapq import heappush
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import simpy
 from simpy.events import NORMAL
 
-from sim.recorder import KIND_CODE
+from sim.recorder import KIND_CODE, seg_code
 
 if TYPE_CHECKING:
     from sim.cluster import Worker
@@ -196,21 +197,21 @@ class DecodeRun:
             if r <= k:
                 leave_n[r] += 1
                 leave_c[r] += c0 + r  # its context at the step after its last
-                if first <= r:
-                    take[first] += 1
-                    for j in range(first + bs, r + 1, bs):
-                        take[j] += 1
-            elif first <= k:  # (a run is mostly shorter than a block: one take at most)
+                last = r
+            else:
+                last = k
+            if first <= last:  # (a run is mostly shorter than a block: one take at most)
                 take[first] += 1
-                for j in range(first + bs, k + 1, bs):
-                    take[j] += 1
+                if first + bs <= last:
+                    for j in range(first + bs, last + 1, bs):
+                        take[j] += 1
         context = sum(c0s)
         terms.cover(b)
         exact = terms.kv_s is not None
         cost = None if exact else terms.cost
         room = self.free0 - margin
         t = now
-        times, active, memory, needs = [t], [], [], []
+        times, active, memory, needs = array("d", (t,)), [], [], []
         slow: tuple[list, list, list] | None = None if exact else ([], [], [])
         need = 0
         j = 1
@@ -256,8 +257,7 @@ class DecodeRun:
         self.times, self.active, self.memory, self.need, self.slow = (
             times, active, memory, needs, slow)  # fmt: skip
         self.end_s = times[k]
-        self._times = array("d", times)  # sliced into token_times
-        self._order = sorted(range(len(rems)), key=rems.__getitem__)  # by their last step
+        self._times = times  # (an array: sliced into token_times)
         self._set_finishing(k)
         return k
 
@@ -319,14 +319,12 @@ class DecodeRun:
         # last row reads the cache itself: a touch (a P->D reservation) may have taken blocks
         # during the last step, and step by step would count them there.
         bs, base = kv.block_size, kv.num_blocks - self.free0
-        if self.freed_at:
-            used, freed, marks = [], 0, iter(self.freed_at + [(k + 1, 0)])
-            step, blocks = next(marks)
-            for j, need in enumerate(self.need[:k], 1):
-                while step <= j:
-                    freed += blocks
-                    step, blocks = next(marks)
-                used.append((base + need - freed) * bs)
+        if self.freed_at:  # blocks freed at step f count from row f on
+            freed = [0] * k
+            for f, blocks in self.freed_at:
+                freed[f - 1] += blocks
+            gone = accumulate(freed)
+            used = [(base + need - g) * bs for need, g in zip(self.need[:k], gone, strict=True)]
         else:
             used = [(base + need) * bs for need in self.need[:k]]
         assert self.touched or used[-1] == kv.used_tokens, "fast-forward: KV out of step"
@@ -383,8 +381,7 @@ class DecodeRun:
         self._take_blocks(allocated_to)
         # The requests still in the run (the rest finished above): all applied up to the same
         # step, so their tokens, counters and segments are alike, and go in at once.
-        rems, order = self.rem_list, self._order
-        tail = order[bisect_right(order, done_to, key=rems.__getitem__) :] if book else ()
+        tail = [i for i, r in enumerate(self.rem_list) if r > done_to] if book else ()
         if tail:
             self._book_all(tail, done_to, allocated_to)
         self.done = max(self.done, done_to)
@@ -429,8 +426,7 @@ class DecodeRun:
         start, end = times[done], times[upto]
         last_step = self.first_step + upto - 1
         j = req.last_segment
-        if (j >= 0 and rec.end[j] == start and rec.kind[j] == DECODE and rec.flags[j] == 0
-                and rec.worker[j] == wid):  # fmt: skip
+        if j >= 0 and rec.end[j] == start and rec.code[j] == seg_code(wid, DECODE):
             rec.end[j] = end
             rec.tokens[j] += n
             rec.last[j] = last_step
@@ -452,8 +448,8 @@ class DecodeRun:
         rec, wid = self.engine.recorder, self.engine._worker_code
         start, end = times[done], times[upto]
         last_step = self.first_step + upto - 1
-        seg_end, seg_kind, seg_flags, seg_worker = rec.end, rec.kind, rec.flags, rec.worker
-        seg_tokens, seg_last = rec.tokens, rec.last
+        code = seg_code(wid, DECODE)
+        seg_end, seg_code_col, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
         new = []
         for i in tail:
             req = reqs[i]
@@ -465,8 +461,7 @@ class DecodeRun:
                     req.high_water = req.num_computed
                 req.token_times.extend(tokens)
                 j = req.last_segment
-                if (j >= 0 and seg_end[j] == start and seg_kind[j] == DECODE
-                        and seg_flags[j] == 0 and seg_worker[j] == wid):  # fmt: skip
+                if j >= 0 and seg_end[j] == start and seg_code_col[j] == code:
                     seg_end[j] = end
                     seg_tokens[j] += n
                     seg_last[j] = last_step
@@ -478,7 +473,7 @@ class DecodeRun:
                 req.blocks = held
             if caching and total // bs > req.num_cached_blocks:
                 kv.cache_full(req, total)
-        rec.add_same(new, wid, DECODE, start, end, n, 0, self.first_step + done, last_step)
+        rec.add_same(new, code, start, end, n, self.first_step + done, last_step)
 
 
 def _disagree() -> None:

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 
 KIND_CODE = {kind: code for code, kind in enumerate(SEGMENT_KINDS)}
 SLOWED, RECOMPUTE = 1, 2  # bit flags of a segment
+assert len(SEGMENT_KINDS) <= 16
+
+
+def seg_code(worker: int, kind: int, flags: int = 0) -> int:
+    """A segment's worker, kind and flags in one int (TraceRecorder.code)."""
+    return worker << 8 | kind << 4 | flags
 STEP_DTYPES = {name: object if name == "worker" else float if name.endswith("_s") else np.int64
                for name in STEP_COLUMNS}  # fmt: skip
 
@@ -43,12 +49,12 @@ class TraceRecorder:
         self.worker_names: list[str] = []
         self._worker_code: dict[str, int] = {}
         self.req = array("q")  # request_id
-        self.worker = array("i")  # code into worker_names (int32: any number of workers)
-        self.kind = array("b")  # code into SEGMENT_KINDS
+        # Worker, kind and flags in one int (`seg_code`): a stretch continues a request's last
+        # one if it starts where that ended with the same code (one comparison, one column).
+        self.code = array("q")
         self.start = array("d")  # seconds
         self.end = array("d")
         self.tokens = array("q")
-        self.flags = array("b")  # SLOWED | RECOMPUTE
         self.first = array("q")  # first and last step index covered (-1: not a step)
         self.last = array("q")
         self.step_rows: list[tuple] = []
@@ -72,47 +78,48 @@ class TraceRecorder:
             tokens: int = 0, flags: int = 0, step: int = -1) -> None:  # fmt: skip
         """Add a stretch for `req` (codes, not names), merging with its last one if contiguous."""
         i = req.last_segment
-        if (
-            i >= 0
-            and self.end[i] == start_s
-            and self.kind[i] == kind
-            and self.worker[i] == worker
-            and self.flags[i] == flags
-        ):
+        code = seg_code(worker, kind, flags)
+        if i >= 0 and self.end[i] == start_s and self.code[i] == code:
             self.end[i] = end_s
             self.tokens[i] += tokens
             self.last[i] = step
             return
         req.last_segment = len(self.req)
         self.req.append(req.request_id)
-        self.worker.append(worker)
-        self.kind.append(kind)
+        self.code.append(code)
         self.start.append(start_s)
         self.end.append(end_s)
         self.tokens.append(tokens)
-        self.flags.append(flags)
         self.first.append(step)
         self.last.append(step)
 
-    def add_same(self, reqs: list, worker: int, kind: int, start_s: float, end_s: float,
-                 tokens: int, flags: int, first: int, last: int) -> None:  # fmt: skip
-        """A new stretch for each of `reqs`, all alike but for the request (no merging: the
-        caller found that none continues its request's last one). Column by column."""
+    def add_same(self, reqs: list, code: int, start_s: float, end_s: float, tokens: int,
+                 first: int, last: int) -> None:  # fmt: skip
+        """A new stretch for each of `reqs`, all alike but for the request (`code`: seg_code;
+        no merging: the caller found that none continues its request's last one)."""
         m = len(reqs)
         if not m:
             return
         base = len(self.req)
+        for i, r in enumerate(reqs, base):
+            r.last_segment = i
+        if m < 3:  # one or two: appending is cheaper than building an array to repeat
+            for r in reqs:
+                self.req.append(r.request_id)
+                self.code.append(code)
+                self.start.append(start_s)
+                self.end.append(end_s)
+                self.tokens.append(tokens)
+                self.first.append(first)
+                self.last.append(last)
+            return
         self.req.extend([r.request_id for r in reqs])
-        self.worker.extend(array("i", (worker,)) * m)  # (an array times m: the fastest fill)
-        self.kind.extend(array("b", (kind,)) * m)
+        self.code.extend(array("q", (code,)) * m)  # (an array times m: the fastest fill)
         self.start.extend(array("d", (start_s,)) * m)
         self.end.extend(array("d", (end_s,)) * m)
         self.tokens.extend(array("q", (tokens,)) * m)
-        self.flags.extend(array("b", (flags,)) * m)
         self.first.extend(array("q", (first,)) * m)
         self.last.extend(array("q", (last,)) * m)
-        for i, r in enumerate(reqs, base):
-            r.last_segment = i
 
     def segment(self, req: Request, worker: str, kind: str, start_s: float, end_s: float,
                 tokens: int = 0, slowed: bool = False, recompute: bool = False,
@@ -181,12 +188,12 @@ class TraceRecorder:
 
     def segments_columns(self) -> dict[str, np.ndarray]:
         """The segments table as columns, by request and start time."""
-        flags = np.frombuffer(self.flags, dtype=np.int8)
+        code = np.frombuffer(self.code, dtype=np.int64)
+        flags = code & 0xF
         table = {
             "request_id": np.frombuffer(self.req, dtype=np.int64),
-            "worker": np.array(self.worker_names, dtype=object)[
-                np.frombuffer(self.worker, dtype=np.int32)],
-            "kind": np.array(SEGMENT_KINDS, dtype=object)[np.frombuffer(self.kind, dtype=np.int8)],
+            "worker": np.array(self.worker_names, dtype=object)[code >> 8],
+            "kind": np.array(SEGMENT_KINDS, dtype=object)[(code >> 4) & 0xF],
             "start_s": np.frombuffer(self.start, dtype=np.float64),
             "end_s": np.frombuffer(self.end, dtype=np.float64),
             "tokens": np.frombuffer(self.tokens, dtype=np.int64),
