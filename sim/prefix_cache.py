@@ -207,6 +207,10 @@ class PrefixCachingKV(KVCache):
 
         At most num_tokens - 1 tokens: the last one is computed to produce logits.
         """
+        if not req.preemptions and self.shareable is not None and (
+            req.request_id not in self.shareable
+        ):
+            return []  # no other request has any of its keys, and its own were never cached
         n = (req.num_tokens - 1) // self.block_size
         get = self.cached.get
         if not n or get(req.spec.block_key(0, self.block_size)) is None:
@@ -227,6 +231,12 @@ class PrefixCachingKV(KVCache):
     ) -> bool:  # fmt: skip
         """vLLM's `KVCacheManager.allocate_slots` for admission: adopt `hits`, add blocks for
         `new_tokens` more tokens; with `full_sequence_must_fit`, only if the WHOLE request fits."""
+        if not hits:  # (the usual case: the checks below, without the hits' terms)
+            if full_sequence_must_fit and (
+                -(-req.num_tokens // self.block_size) - req.blocks > self.free_blocks
+            ):
+                return False
+            return self.grow(req, req.num_computed + new_tokens)
         ref = self.ref
         evictable = sum(1 for b in hits if ref[b] == 0)  # touching them takes them off free
         held = req.blocks + len(hits)

@@ -189,7 +189,10 @@ class Vllm(Policy):
 
         # (1) RUNNING requests, in admission order. (Every step of every run passes here once
         # per running request: names are bound outside the loop, `remaining` is inlined.)
-        running, allocate, add = RequestState.RUNNING, engine.allocate_or_preempt, plan.add
+        # allocate_or_preempt's fast path (its last block has room and fills no block to cache)
+        # and plan.add are inlined too.
+        running, allocate, items = RequestState.RUNNING, engine.allocate_or_preempt, plan.items
+        bs, caching = engine.kv.block_size, engine.kv.caching
         for req in list(engine.running):
             left = budget - plan.num_tokens
             if left <= 0:
@@ -201,11 +204,14 @@ class Vllm(Policy):
                 n = threshold
             if n > left:
                 n = left
-            if not allocate(req, n, plan):
+            total = req.num_computed + n
+            if (total > req.blocks * bs or (caching and total // bs > req.num_cached_blocks)
+                    ) and not allocate(req, n, plan):  # fmt: skip
                 if priority:
                     continue  # it was the worst running request; better ones may still fit
                 break  # FCFS: it preempted itself, nothing after it can run
-            add(req, n)
+            items[req] = items.get(req, 0) + n  # plan.add(req, n)
+            plan.num_tokens += n
 
         # (2) WAITING requests, unless this step preempted someone.
         if plan.preempted:
