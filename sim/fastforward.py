@@ -42,7 +42,6 @@ import warnings
 from array import array
 from bisect import bisect_left
 from heapq import heappush
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import simpy
@@ -315,34 +314,26 @@ class DecodeRun:
         self.worker.run_steps_cap = min(MAX_RUN_STEPS, max(16, cap))
         self.worker.clock.decode_run(self.worker, k)  # a budget counts them
         kv = engine.kv
-        # KV in use after each step: the blocks taken so far minus those finishes freed. The
-        # last row reads the cache itself: a touch (a P->D reservation) may have taken blocks
-        # during the last step, and step by step would count them there.
-        bs, base = kv.block_size, kv.num_blocks - self.free0
-        if self.freed_at:  # blocks freed at step f count from row f on
-            freed = [0] * k
-            for f, blocks in self.freed_at:
-                freed[f - 1] += blocks
-            gone = accumulate(freed)
-            used = [(base + need - g) * bs for need, g in zip(self.need[:k], gone, strict=True)]
-        else:
-            used = [(base + need) * bs for need in self.need[:k]]
-        assert self.touched or used[-1] == kv.used_tokens, "fast-forward: KV out of step"
-        used[-1] = kv.used_tokens
-        active = self.active[:k]
+        # KV in use after each step: the blocks taken so far minus those finishes freed (the
+        # recorder works the rows out at the end). The last row reads the cache itself: a touch
+        # (a P->D reservation) may have taken blocks during the last step, and step by step
+        # would count them there.
+        base = kv.num_blocks - self.free0
+        freed = sum(blocks for _, blocks in self.freed_at)
+        assert self.touched or (base + self.need[k - 1] - freed) * kv.block_size == (
+            kv.used_tokens), "fast-forward: KV out of step"  # fmt: skip
         if self.slow is not None:
             compute, overhead, comm = (col[:k] for col in self.slow)
-        else:  # the batch-size terms, looked up by batch size
-            terms = self.worker.decode_terms
-            columns = (terms.compute, terms.overhead, terms.comm)
-            b = active[0]
-            if active[-1] == b:  # nobody left during the run: one batch size throughout
-                compute, overhead, comm = (array("d", (col[b],)) * k for col in columns)
-            else:
-                compute, overhead, comm = ([col[b] for b in active] for col in columns)
-        engine.recorder.step_run(engine.name, self.first_step, self._times[: k + 1], active,
-                                 used, kv.capacity_tokens, compute, self.memory[:k], overhead,
-                                 comm)  # fmt: skip
+            terms = None
+        else:  # the batch-size terms: the recorder looks them up by batch size at the end
+            compute = overhead = comm = None
+            t = self.worker.decode_terms
+            terms = (t.compute, t.overhead, t.comm)
+        engine.recorder.step_run(
+            engine.name, self.first_step, self._times[: k + 1], self.active[:k],
+            self.need[:k], base, kv.block_size, self.freed_at, kv.used_tokens, kv.capacity_tokens,
+            self.memory[:k], terms, compute, overhead, comm,
+        )  # fmt: skip
 
     def _advance(self, done_to: int, allocated_to: int, book: bool = True) -> None:
         """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.

@@ -59,12 +59,18 @@ class TraceRecorder:
         self.last = array("q")
         self.step_rows: list[tuple] = []
         # Runs of decode steps taken at once (sim/fastforward.py), see step_run: per run
-        # (worker code, first step, steps, KV capacity), and one value per step in typed arrays.
-        self.step_runs: list[tuple[int, int, int, int]] = []
+        # (worker code, first step, steps, KV capacity, KV blocks held before it, block size,
+        # KV tokens in use after it, whether its batch-size terms are looked up), and one value
+        # per step in typed arrays.
+        self.step_runs: list[tuple[int, int, int, int, int, int, int, bool]] = []
         self.run_start, self.run_end = array("d"), array("d")
-        self.run_batch, self.run_kv_used = array("q"), array("q")
-        self.run_compute, self.run_memory = array("d"), array("d")
-        self.run_overhead, self.run_comm = array("d"), array("d")
+        self.run_batch, self.run_need = array("q"), array("q")
+        self.run_memory = array("d")
+        self.run_freed_row, self.run_freed = array("q"), array("q")  # (row, blocks freed there)
+        # Runs whose batch-size terms are the worker's tables (worker code -> compute, overhead,
+        # comm by batch size): looked up at the end; the other runs' values, in row order.
+        self.run_terms: dict[int, tuple] = {}
+        self.run_compute, self.run_overhead, self.run_comm = array("d"), array("d"), array("d")
 
     def worker_code(self, name: str) -> int:
         """A small int standing for a worker (or link) name."""
@@ -135,21 +141,61 @@ class TraceRecorder:
         """Add one engine step; `row` follows STEP_COLUMNS."""
         self.step_rows.append(row)
 
-    def step_run(self, worker: str, first_step: int, times, batch, kv_used, kv_capacity: int,
-                 compute, memory, overhead, comm) -> None:  # fmt: skip
+    def step_run(self, worker: str, first_step: int, times, batch, need, kv_base: int,
+                 block_size: int, freed, kv_last: int, kv_capacity: int, memory, terms=None,
+                 compute=None, overhead=None, comm=None) -> None:  # fmt: skip
         """Add a run of decode-only steps at once (sim/fastforward.py): step j of the run is
-        engine step first_step + j, from times[j] to times[j + 1], with batch[j] decodes; the
-        other sequences are per step too (STEP_COLUMNS). One row per step in the steps table."""
+        engine step first_step + j, from times[j] to times[j + 1], with batch[j] decodes and
+        memory[j] memory seconds. KV in use after step j: (kv_base + need[j] - the blocks
+        `freed` (pairs (step, blocks), 1-based steps) by then) * block_size, kv_last after the
+        last. The compute, overhead and comm terms are either given per step, or `terms`
+        (tables of them by batch size, which only ever grow) are looked up at the end. One row
+        per step in the steps table."""
         k = len(batch)
-        self.step_runs.append((self.worker_code(worker), first_step, k, kv_capacity))
+        code = self.worker_code(worker)
+        row = len(self.run_batch) - 1  # (step f is row row + f)
+        self.step_runs.append((code, first_step, k, kv_capacity, kv_base, block_size, kv_last,
+                               terms is not None))  # fmt: skip
         self.run_start.extend(times[:k])
         self.run_end.extend(times[1 : k + 1])
         self.run_batch.extend(batch)
-        self.run_kv_used.extend(kv_used)
-        self.run_compute.extend(compute)
+        self.run_need.extend(need)
         self.run_memory.extend(memory)
-        self.run_overhead.extend(overhead)
-        self.run_comm.extend(comm)
+        for f, blocks in freed:
+            self.run_freed_row.append(row + f)
+            self.run_freed.append(blocks)
+        if terms is not None:
+            self.run_terms[code] = terms
+        else:
+            self.run_compute.extend(compute)
+            self.run_overhead.extend(overhead)
+            self.run_comm.extend(comm)
+
+    def _run_columns(self, worker, lengths, batch) -> dict[str, np.ndarray]:
+        """The runs' KV in use and batch-size terms, one value per row."""
+        _, _, _, _, base, block, last, looked = (np.array(c) for c in zip(*self.step_runs,
+                                                                         strict=True))  # fmt: skip
+        starts = np.cumsum(lengths) - lengths
+        freed = np.zeros(len(batch), dtype=np.int64)
+        np.add.at(freed, np.frombuffer(self.run_freed_row, dtype=np.int64),
+                  np.frombuffer(self.run_freed, dtype=np.int64))  # fmt: skip
+        gone = np.cumsum(freed)
+        gone -= np.repeat(gone[starts] - freed[starts], lengths)  # by then, within its run
+        need = np.frombuffer(self.run_need, dtype=np.int64)
+        used = (np.repeat(base, lengths) + need - gone) * np.repeat(block, lengths)
+        used[starts + lengths - 1] = last
+        out = {"kv_used_tokens": used}
+        looked_rows = np.repeat(looked.astype(bool), lengths)
+        rows_of = np.repeat(worker, lengths)
+        for i, name in enumerate(("compute_s", "overhead_s", "comm_s")):
+            column = np.zeros(len(batch))
+            column[~looked_rows] = np.frombuffer(
+                (self.run_compute, self.run_overhead, self.run_comm)[i], dtype=np.float64)
+            for code, tables in self.run_terms.items():
+                mine = looked_rows & (rows_of == code)
+                column[mine] = np.array(tables[i], dtype=np.float64)[batch[mine]]
+            out[name] = column
+        return out
 
     def steps_columns(self) -> dict[str, np.ndarray]:
         """The steps table as columns: one row per step, in the order the steps ended."""
@@ -160,20 +206,19 @@ class TraceRecorder:
         flat = list(zip(*rows, strict=True)) if rows else [()] * len(names)
         columns = {name: [np.array(col, dtype=STEP_DTYPES[name])]
                    for name, col in zip(names, flat, strict=True)}  # fmt: skip
-        worker, first, lengths, capacity = (np.array(c) for c in zip(*self.step_runs,
-                                                                      strict=True))  # fmt: skip
+        worker, first, lengths, capacity = (np.array(c) for c in list(zip(*self.step_runs,
+                                                                           strict=True))[:4])
         total = int(lengths.sum())
         offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
         names_of = np.array(self.worker_names, dtype=object)
         columns["worker"].append(names_of[np.repeat(worker, lengths)])
         columns["step"].append(np.repeat(first, lengths) + np.arange(total) - offsets)
         batch = np.frombuffer(self.run_batch, dtype=np.int64)
-        parts = {"start_s": self.run_start, "end_s": self.run_end,
-                 "kv_used_tokens": self.run_kv_used, "compute_s": self.run_compute,
-                 "memory_s": self.run_memory, "overhead_s": self.run_overhead,
-                 "comm_s": self.run_comm}  # fmt: skip
+        parts = {"start_s": self.run_start, "end_s": self.run_end, "memory_s": self.run_memory}
         for name, part in parts.items():
             columns[name].append(np.frombuffer(part, dtype=STEP_DTYPES[name]))
+        for name, column in self._run_columns(worker, lengths, batch).items():
+            columns[name].append(column)
         columns["decode_tokens"].append(batch)
         columns["batch_size"].append(batch)
         columns["kv_capacity_tokens"].append(np.repeat(capacity, lengths))
