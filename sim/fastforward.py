@@ -189,13 +189,15 @@ class DecodeRun:
         # Request i is in steps 1..rem_i; it takes a new block at each step j whose token
         # (c0 + j) starts a block: the first at j = blocks * bs - c0 + 1, then every bs steps.
         leave_n, leave_c, take = [0] * (k + 1), [0] * (k + 1), [0] * (k + 1)
-        for c0, r, b0 in zip(c0s, rems, self.blocks0, strict=True):
+        leaving: dict[int, list[int]] = {}  # step -> requests whose last token comes then
+        for i, (c0, r, b0) in enumerate(zip(c0s, rems, self.blocks0, strict=True)):
             first = b0 * bs - c0 + 1
             if first < 1:
                 return 0  # it holds fewer blocks than its KV (never so in a plain decode)
             if r <= k:
                 leave_n[r] += 1
                 leave_c[r] += c0 + r  # its context at the step after its last
+                leaving.setdefault(r, []).append(i)  # (in running order)
                 last = r
             else:
                 last = k
@@ -257,16 +259,9 @@ class DecodeRun:
             times, active, memory, needs, slow)  # fmt: skip
         self.end_s = times[k]
         self._times = times  # (an array: sliced into token_times)
-        self._set_finishing(k)
+        # (step, requests whose last token comes then) for the finishes in steps 1..k
+        self._finishing = sorted(item for item in leaving.items() if item[0] <= k)
         return k
-
-    def _set_finishing(self, k: int) -> None:
-        """(step, requests whose last token comes then) for the finishes in steps 1..k."""
-        by_step: dict[int, list[int]] = {}
-        for i, r in enumerate(self.rem_list):
-            if r <= k:
-                by_step.setdefault(r, []).append(i)  # in running order
-        self._finishing = sorted(by_step.items())
 
     # ---- applying -----------------------------------------------------------------------------
 
@@ -300,7 +295,7 @@ class DecodeRun:
             return False
         self.k = m
         self.end_s = self.times[m]
-        self._set_finishing(m)
+        self._finishing = [item for item in self._finishing if item[0] <= m]
         return True
 
     def finish(self) -> None:
