@@ -257,7 +257,7 @@ class Engine:
         # The recorder's columns, for the hot path below: extending a decode stretch in place.
         seg_end, seg_code, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
         decode_code = seg_code_of(wid, DECODE, slowed)
-        handoffs = []
+        handoffs, hands_off = [], self.hands_off
         new_decodes = []  # decodes starting a new stretch: added together after the loop
         for req, n, offset, is_decode in batch.items:
             if is_decode:
@@ -286,7 +286,7 @@ class Engine:
                 continue
             # A prefill worker finished this prompt. vLLM: P ran with max_tokens=1 and its token
             # is dropped (D samples token 1); DistServe: P's token is token 1.
-            if self.hands_off and (
+            if hands_off and (
                 req.remote_decode == "vllm"
                 or (req.remote_decode == "distserve" and req.output_tokens > 1)
             ):

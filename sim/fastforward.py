@@ -260,7 +260,10 @@ class DecodeRun:
         self.end_s = times[k]
         self._times = times  # (an array: sliced into token_times)
         # (step, requests whose last token comes then) for the finishes in steps 1..k
-        self._finishing = sorted(item for item in leaving.items() if item[0] <= k)
+        finishing = sorted(leaving.items())
+        if finishing and finishing[-1][0] > k:
+            finishing = [item for item in finishing if item[0] <= k]
+        self._finishing = finishing
         return k
 
     # ---- applying -----------------------------------------------------------------------------

@@ -83,9 +83,11 @@ class PrefixCachingKV(KVCache):
     def _take(self, count: int) -> None:
         """Take `count` blocks from the front of the free queue, evicting their cached hashes."""
         self.free_blocks -= count
-        plain = min(self._uncached, count)
-        self._uncached -= plain
-        count -= plain
+        if count <= self._uncached:  # (the usual case: blocks that hold nothing findable)
+            self._uncached -= count
+            return
+        count -= self._uncached
+        self._uncached = 0
         queue, ref, gens = self._queue, self.ref, self.gen
         while count:
             entry = queue[0]
@@ -175,7 +177,8 @@ class PrefixCachingKV(KVCache):
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
         bs = self.block_size
-        full = min(tokens, req.num_tokens) // bs  # hashes exist for full blocks only
+        held = req.prompt_tokens + req.num_generated  # req.num_tokens
+        full = (tokens if tokens < held else held) // bs  # hashes exist for full blocks only
         start = req.num_cached_blocks
         if full <= start:
             return
