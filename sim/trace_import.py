@@ -93,7 +93,12 @@ def _float(text: str) -> float:
 
 
 def _tokens(text: str, line: int, field: str, *, zero_means_one: bool = False) -> int:
-    value, lowest = _float(text), (0 if zero_means_one else 1)
+    lowest = 0 if zero_means_one else 1
+    if text.isdigit() and text.isascii():  # plain digits (every row of a trace): as an int
+        count = int(text)
+        if lowest <= count <= MAX_TOKENS:
+            return count or 1
+    value = _float(text)
     if not (math.isfinite(value) and value >= lowest and value == int(value)):
         problem = f"{field} must be a whole number >= {lowest}, got {text!r}"
         raise WorkloadError(line, field, problem)
