@@ -84,7 +84,7 @@ class TraceRecorder:
             tokens: int = 0, flags: int = 0, step: int = -1) -> None:  # fmt: skip
         """Add a stretch for `req` (codes, not names), merging with its last one if contiguous."""
         i = req.last_segment
-        code = seg_code(worker, kind, flags)
+        code = worker << 8 | kind << 4 | flags  # seg_code, inline
         if i >= 0 and self.end[i] == start_s and self.code[i] == code:
             self.end[i] = end_s
             self.tokens[i] += tokens
