@@ -200,7 +200,7 @@ class PrefixCachingKV(KVCache):
         if keys is None:
             keys = req.cache_keys = req.spec.block_keys(0, stop, self.block_size)
         elif len(keys) < stop:
-            keys = req.cache_keys = keys + req.spec.block_keys(len(keys), stop, self.block_size)
+            keys += req.spec.block_keys(len(keys), stop, self.block_size)  # (the request's own)
         return keys
 
     # ---- what the engine calls ----------------------------------------------------------------
@@ -210,18 +210,19 @@ class PrefixCachingKV(KVCache):
 
         At most num_tokens - 1 tokens: the last one is computed to produce logits.
         """
-        if not req.preemptions and self.shareable is not None and (
-            req.request_id not in self.shareable
-        ):
-            return []  # no other request has any of its keys, and its own were never cached
         n = (req.num_tokens - 1) // self.block_size
+        if not req.preemptions and self.shareable is not None:
+            # Its own keys were never cached, and blocks past its shared ones have keys no
+            # other request has: nothing there can hit (none at all if it shares nothing).
+            n = min(n, self.shareable.get(req.request_id, 0))
         get = self.cached.get
-        if not n or get(req.spec.block_key(0, self.block_size)) is None:
+        if not n or get(self._keys(req, 1)[0]) is None:
             return []  # the usual miss, decided by the first block alone
-        keys = self._keys(req, n)  # (kept: a blocked head of the queue is looked up often)
         hits: list[int] = []
         for i in range(0, n, LOOKUP_CHUNK):  # a chunk of keys at a time, looked up in C
-            found = list(map(get, keys[i : min(i + LOOKUP_CHUNK, n)]))
+            stop = min(i + LOOKUP_CHUNK, n)
+            keys = self._keys(req, stop)  # (made as far as needed, and kept: a blocked head
+            found = list(map(get, keys[i:stop]))  # of the queue is looked up often)
             if None in found:  # chained hashes: after a miss nothing later can hit
                 hits += found[: found.index(None)]
                 break
