@@ -16,8 +16,9 @@ Notable features
   more ranks: the per-step overhead, sampling (one rank samples the full vocabulary), the
   collectives' latency (it grows), and KV heads copied when ranks outnumber them. Expert
   parallelism across `expert_parallel_instances` data-parallel instances (vLLM's DP + EP): each
-  holds 1/g of the experts, the MoE layers run on all instances' tokens together (modelled as g
-  equally loaded instances in lockstep) and gather/scatter the tokens over the link.
+  holds 1/g of the experts, the MoE layers run on all instances' tokens together (`group_tokens`:
+  the lockstep group's tokens, from sim/cluster.py's LockstepGroup; g equally loaded instances
+  when not given) and gather/scatter the tokens held elsewhere over the link.
 - Every term is a function of the step's shape only (prefill chunks, number of decodes, their
   total context): for a fixed set of chunks and decodes, a step's time is affine in
   `decode_context_tokens`, which a fast path may use to sum runs of decode-only steps.
