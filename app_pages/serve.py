@@ -176,7 +176,8 @@ with replay_tab:
             st.warning(T("serve.needs_live"))
             st.code("pip install -r requirements-live.txt")
             st.stop()
-        from live.replay import ReplayError, ReplayOptions, predict, replay, summary_of
+        from live.replay import ReplayError, ReplayOptions, replay
+        from live.replay_report import predict, summary_of
 
         if workload == "upload":
             if upload is None:
@@ -218,7 +219,7 @@ with replay_tab:
 
     done = st.session_state.get("serve_replay")
     if done is not None:
-        from live.replay import errors
+        from live.replay_report import errors
 
         result, summary, predicted = done["result"], done["summary"], done["predicted"]
         st.success(

@@ -8,7 +8,7 @@
     python -m live replay --endpoint http://127.0.0.1:8000 --workload FILE.csv [--predict]
 
 `serve` puts the live engine behind an OpenAI-compatible HTTP API in real time (live/serve.py);
-`replay` sends a workload to any OpenAI-compatible server and times every token (live/replay.py).
+`replay` sends a workload to an OpenAI-compatible server and times every token (live/replay_cli.py).
 
 `--scenario` takes a live workload (freeze, three, blocking, chat) or a lesson scenario, scaled
 down to the live engine's limits; `--workload FILE.csv` reads a CSV like `python -m sim run`.
@@ -149,7 +149,7 @@ def build_parser() -> _Parser:
         if name == "run":
             p.add_argument("--json", action="store_true")
             p.add_argument("--out")
-    from live.replay import add_arguments as replay_arguments
+    from live.replay_cli import add_arguments as replay_arguments
     from live.serve import add_arguments as serve_arguments
 
     serve_arguments(sub.add_parser("serve", help="serve the live engine over the OpenAI API"))
@@ -164,7 +164,7 @@ def cmd_serve(args) -> None:
 
 
 def cmd_replay(args) -> int:
-    from live.replay import cmd_replay as replay
+    from live.replay_cli import cmd_replay as replay
 
     return replay(args)
 

@@ -219,7 +219,8 @@ STREAM_TOKENS = 150  # each request streams 0.2-5 s (unloaded-loaded): long agai
 
 
 def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny):
-    from live.replay import ReplayOptions, replay, summary_of
+    from live.replay import ReplayOptions, replay
+    from live.replay_report import summary_of
     from sim.request import RequestSpec
 
     # Equal requests SPACING_S apart: first come, first served (under load two or three stream
@@ -300,7 +301,8 @@ def test_replay_of_a_mooncake_trace_gets_every_request_its_tokens(tiny, tmp_path
 
 def test_replay_through_the_openai_package_matches_the_cli_rules(tiny):
     """The library call (AsyncOpenAI inside) on a workload from sim, with the SLO summary."""
-    from live.replay import ReplayOptions, replay, summary_of
+    from live.replay import ReplayOptions, replay
+    from live.replay_report import summary_of
     from sim.request import RequestSpec
 
     specs = [RequestSpec(i, 0.02 * i, 16 + 8 * i, 10 + i) for i in range(5)]
@@ -396,7 +398,8 @@ def test_a_server_without_tokenize_gets_exact_token_ids_built_without_it(tiny, c
     """No /tokenize: completions still get prompts of exactly prompt_tokens ids (ids every
     vocabulary has), the summary says so; text cannot be measured, so --prompt-mode text is
     refused and chat falls back to approximate text, each said in one line."""
-    from live.replay import ReplayError, ReplayOptions, replay, summary_of
+    from live.replay import ReplayError, ReplayOptions, replay
+    from live.replay_report import summary_of
     from sim.request import RequestSpec
 
     proxy = WithoutTokenizer(tiny.url)
@@ -427,7 +430,7 @@ def test_a_server_without_tokenize_gets_exact_token_ids_built_without_it(tiny, c
 
 
 def test_prompts_share_no_prefix_unless_the_workload_says_so():
-    from live.replay import prompt_ids
+    from live.replay_prompts import prompt_ids
     from sim.request import RequestSpec
 
     base = list(range(50, 90)) * 3
@@ -440,7 +443,7 @@ def test_prompts_share_exactly_the_prefixes_the_workload_shares():
     """Mooncake hash ids (512-token blocks) and prefix groups become identical token ids."""
     import dataclasses
 
-    from live.replay import prompt_ids
+    from live.replay_prompts import prompt_ids
     from sim.request import RequestSpec
 
     fields = {f.name for f in dataclasses.fields(RequestSpec)}
