@@ -13,7 +13,8 @@ import plotly.io as pio
 from aio import run_async
 
 from ui import warmup
-from ui.widgets import _prebuilt, fingerprint, plain
+from ui.figure_cache import _prebuilt, plain
+from ui.sim_cache import fingerprint
 
 
 def test_plain_figures_write_the_same_json():

@@ -28,7 +28,7 @@ PREFIX_CACHING = "prefix caching on or off"
 @dataclass(frozen=True)
 class Note:
     """A remark about a configuration (`Policy.notes`). The CLI prints `text` (English); the app
-    shows catalog key `policy_note.<key>` in the page's language (ui/widgets.policy_note)."""
+    shows catalog key `policy_note.<key>` in the page's language (ui/engine_notes.policy_note)."""
 
     key: str
     text: str

@@ -1,0 +1,66 @@
+"""What a lesson says under a picture: which real engine a policy mirrors, and how we know.
+
+A picture drawn with a policy gets `engine_note`: one caption naming the engine and version the
+policy mirrors, and how we know (VERIFIED: checked step by step against the real scheduler by
+tests/test_vllm_differential.py, or only written from its source). What those checks leave out
+(a router, a P->D hand-off: TOPOLOGY_CAVEATS) follows as caveats, so a student knows which part
+of the picture is PD Lab's own model. `policy_note` translates a policy's remark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from ui.i18n import DEFAULT_LANG, catalog
+from ui.language import translator
+
+# Which real scheduler each policy's step sequence is checked against (tests/test_vllm_differential
+# .py); the key of the sentence a lesson shows under a picture drawn with that policy.
+VERIFIED = {"vllm": "common.verified_v1", "short-first": "common.verified_v1",
+            "vllm-v0": "common.verified_v0", "chunked": "common.verified_v0",
+            "prefill-first": "common.verified_v0", "sglang": "common.sglang_source"}  # fmt: skip
+
+
+# What the differential suite does not cover where several workers serve: it steps ONE scheduler,
+# so the router and the P->D hand-off are PD Lab's own models (a sentence each).
+TOPOLOGY_CAVEATS = {"router": "common.caveat_router", "disaggregated": "common.caveat_disagg"}
+
+
+def topology_caveats(*topologies: str) -> tuple[str, ...]:
+    """The caveat keys (for `engine_note`) of the topologies a picture shows."""
+    return tuple(dict.fromkeys(TOPOLOGY_CAVEATS[t] for t in topologies if t in TOPOLOGY_CAVEATS))
+
+
+def engine_note(*policies: str, caveat_key: str | Sequence[str] | None = None) -> None:
+    """One caption per policy shown: which engine and version it is, and how we know.
+
+    `caveat_key` names the sentence(s) saying what of this picture the checks do NOT cover; they
+    follow a policy's "checked" sentence (a policy never checked says so, and needs none)."""
+    from sim.policies import get_policy_class
+
+    T = translator()
+    caveats = (caveat_key,) if isinstance(caveat_key, str) else tuple(caveat_key or ())
+    seen = set()
+    for name in policies:
+        cls = get_policy_class(name)
+        if cls.name in seen:
+            continue
+        seen.add(cls.name)
+        proof_key = VERIFIED.get(cls.name, "")
+        proof = T(proof_key) if proof_key else ""
+        if proof_key.startswith("common.verified_"):
+            # "That check covers each worker's own scheduler" once, then what it leaves out.
+            scope = ["common.caveat_scope"] if set(caveats) & set(TOPOLOGY_CAVEATS.values()) else []
+            proof = " ".join([proof, *(T(c) for c in [*scope, *caveats])])
+        key = f"label.mirrors.{cls.name}"  # the policy's `mirrors`, in the page's language
+        mirrors = T(key) if key in catalog(DEFAULT_LANG) else cls.mirrors
+        st.caption(T("common.engine_note", policy=cls.name, mirrors=mirrors, proof=proof))
+
+
+def policy_note(note) -> str:
+    """A policy's remark (sim.policies.base.Note) in the page's language; its English text if
+    the catalogs have no key for it."""
+    key = f"policy_note.{note.key}"
+    return translator()(key) if key in catalog(DEFAULT_LANG) else str(note)
