@@ -1,11 +1,13 @@
 """Goodput sweeps side by side: the same sweep with 1, 2, ... worker processes (sim/parallel.py).
 
-    python bench/bench_sweep.py [--jobs 1,2] [--requests 2000] [--rates 1:12:1]
+    python bench/bench_sweep.py [--jobs 1,2] [--requests 2000] [--rates 1:12:1] [--backend ray]
 
 Each setting runs `python -m sim sweep --workload FILE --rate A:B:STEP --jobs N` as a whole
 process (imports and the workers' start included), on a chat workload written to a temporary
-CSV. It prints the wall time, the speed-up against --jobs 1 measured in the same run (the
-median of --repeats alternating runs), and checks that every setting printed the same table.
+CSV; `--backend ray` adds a run on the Ray cluster `ray start --head` runs here (or
+$RAY_ADDRESS's; joining it and starting its workers included). It prints the wall time, the
+speed-up against --jobs 1 measured in the same run (the median of --repeats alternating runs),
+and checks that every setting printed the same table.
 The speed-up is bounded by the cores this process may use (`os.sched_getaffinity`).
 """
 
@@ -29,35 +31,40 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rates", default="1:12:1", help="the sweep's A:B:STEP (req/s)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--backend", choices=("processes", "ray"), default="processes",
+                        help="ray: also sweep on the Ray cluster here")  # fmt: skip
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from sim.trace_import import save_csv
     from sim.workload import WorkloadConfig, generate
 
-    jobs = [int(j) for j in args.jobs.split(",")]
+    settings = {f"--jobs {int(j)}": ["--jobs", str(int(j))] for j in args.jobs.split(",")}
+    if args.backend == "ray":
+        settings["--backend ray"] = ["--backend", "ray"]
+    first = next(iter(settings))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chat.csv"
         save_csv(generate(WorkloadConfig(num_requests=args.requests, rate_per_s=4.0, seed=7)),
                  path)  # fmt: skip
         command = [sys.executable, "-m", "sim", "sweep", "--workload", str(path), "--rate",
                    args.rates, "--slo", "distserve-chatbot-66b"]  # fmt: skip
-        walls: dict[int, list[float]] = {j: [] for j in jobs}
+        walls: dict[str, list[float]] = {label: [] for label in settings}
         tables = {}
         for _ in range(args.repeats):
-            for j in jobs:
+            for label, extra in settings.items():
                 start = time.perf_counter()
-                out = subprocess.run([*command, "--jobs", str(j)], cwd=ROOT, check=True,
+                out = subprocess.run([*command, *extra], cwd=ROOT, check=True,
                                      capture_output=True, text=True).stdout  # fmt: skip
-                walls[j].append(time.perf_counter() - start)
-                tables.setdefault(j, out)
-                assert out == tables[jobs[0]], f"--jobs {j} printed another table"
+                walls[label].append(time.perf_counter() - start)
+                tables.setdefault(label, out)
+                assert out == tables[first], f"{label} printed another table"
     cores = len(os.sched_getaffinity(0))
     print(f"sweep of {args.requests} chat requests at rates {args.rates}, {cores} cores here")
-    base = statistics.median(walls[jobs[0]])
-    for j in jobs:
-        wall = statistics.median(walls[j])
-        print(f"--jobs {j}: {wall:6.2f} s wall (median of {args.repeats}), "
-              f"speed-up {base / wall:4.2f}x vs --jobs {jobs[0]}")  # fmt: skip
+    base = statistics.median(walls[first])
+    for label, runs in walls.items():
+        wall = statistics.median(runs)
+        print(f"{label}: {wall:6.2f} s wall (median of {args.repeats}), "
+              f"speed-up {base / wall:4.2f}x vs {first}")  # fmt: skip
     print("every setting printed the same table")
 
 

@@ -25,7 +25,7 @@ from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.export import to_json_dict, write_outputs
 from sim.hardware import GPUS, MODELS
 from sim.metrics import summarize
-from sim.parallel import BACKENDS
+from sim.parallel import BACKENDS, ClusterError
 from sim.policies import POLICIES, get_policy_class, make_policy
 from sim.slo import SLO_PRESETS, get_slo
 from sim.workload import PRESETS, load_workload
@@ -279,8 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="run the rates in N processes (0: one per core; same table)")
             p.add_argument("--backend", choices=BACKENDS, default="processes",
                            help="where the points run: local processes, or a Ray cluster")
-            p.add_argument("--address", help="the Ray cluster's address (--backend ray; "
-                           "default: the one `ray start` runs here)")  # fmt: skip
+            p.add_argument("--address", help="the Ray cluster's address, HOST:6379 or "
+                           "ray://HOST:10001 (--backend ray; default: the one `ray start "
+                           "--head` runs here; 'local': start one for this sweep)")  # fmt: skip
     return parser
 
 
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. piped into `head`: not an error of the user's
         sys.stderr.close()
         return 0
-    except (CliError, ValueError, OSError) as err:  # WorkloadError is a ValueError
+    except (CliError, ValueError, OSError, ClusterError) as err:  # WorkloadError: a ValueError
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"error: {message}", file=sys.stderr)
         return 2

@@ -9,8 +9,12 @@ Notable features
   the simulator already imported), else they come from a fork server (a Streamlit server has
   threads, and forking those is unsafe).
 - `backend="ray"` sends the points to an existing Ray cluster (`address`, default "auto": the
-  one `ray start` runs on this machine), so a capacity study of thousands of configurations
-  runs where the cores are. Ray is optional: without it this backend says how to get it.
+  one `ray start --head` runs on this machine, or $RAY_ADDRESS; "HOST:6379" or
+  "ray://HOST:10001" for another; "local": a throwaway cluster in this process), so a capacity
+  study of thousands of configurations runs where the cores are. The `sim` package is shipped
+  with the job; the cluster's Python needs Ray, simpy, numpy and pandas. Ray is optional:
+  without it this backend says how to get it. A cluster that cannot be reached or cannot run
+  the points is one line: ConnectionError, or `ClusterError`.
 - `progress(done, total)` is called as points finish, for a progress bar.
 - In processes, the first point that fails stops the map: the points not started are cancelled,
   the worker processes are terminated (a point still running is not waited for) and the error is
@@ -27,6 +31,11 @@ import threading
 from collections.abc import Callable, Sequence
 
 BACKENDS = ("processes", "ray")
+
+
+class ClusterError(RuntimeError):
+    """Ray could not run the points (a worker that cannot import them, or died): not an error
+    of a point's own, which is raised as the point raised it."""
 
 
 def cpu_jobs(jobs: int) -> int:
@@ -140,26 +149,87 @@ def _stop(pool) -> None:
 def _on_ray(fn, items, address, progress) -> list:
     try:
         import ray
+        from ray.exceptions import RayError, RayTaskError
     except ImportError:
         raise ValueError(
             "--backend ray needs Ray: pip install 'ray[default]' here and on the cluster, "
             "start one with `ray start --head` (or give --address), or use --jobs N instead"
         ) from None
     if not ray.is_initialized():
-        # The workers import this project's `sim` package: ship it unless the cluster has it.
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        ray.init(address=address or "auto", runtime_env={"working_dir": root,
-                 "excludes": [".venv*", ".git", "artifacts", "assets"]},
-                 log_to_driver=False)  # fmt: skip
+        _connect(ray, address or "auto")
     task = ray.remote(fn)
-    refs = [task.remote(*item) for item in items]
+    # The points share their workload and config: put each distinct argument in the object
+    # store once (a task's ObjectRef arguments arrive as their values), not once per point.
+    stored: dict[int, object] = {}
+
+    def shared(arg):
+        if arg is None or isinstance(arg, (bool, int, float, str)):
+            return arg
+        if id(arg) not in stored:  # `items` holds every argument alive: ids stay unique
+            stored[id(arg)] = ray.put(arg)
+        return stored[id(arg)]
+
+    refs = [task.remote(*map(shared, item)) for item in items]
     index = {ref: i for i, ref in enumerate(refs)}
     out: list = [None] * len(items)
     pending, done = list(refs), 0
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
-        out[index[ready[0]]] = ray.get(ready[0])
-        done += 1
-        if progress is not None:
-            progress(done, len(items))
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            out[index[ready[0]]] = ray.get(ready[0])
+            done += 1
+            if progress is not None:
+                progress(done, len(items))
+    except RayError as err:  # stop the points not finished (not started, or interrupted)
+        for ref in pending:
+            ray.cancel(ref)
+        cause = err.cause if isinstance(err, RayTaskError) else err  # what the point raised
+        lines = str(cause).strip().splitlines() or [type(cause).__name__]
+        if isinstance(cause, RayError):  # not the point's: a worker died, its setup failed, ...
+            raise ClusterError(f"Ray: {lines[0]}") from err
+        if lines[0].startswith("The remote function failed to import"):  # a module missing there
+            raise ClusterError(
+                f"a Ray worker could not load {fn.__name__}: {lines[-1]} (install it on the "
+                "cluster: sim needs simpy, numpy, pandas)"
+            ) from err
+        raise cause from err  # the point's own error; the remote traceback is in `err`
     return out
+
+
+def _connect(ray, address: str) -> None:
+    """Join the Ray cluster at `address` ("local": start one here), shipping the `sim` package
+    for the workers to import; a cluster that is not there is one ConnectionError line."""
+    import logging
+    import socket
+
+    if address == "auto":  # Ray reads $RAY_ADDRESS first: so do the checks and hints here
+        address = os.environ.get("RAY_ADDRESS") or "auto"
+    if address not in ("auto", "local"):  # Ray retries a wrong address for minutes: ask first
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except (OSError, ValueError):
+            raise ConnectionError(
+                f"nothing answers at Ray address {address!r}: give HOST:PORT (6379, the one "
+                "`ray start --head` prints) or ray://HOST:10001"
+            ) from None
+    sim_dir = os.path.dirname(os.path.abspath(__file__))
+    try:
+        ray.init(address=address, runtime_env={"py_modules": [sim_dir],
+                 "excludes": ["__pycache__"]}, logging_level=logging.ERROR,
+                 log_to_driver=False)  # fmt: skip
+    except ConnectionError as err:
+        if address == "auto":
+            raise ConnectionError(
+                "no Ray cluster runs here: start one with `ray start --head`, give --address "
+                "HOST:6379 (or set RAY_ADDRESS), or use --jobs N instead"
+            ) from None
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else "no answer"
+        if "RAY_AUTH_MODE" not in os.environ:  # Ray sends its token by itself only for "auto"
+            hint = ("a cluster with token authentication (`ray start`'s default) needs "
+                    "RAY_AUTH_MODE=token here, and its token in ~/.ray/auth_token or "
+                    "RAY_AUTH_TOKEN")  # fmt: skip
+        else:
+            hint = "check the address and the cluster's token"
+        raise ConnectionError(f"could not join the Ray cluster at {address!r} ({reason}): "
+                              f"{hint}") from None  # fmt: skip
