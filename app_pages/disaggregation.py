@@ -65,8 +65,7 @@ for label, run in runs:  # chats and long documents apart: mixing them hides the
         T("disagg.long_ttft_p50"): q[long].ttft_s.median(),
         T("metric.output_tokens_per_s"): summarize(run)["output_tokens_per_s"],
     }
-st.dataframe(pd.DataFrame.from_dict(rows, orient="index").style.format(precision=3),
-             width="stretch")  # fmt: skip
+w.number_table(pd.DataFrame.from_dict(rows, orient="index"))
 st.markdown(T("disagg.takeaway"))
 
 st.subheader(T("disagg.util_title"))

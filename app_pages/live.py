@@ -47,7 +47,7 @@ def show(result: dict, recorded=None) -> None:
                       help=T("live.err_help"))  # fmt: skip
     tabs = st.tabs([T("live.errors", policy=r.policy) for r in runs])
     for tab, r in zip(tabs, runs, strict=True):
-        tab.dataframe(r.errors.style.format(precision=3), width="stretch")
+        w.number_table(r.errors, where=tab)
     fit_err = result["info"]["fit"]["median_abs_pct_error"]
     if fit_err > NOISY_FIT_PCT and recorded is None:  # a busy machine while calibrating
         st.warning(T("live.noisy", err=fit_err))

@@ -76,6 +76,6 @@ else:
     if not any(r["gpu"] == gpu_name for r in report["summary"]):
         st.caption(T("pd.trust_other", gpu=gpu_name))
     table = charts.fidelity_table(gpu_name, L)
-    st.dataframe(table.style.format(precision=0), width="stretch", hide_index=True)
+    w.number_table(table, digits=0, hide_index=True)
     w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L)
     st.caption(T("pd.trust_sources", command=report.get("command", "")))

@@ -63,6 +63,6 @@ with evict_tab:
                                     (("kv_capacity_tokens", size),)))  # fmt: skip
         rows.append({T("memory.capacity"): size, T("metric.prefix_cache_hit_rate"):
                      s["prefix_cache_hit_rate"], T("metric.ttft_p50_s"): s["ttft_p50_s"]})
-    st.dataframe(pd.DataFrame(rows).style.format(precision=3), width="stretch", hide_index=True)
+    w.number_table(pd.DataFrame(rows), hide_index=True)
     st.markdown(T("prefix.evict_takeaway"))
     w.show_code(PrefixCachingKV)

@@ -248,4 +248,4 @@ with replay_tab:
             ]
         )
         st.caption(T("serve.errors_caption"))
-        st.dataframe(errors(result.run, predicted).style.format(precision=3), width="stretch")
+        w.number_table(errors(result.run, predicted))

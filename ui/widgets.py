@@ -14,7 +14,8 @@ What stays here is how a page shows text and tables:
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
   page stays usable.
 - `show_code`, `formula`: the source a lesson demonstrates, a formula with its caption.
-- `runs_table`, `goodput_table`: the headline numbers of some runs, column names translated.
+- `runs_table`, `goodput_table`: the headline numbers of some runs, column names translated;
+  `number_table` shows any table of numbers, formatted in the browser.
 - `parse_knobs` reads typed knobs; `escape_markdown` shows typed text as it is.
 - Labels the simulator makes (variant names, request ids) reach a page only through
   `ui.labels` (`sim_label`, `request_label`): sim/ keeps them as English ids, the page shows them
@@ -65,8 +66,8 @@ __all__ = [
     # ui/engine_notes.py
     "TOPOLOGY_CAVEATS", "VERIFIED", "engine_note", "policy_note", "topology_caveats",
     # here
-    "config_error", "escape_markdown", "formula", "goodput_table", "parse_knobs", "runs_table",
-    "show_code",
+    "config_error", "escape_markdown", "formula", "goodput_table", "number_table", "parse_knobs",
+    "runs_table", "show_code",
 ]  # fmt: skip
 
 
@@ -114,8 +115,19 @@ def runs_table(runs, columns: Sequence[str] | None = None):
         s = getattr(run, "summary_cache", None) or summarize(run)
         rows[label] = {T(f"metric.{k}"): s.get(k) for k in keys}
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    st.dataframe(frame.style.format(precision=3), width="stretch")
+    number_table(frame)
     return frame
+
+
+def number_table(frame, digits: int = 3, where=None, **kwargs) -> None:
+    """st.dataframe, full width, every float column shown with `digits` decimals.
+
+    The browser formats the numbers (column_config), not pandas' Styler on the server: a
+    Styler renders every cell to text in Python, ~10 ms per table on every rerun of every
+    visitor (a tenth of a warm lesson view), and the table is sent as numbers either way."""
+    fmt = st.column_config.NumberColumn(format=f"%.{digits}f")
+    config = {col: fmt for col in frame.columns if frame[col].dtype.kind == "f"}
+    (where or st).dataframe(frame, column_config=config, width="stretch", **kwargs)
 
 
 def goodput_table(sweeps: dict) -> None:
