@@ -35,6 +35,7 @@ from sim.prefix_cache import PrefixCachingKV, sharing
 from sim.profiles import resolve_profile
 from sim.recorder import TraceRecorder
 from sim.request import Request, RequestSpec, RequestState
+from sim.run_admission import extend
 from sim.trace import RunResult
 
 
@@ -111,6 +112,7 @@ class Worker:
         self.run = None  # the DecodeRun in progress
         self.decode_terms = None  # sim.fastforward.DecodeTerms of its cost model, once needed
         self.run_steps_cap = 64  # how far a run is planned (adapts to how far runs get here)
+        self.absorbs = False  # runs may take admission steps in (sim/run_admission.py)
         self._wake = env.event()
         self.process = env.process(self.instance_loop())
 
@@ -146,23 +148,25 @@ class Worker:
     def instance_loop(self):
         """The serving loop of one instance: schedule, execute (simulated), apply."""
         env, engine = self.env, self.engine
+        batch = None  # a step a run handed back, formed but not taken (sim/run_admission.py)
         while True:
-            if self.fast and (run := start_run(self)) is not None:
-                yield from self._take(run)  # plain decode steps, many at once
-                continue
-            admitted = engine._admit_counter
-            batch = engine.schedule(env.now)
-            if batch is None:  # nothing can run: sleep until an arrival or freed memory
-                if engine.retry_now:
-                    continue  # it preempted and ran nothing: the next step can progress
-                self._wake = env.event()
-                yield self._wake
-                continue
-            if self.fast and (engine.waiting or engine.swapped):  # all decode, requests blocked?
-                run = start_run(self, batch, admitted != engine._admit_counter)
-                if run is not None:
-                    yield from self._take(run)
+            if batch is None:
+                if self.fast and (run := start_run(self)) is not None:
+                    batch = yield from self._take(run)  # plain decode steps, many at once
                     continue
+                admitted = engine._admit_counter
+                batch = engine.schedule(env.now)
+                if batch is None:  # nothing can run: sleep until an arrival or freed memory
+                    if engine.retry_now:
+                        continue  # it preempted and ran nothing: the next step can progress
+                    self._wake = env.event()
+                    yield self._wake
+                    continue
+                if self.fast and (engine.waiting or engine.swapped):  # all decode, all blocked?
+                    run = start_run(self, batch, admitted != engine._admit_counter)
+                    if run is not None:
+                        batch = yield from self._take(run)
+                        continue
             timing = self.timing(batch)
             start = env.now
             yield env.timeout(timing.seconds)
@@ -171,20 +175,29 @@ class Worker:
             self.clock.after_step(self, batch)
             if self.on_step is not None:
                 self.on_step(self)
+            batch = None
 
     def _take(self, run):
-        """Let the run's time pass (until its end, which a `cut` may bring forward), apply it."""
+        """Let the run's time pass (until its end, which a `cut` may bring forward; admission
+        steps may take it further), apply it. Returns the next step's Batch if the run formed
+        it but could not take it."""
         self.run = run
+        nxt = None
         while True:
             try:
                 yield self.env.timeout_at(run.end_s)
-                break
             except simpy.Interrupt:
                 continue
+            if not run.absorbs:
+                break
+            nxt = extend(run)
+            if nxt is not True:
+                break
         self.run = None
         run.finish()
         if self.on_step is not None:
             self.on_step(self)
+        return None if nxt is None else self.engine.batch_of(nxt)
 
 
 class LockstepWorker(Worker):
@@ -338,6 +351,11 @@ class Cluster:
             # Its only outside event is an arrival: a run stops before the next one (cheaper
             # than cutting it when the arrival comes; the arrival itself only joins the queue).
             self.instances[0].limit_s = lambda: self.next_arrival_s
+            # Nothing else touches it mid-run: a run may take the policy's admission steps in.
+            self.instances[0].absorbs = (
+                self.instances[0].on_step is None
+                and type(self.clock).after_step is SimulatedClock.after_step
+            )
 
     def knobs_for(self, gpu) -> object:
         """The policy's knobs with "the engine's default" resolved for `gpu` (e.g. vLLM's

@@ -225,6 +225,10 @@ class Engine:
         self.retry_now = not plan.items and plan.preempted > 0
         if not plan.items:
             return None
+        return self.batch_of(plan)
+
+    def batch_of(self, plan: StepPlan) -> Batch:
+        """The Batch of a step whose plan is complete (and not empty)."""
         items, chunks = [], []
         num_decodes = decode_ctx = 0
         for req, n in plan.items.items():
@@ -273,11 +277,7 @@ class Engine:
                 else:
                     new_decodes.append(req)  # (n == 1: a decode computes one token)
             else:
-                if req.pending_cached:  # the prompt's start came from the prefix cache
-                    add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
-                    req.pending_cached = 0
-                flags = RECOMPUTE if offset < req.high_water else 0
-                add(req, wid, PREFILL, start_s, end_s, n, flags, step)
+                self.book_chunk(req, n, offset, start_s, end_s, step)
             req.num_computed += n
             if req.num_computed > req.high_water:
                 req.high_water = req.num_computed
@@ -317,6 +317,31 @@ class Engine:
         ))  # fmt: skip
         self.num_steps += 1
         return handoffs
+
+    def book_chunk(self, req: Request, n: int, offset: int, start_s: float, end_s: float,
+                   step: int) -> None:  # fmt: skip
+        """The trace of a prefill chunk of `n` tokens at `offset`: the prompt's start the prefix
+        cache gave it (once), then the chunk (a recompute if its KV had been computed before)."""
+        add, wid = self.recorder.add, self._worker_code
+        if req.pending_cached:
+            add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
+            req.pending_cached = 0
+        flags = RECOMPUTE if offset < req.high_water else 0
+        add(req, wid, PREFILL, start_s, end_s, n, flags, step)
+
+    def complete_prompt(self, req: Request, n: int, offset: int, start_s: float, end_s: float,
+                        step: int) -> None:  # fmt: skip
+        """`complete` for one chunk that ends its prompt here and samples a token that does not
+        finish the request (what a run of decode steps admits: sim/run_admission.py)."""
+        self.book_chunk(req, n, offset, start_s, end_s, step)
+        req.num_computed += n
+        if req.num_computed > req.high_water:
+            req.high_water = req.num_computed
+        req.num_generated += 1  # as in complete: the token sampled at the step's end
+        req.is_decoding = True
+        req.token_times.append(end_s)
+        if req.num_generated == 1:
+            req.first_token_s = end_s
 
     # ---- what policies call -----------------------------------------------------------------
 

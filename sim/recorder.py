@@ -127,6 +127,17 @@ class TraceRecorder:
         self.first.extend(array("q", (first,)) * m)
         self.last.extend(array("q", (last,)) * m)
 
+    def add_columns(self, req_ids, codes, starts, ends, tokens, first, last) -> int:
+        """New stretches given as numpy columns (int64, int64, float64, float64, int64, int64,
+        int64; no merging); returns the index of the first (sim/decode_run.py books a long
+        run's stretches this way)."""
+        base = len(self.req)
+        for column, values in ((self.req, req_ids), (self.code, codes), (self.start, starts),
+                               (self.end, ends), (self.tokens, tokens), (self.first, first),
+                               (self.last, last)):  # fmt: skip
+            column.frombytes(values.tobytes())
+        return base
+
     def segment(self, req: Request, worker: str, kind: str, start_s: float, end_s: float,
                 tokens: int = 0, slowed: bool = False, recompute: bool = False,
                 step: int = -1) -> None:  # fmt: skip

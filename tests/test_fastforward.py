@@ -15,6 +15,7 @@ step (milliseconds), never by rounding.
 """
 
 import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -224,3 +225,47 @@ def test_a_cost_model_of_another_form_is_priced_step_by_step():
     with pytest.warns(RuntimeWarning, match="pricing runs step by step"):
         fast = simulate(specs, config, cost_model=cost)
     assert_same_run(fast, simulate(specs, config, cost_model=cost, step_by_step=True))
+
+
+def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300):
+    """A busy server admits a request every few steps. The admitting step joins the run
+    (sim/run_admission.py) instead of ending it, every way extend can go is taken (a prompt
+    admitted into the run, a plain step decided by the policy, a step handed back: a long
+    prompt's first chunk, a one-token request; the run ending at KV pressure or an idle
+    server), and the trace is still step by step's exactly."""
+    import sim.cluster
+    from sim.decode_run import DecodeRun
+
+    specs = []
+    for r in azure_conv_300:
+        prompt, output, group, prefix = r.prompt_tokens, r.output_tokens, "", 0
+        if r.request_id % 25 == 7:
+            prompt = 12_000  # over the 8,192-token budget: chunked, handed back
+        if r.request_id % 30 == 11:
+            output = 1  # finishes in the step that admits it: handed back
+        if r.request_id % 4 == 0:
+            group, prefix = "system", min(prompt, 600)  # shared prefix: cache hits on admission
+        specs.append(RequestSpec(r.request_id, r.arrival_s, prompt, output, 0, group, prefix))
+    outcomes = Counter()
+    extend = sim.cluster.extend
+
+    def counting(run):
+        k = run.k
+        out = extend(run)
+        if out is True:
+            outcomes["admitted" if run.mixed_steps and run.mixed_steps[-1] == k + 1 else "plain"] += 1
+        else:
+            outcomes["handed back" if out is not None else "ended"] += 1
+        return out
+
+    runs = []
+    finish = DecodeRun.finish
+    monkeypatch.setattr(sim.cluster, "extend", counting)
+    monkeypatch.setattr(DecodeRun, "finish", lambda self: runs.append(self) or finish(self))
+    config = SimConfig()
+    fast = simulate(specs, config)
+    assert_same_run(fast, simulate(specs, config, step_by_step=True))
+    assert min(outcomes[o] for o in ("admitted", "plain", "handed back", "ended")) > 0, outcomes
+    admitting = int((fast.steps.prefill_tokens > 0).sum())
+    assert outcomes["admitted"] > admitting / 2  # most admissions ride in a run ...
+    assert len(runs) < admitting / 5  # ... so runs are few, far fewer than admitting steps

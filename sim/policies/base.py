@@ -138,6 +138,18 @@ class Policy:
         """
         return None
 
+    def run_admission_ok(self, engine: Engine) -> bool:
+        """Fast-forward through admissions (sim/run_admission.py): whether, when every running
+        request decodes and none would need a block it cannot get, this policy's next step is
+        "each running request one decode token, then `admit_in_run`". False (this default):
+        the run ends and the policy forms the step the ordinary way."""
+        return False
+
+    def admit_in_run(self, engine: Engine, plan: StepPlan, now: float) -> None:
+        """The admission part of such a step alone: add to `plan` what the policy admits (the
+        running requests' decode tokens are already counted in `plan.num_tokens`)."""
+        raise NotImplementedError
+
     def pick_victim(self, running: list[Request]) -> Request:
         """Whom to preempt when memory runs out: by default the last admitted (vLLM FCFS)."""
         return running[-1]

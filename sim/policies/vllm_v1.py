@@ -214,8 +214,26 @@ class Vllm(Policy):
             plan.num_tokens += n
 
         # (2) WAITING requests, unless this step preempted someone.
-        if plan.preempted:
-            return
+        if not plan.preempted:
+            self._schedule_waiting(engine, plan, now, threshold)
+
+    def run_admission_ok(self, engine):
+        """With every running request decoding, the running loop gives each one token unless
+        the budget ends inside the list; FCFS only (priority order is a heap, and short-first
+        ages it)."""
+        return not self.by_priority and len(engine.running) <= self.knobs.max_num_batched_tokens
+
+    def admit_in_run(self, engine, plan, now):
+        """The step after a run of decode steps (sim/run_admission.py): the waiting loop alone
+        (the running requests' decode tokens are in `plan.num_tokens` already)."""
+        k = self.knobs
+        alone = len(engine.running) + len(engine.waiting) <= 1  # as at the top of schedule()
+        self._schedule_waiting(engine, plan, now, 0 if alone else k.long_prefill_token_threshold)
+
+    def _schedule_waiting(self, engine, plan, now, threshold):
+        """The WAITING loop (scheduler.py 1049-1560), after the running one preempted nobody."""
+        k = self.knobs
+        budget = k.max_num_batched_tokens
         kv, block = engine.kv, engine.kv.block_size
         while engine.waiting and plan.num_tokens < budget:
             if len(engine.running) >= k.max_num_seqs:
