@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from typing import TYPE_CHECKING
 
 from sim.cluster import simulate
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
-from sim.export import to_json_dict, write_outputs
+from sim.export import json_text, to_json_dict, write_outputs
 from sim.hardware import GPUS, MODELS
 from sim.metrics import summarize
 from sim.parallel import BACKENDS, ClusterError
@@ -129,7 +128,7 @@ def emit_files_and_json(run, args) -> dict:
     if args.out:
         write_outputs(run, args.out, summary)
     if args.json:
-        print(json.dumps(to_json_dict(run, summary), allow_nan=False))
+        print(json_text(to_json_dict(run, summary)))
     return summary
 
 

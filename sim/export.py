@@ -109,6 +109,18 @@ def _table_records(run: RunResult, name: str) -> list[dict]:
     return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
 
+def json_text(document: dict) -> str:
+    """`document` (JSON types only, as to_json_dict makes them) as compact JSON text: with
+    orjson when it is installed (requirements.txt has it: ~5x faster than json on 10,000
+    requests), else json.dumps. (NaN is already null there: orjson would write null, json.dumps
+    would refuse it.)"""
+    try:
+        import orjson
+    except ImportError:  # (a lean install without it)
+        return json.dumps(document, allow_nan=False, separators=(",", ":"))
+    return orjson.dumps(document).decode()
+
+
 def to_json_dict(run: RunResult, summary: Mapping | None = None) -> dict:
     """{"summary": {...}, "requests": [one dict per request]}, safe for json.dumps(allow_nan=False).
 

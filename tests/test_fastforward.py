@@ -253,7 +253,8 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300):
         k = run.k
         out = extend(run)
         if out is True:
-            outcomes["admitted" if run.mixed_steps and run.mixed_steps[-1] == k + 1 else "plain"] += 1
+            admitted = run.mixed_steps and run.mixed_steps[-1] == k + 1
+            outcomes["admitted" if admitted else "plain"] += 1
         else:
             outcomes["handed back" if out is not None else "ended"] += 1
         return out
