@@ -405,7 +405,8 @@ class Cluster:
             target = self._pick_disaggregated(req)
             if target is None:
                 return  # refused: it could never decode anywhere
-        target.cut()  # mid-run: its next step must see the new request
+        if topo.topology != "colocated":  # (colocated runs end before the next arrival)
+            target.cut()  # mid-run: its next step must see the new request
         target.engine.add_request(req, now)
         target.notify()
 

@@ -104,14 +104,19 @@ class DecodeRun:
         if not b:
             self.next_b = self.next_context = self.next_take = 0
             return 0
-        last_end = min(ends[i] for i in alive) if blocked else max(ends[i] for i in alive)
+        first_end = min(map(ends.__getitem__, alive))  # the first finish's step
+        last_end = first_end if blocked else max(map(ends.__getitem__, alive))
         k = min(last_end - s + 1, worker.run_steps_cap)
         if cap is not None:
             k = min(k, cap)
-        if limit_s < math.inf:  # no step is shorter than its batch's at context 0 (nor than
-            # one decode of one request, when finishes shrink the batch): a bound to plan to
-            shortest = terms.lower_bound(b) if blocked else terms.step_min
-            k = min(k, int((limit_s - now) / shortest) + 2)
+        if limit_s < math.inf:  # a bound to plan to: no step is shorter than its batch's at
+            # context 0, the whole batch's until the first finish, one request's after it
+            full = terms.lower_bound(b)
+            quiet = first_end - s + 1  # steps of the whole batch
+            if (limit_s - now) / full < quiet:
+                k = min(k, int((limit_s - now) / full) + 2)
+            else:
+                k = min(k, quiet + int((limit_s - now - quiet * full) / terms.step_min) + 2)
         k = max(k, decided, 0)
         if k < min_steps:
             return 0
