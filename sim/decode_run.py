@@ -274,34 +274,14 @@ class DecodeRun:
         freed = sum(blocks for _, blocks in self.freed_at)
         assert self.touched or (base + self.need[k - 1] - freed) * kv.block_size == kv_last, (
             "fast-forward: KV out of step")  # fmt: skip
-        if not self.mixed:
-            self._record(1, k, base, self.freed_at, kv_last)
-            return
-        # Plain stretches and admission steps in turn; blocks freed before a stretch count in
-        # its base (freed_at is in step order: `gone[x]` = blocks freed by its first x entries).
-        steps = [f for f, _ in self.freed_at]
-        gone = [0]
-        for _, blocks in self.freed_at:
-            gone.append(gone[-1] + blocks)
-        bs = kv.block_size
+        mixed = [(m - 1, batch.prefill_tokens, len(batch.prefill_chunks), timing.compute_s,
+                  timing.overhead_s, timing.comm_s)
+                 for m, (batch, timing) in self.mixed.items()]  # fmt: skip
+        self._record(1, k, base, self.freed_at, kv_last, mixed)
 
-        def kv_after(j: int) -> int:  # KV tokens in use after step j
-            if j == k:
-                return kv_last
-            return (base + self.need[j - 1] - gone[bisect_right(steps, j)]) * bs
-
-        a = 1
-        for m in [*self.mixed_steps, k + 1]:
-            if a < m:  # plain steps a..m-1
-                lo, hi = bisect_left(steps, a), bisect_right(steps, m - 1)
-                freed = [(f - a + 1, blocks) for f, blocks in self.freed_at[lo:hi]]
-                self._record(a, m - 1, base - gone[lo], freed, kv_after(m - 1))
-            if m <= k:
-                self._record_mixed(m, kv_after(m))
-            a = m + 1
-
-    def _record(self, a: int, b: int, base: int, freed: list, kv_last: int) -> None:
-        """Write plain decode steps a..b into the trace at once (TraceRecorder.step_run)."""
+    def _record(self, a: int, b: int, base: int, freed: list, kv_last: int, mixed=()) -> None:
+        """Write steps a..b into the trace at once (TraceRecorder.step_run; `mixed`: which of
+        them are admission steps, and their own terms)."""
         engine, kv = self.engine, self.engine.kv
         if self.slow is not None:
             compute, overhead, comm = (col[a - 1 : b] for col in self.slow)
@@ -313,20 +293,8 @@ class DecodeRun:
         engine.recorder.step_run(
             engine.name, self.first_step + a - 1, self.times[a - 1 : b + 1], self.active[a - 1 : b],
             self.need[a - 1 : b], base, kv.block_size, freed, kv_last, kv.capacity_tokens,
-            self.memory[a - 1 : b], terms, compute, overhead, comm,
+            self.memory[a - 1 : b], terms, compute, overhead, comm, mixed,
         )  # fmt: skip
-
-    def _record_mixed(self, m: int, kv_used: int) -> None:
-        """The steps-table row of admission step m (as Engine.complete writes one)."""
-        batch, timing = self.mixed[m]
-        engine = self.engine
-        engine.recorder.step((
-            engine.name, batch.step, self.times[m - 1], self.times[m], batch.prefill_tokens,
-            batch.num_decodes, batch.num_decodes + len(batch.prefill_chunks),
-            len(batch.prefill_chunks), kv_used,
-            engine.kv.capacity_tokens, timing.compute_s, timing.memory_s, timing.overhead_s,
-            timing.comm_s, timing.swap_s, 0,
-        ))  # fmt: skip
 
     def _advance(self, done_to: int, allocated_to: int, book: bool = True) -> None:
         """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.

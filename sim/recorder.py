@@ -71,6 +71,9 @@ class TraceRecorder:
         # comm by batch size): looked up at the end; the other runs' values, in row order.
         self.run_terms: dict[int, tuple] = {}
         self.run_compute, self.run_overhead, self.run_comm = array("d"), array("d"), array("d")
+        # Admission steps inside runs (sim/run_admission.py): (run row, prefill tokens, prompts,
+        # compute_s, overhead_s, comm_s), written over the decode-only values of their rows.
+        self.run_mixed: list[tuple[int, int, int, float, float, float]] = []
 
     def worker_code(self, name: str) -> int:
         """A small int standing for a worker (or link) name."""
@@ -154,17 +157,20 @@ class TraceRecorder:
 
     def step_run(self, worker: str, first_step: int, times, batch, need, kv_base: int,
                  block_size: int, freed, kv_last: int, kv_capacity: int, memory, terms=None,
-                 compute=None, overhead=None, comm=None) -> None:  # fmt: skip
+                 compute=None, overhead=None, comm=None, mixed=()) -> None:  # fmt: skip
         """Add a run of decode-only steps at once (sim/fastforward.py): step j of the run is
         engine step first_step + j, from times[j] to times[j + 1], with batch[j] decodes and
         memory[j] memory seconds. KV in use after step j: (kv_base + need[j] - the blocks
         `freed` (pairs (step, blocks), 1-based steps) by then) * block_size, kv_last after the
         last. The compute, overhead and comm terms are either given per step, or `terms`
         (tables of them by batch size, which only ever grow) are looked up at the end. One row
-        per step in the steps table."""
+        per step in the steps table. `mixed`: the run's admission steps, (j, prefill tokens,
+        prompts, compute_s, overhead_s, comm_s) each; their batch[j] counts the decodes."""
         k = len(batch)
         code = self.worker_code(worker)
         row = len(self.run_batch) - 1  # (step f is row row + f)
+        for j, *values in mixed:
+            self.run_mixed.append((row + 1 + j, *values))
         self.step_runs.append((code, first_step, k, kv_capacity, kv_base, block_size, kv_last,
                                terms is not None))  # fmt: skip
         self.run_start.extend(times[:k])
@@ -237,6 +243,16 @@ class TraceRecorder:
             columns[name].append(np.zeros(total, dtype=STEP_DTYPES[name]))
         table = {name: np.concatenate(columns[name]).astype(STEP_DTYPES[name], copy=False)
                  for name in names}  # fmt: skip
+        if self.run_mixed:  # admission steps: a prefill rode along with the decodes
+            at, tokens, prompts, compute, overhead, comm = (
+                np.array(c) for c in zip(*self.run_mixed, strict=True))  # fmt: skip
+            at += len(rows)  # (the runs' rows come after the other steps')
+            table["prefill_tokens"][at] = tokens
+            table["num_prefills"][at] = prompts
+            table["batch_size"][at] += prompts
+            table["compute_s"][at] = compute
+            table["overhead_s"][at] = overhead
+            table["comm_s"][at] = comm
         # Normal steps first, then the runs: back in the order the steps ended (a worker's
         # steps end in step order; several workers' steps interleave).
         order = np.argsort(table["end_s"], kind="stable")
