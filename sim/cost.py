@@ -6,7 +6,9 @@ Notable features
 - Operators of one step: the dense linear layers (all tokens share ONE read of the weights, which
   is why batching decodes is nearly free below the knee), the routed experts of a MoE model (a
   step reads every expert ANY of its tokens picked: `ModelSpec.expected_experts`, so MoE decode
-  gets dearer per token as the batch grows until every expert is read), the lm_head (only sampled
+  gets dearer per token as the batch grows until every expert is read; and computes whole
+  `MOE_BLOCK_ROWS`-row tiles per picked expert, so a prefill whose tokens spread thin over
+  many experts is slower than its FLOPs say), the lm_head (only sampled
   positions get logits), prefill attention (compute-bound, quadratic in the chunk), decode
   attention (reads every request's KV: memory-bound), sampling, the communication of tensor and
   expert parallelism, and a fixed per-step overhead.
@@ -40,6 +42,13 @@ from sim.hardware import GpuSpec, ModelSpec
 ACT_BYTES = 2  # activations are BF16 even when weights are FP8 (bytes per element)
 # Sampling reads the fp32 logits a few times (softmax, penalties, top-k/top-p): bytes per logit.
 SAMPLE_BYTES_PER_LOGIT = 16
+# Routed experts run as a grouped GEMM that computes whole row tiles of this many token rows per
+# expert: vLLM's and SGLang's Triton fused_moe sort the tokens by expert and pad each expert's
+# count up to BLOCK_SIZE_M (`moe_align_block_size`; 64 in vLLM's `get_default_config` once a
+# batch has more tokens than experts), DeepGEMM's contiguous layout to 128. Padded rows are
+# multiplied like real ones (masked loads, full MMA tiles), so an expert that got 5 tokens costs
+# the FLOPs of 64. Rows per expert, tokens.
+MOE_BLOCK_ROWS = 64
 
 Chunk = tuple[int, int, bool]  # (tokens, offset = tokens already in KV, samples = last chunk)
 
@@ -98,6 +107,16 @@ class RooflineTerms:
         attention = sum(max(c / profile.mfu_attn, m / profile.mbu) for c, m in self.attention)
         overhead = profile.overhead_s + profile.overhead_per_seq_s * self.num_seqs
         return overhead + linear + attention + self.kv_read_s / profile.mbu + self.comm_s
+
+
+def moe_rows(useful: float, touched: float, block: int = MOE_BLOCK_ROWS) -> float:
+    """Token rows a grouped GEMM computes for `useful` rows spread over `touched` experts: each
+    expert's rows rounded up to whole `block`-row tiles (on average half a tile more than it got,
+    at least one tile). Never fewer than `useful`; ~`useful` once experts get many tiles each."""
+    if touched <= 0:
+        return useful
+    per_expert = useful / touched
+    return touched * block * max(1.0, per_expert / block + 0.5)
 
 
 class StepCostModel:
@@ -178,28 +197,33 @@ class StepCostModel:
             gather_tok,  # the logits' all-gather across TP ranks, s per sampled position
             gather_lat,  # the all-gather's latency, s (steps that sample)
         )
-        # MoE: (expert compute s/token, s to read one expert, E/g, 1 − k/E, g, FLOP/token, bytes,
-        # s of expert-parallel transfer per token held by another instance)
+        # MoE: (expert compute s per token row, s to read one expert, E/g, 1 − k/E, g, FLOP per
+        # token row, bytes, s of expert-parallel transfer per token held by another instance,
+        # k/E: the share of a token's routes each expert gets). A token row = one token through
+        # one expert (all MoE layers).
         self._moe = None
         if model.moe is not None:
             m = model.moe
-            self._moe = (expert_flops / flop_s, expert_bytes / byte_s, m.num_experts / g,
-                         1.0 - m.experts_per_token / m.num_experts, g, expert_flops,
-                         expert_bytes, ep_recv)  # fmt: skip
+            row_flops = 2 * model.params_expert
+            self._moe = (row_flops / flop_s, expert_bytes / byte_s, m.num_experts / g,
+                         1.0 - m.experts_per_token / m.num_experts, g, row_flops,
+                         expert_bytes, ep_recv, m.experts_per_token / m.num_experts)  # fmt: skip
 
     def _experts(self, tokens: int, group: float = 0) -> tuple[float, float, float, float]:
         """Routed experts of a step of `tokens` tokens: (compute s, memory s, FLOP, bytes read).
 
         The MoE layers of an expert-parallel group run on all `group` tokens of its g instances
         (T·g when not given: equally loaded instances). This instance reads each of its E/g
-        experts that any of those tokens picked, and computes its share, group/g tokens' top-k.
+        experts that any of those tokens picked, and computes their token rows padded to whole
+        tiles (`moe_rows`); the FLOP returned are the useful ones, group/g tokens' top-k.
         """
-        per_tok, per_expert, local, miss, g, flops, nbytes, _ = self._moe
+        per_row, per_expert, local, miss, g, flops, nbytes, _, route = self._moe
         if not group:
             group = tokens * g
         touched = local * (1.0 - miss**group)
-        share = group / g
-        return share * per_tok, touched * per_expert, share * flops, touched * nbytes
+        useful = group * route * local  # token rows routed to this instance's experts
+        rows = moe_rows(useful, touched)
+        return rows * per_row, touched * per_expert, useful * flops, touched * nbytes
 
     def step_cost(
         self,
@@ -322,13 +346,14 @@ class StepCostModel:
         if tokens <= 0:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
         moe = self._moe
-        expert_flops = moe[5] if moe else 0
+        expert_flops = moe[5] * m.moe.experts_per_token if moe else 0
         body = (m.params_body - m.params_experts) * m.bytes_per_param
         dense_flops = m.flops_per_token_body - expert_flops
         linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
         if moe:
             touched = moe[2] * (1.0 - moe[3] ** (tokens * moe[4]))
-            linear.append((tokens * expert_flops / f_lin, touched * moe[6] / b))
+            rows = moe_rows(tokens * moe[4] * moe[8] * moe[2], touched)
+            linear.append((rows * moe[5] / f_lin, touched * moe[6] / b))
         c = self._c
         comm = c[7] + tokens * c[6]
         # Sampling is bandwidth-bound like decode attention, so it rides in kv_read_s (÷ MBU).
