@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left, bisect_right
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,16 +48,15 @@ class DecodeRun:
         self.c0_list = c0  # tokens in each request's KV before its first step in the run
         self.rem_list = rem  # tokens each request still has to generate then
         self.blocks0 = blocks  # KV blocks each holds then
-        self.join = [0] * len(reqs)  # request i takes part in steps join[i] + 1 .. ends[i]
-        self.ends = list(rem)
-        self.alive = list(range(len(reqs)))  # the requests in the run at the last plan
+        self.join: list[int] = []  # request i takes part in steps join[i] + 1 .. ends[i]
+        self.ends: list[int] = []
         self.first_step = worker.engine.num_steps
         self.done = 0
         self.allocated = allocated  # 1 when step 1 was scheduled by the engine itself
         self.free0 = worker.engine.kv.free_blocks  # free blocks when planned
         self.freed_at: list[tuple[int, int]] = []  # (step, blocks its finishes freed)
         self.taken_to = allocated  # blocks are held for the steps up to this one
-        self.booked = [0] * len(reqs)  # the last step applied to each request
+        self.booked: list[int] = []  # the last step applied to each request
         self.touched = False  # another process read or changed the engine mid-run
         self.deferred = False  # a catch-up left the running requests' tokens for later
         self.absorbs = False  # the step after the run's end may join it (sim/run_admission.py)
@@ -71,10 +71,50 @@ class DecodeRun:
         self.mixed_steps: list[int] = []
         self._finishing: list[tuple[int, list[int]]] = []  # (step, who leaves then), by step
         self._fin_pos = 0  # entries before it are applied
+        # What the requests will do, by step (kept as they join, so a plan need not look at
+        # every request): KV blocks taken, who leaves (running order) and the context they
+        # take with them (at the step after their last), the steps they leave at (a heap).
+        self.take_at: dict[int, int] = {}
+        self.leave_at: dict[int, list[int]] = {}
+        self.leave_ctx: dict[int, int] = {}
+        self.end_heap: list[int] = []
+        self.max_end = 0
+        self.valid = True  # every request holds the blocks of its KV (always, in a decode)
         # The step after the last one planned: its decodes, their context, blocks they take.
         self.next_b = self.next_context = self.next_take = 0
+        for i in range(len(reqs)):
+            self.join_run(i, 0)
+        self.next_take = self.take_at.get(1, 0)
         self.kv_last: int | None = None  # KV in use after the last step, if not kv's own now
         self.end_s = worker.env.now
+
+    def join_run(self, i: int, join: int) -> None:
+        """Request i (c0_list, rem_list, blocks0 set) takes part from step join + 1 on: note
+        when it takes blocks and leaves. (It adds to next_b and next_context: the caller
+        makes those the step join + 1's.)"""
+        c0, end = self.c0_list[i], join + self.rem_list[i]
+        self.join.append(join)
+        self.ends.append(end)
+        self.booked.append(join)
+        bs = self.engine.kv.block_size
+        first = join + self.blocks0[i] * bs - c0 + 1  # the step of its first new block
+        if first <= join:
+            self.valid = False
+        take = self.take_at
+        for j in range(first, end + 1, bs):  # each step whose token (c0 + j - join) starts a block
+            take[j] = take.get(j, 0) + 1
+        leaving = self.leave_at.get(end)
+        if leaving is None:
+            self.leave_at[end] = [i]
+            self.leave_ctx[end] = c0 + end - join
+        else:
+            leaving.append(i)
+            self.leave_ctx[end] += c0 + end - join
+        heappush(self.end_heap, end)
+        if end > self.max_end:
+            self.max_end = end
+        self.next_b += 1
+        self.next_context += c0
 
     # ---- planning -----------------------------------------------------------------------------
 
@@ -84,29 +124,28 @@ class DecodeRun:
 
     def _plan(self, limit_s: float, blocked: bool, room: int, min_steps: int = 1,
               decided: int = 0, cap: int | None = None) -> int:  # fmt: skip
-        """Plan and price more steps, from step k + 1; returns how many.
+        """Plan and price more steps, from step k + 1 (next_b decodes, next_context tokens of
+        context); returns how many.
 
         Step j is taken while (1) nobody's finish before it could let a waiting request in
         (`blocked`: the first finish ends the plan), (2) the blocks taken through step j stay
         within `room` (the run's count `need`; blocks freed by finishes are not counted on),
         (3) it starts before limit_s (touch-first on a tie), except the first `decided` ones,
-        which the policy already formed; at most run_steps_cap (and `cap`) steps. Also sets
-        next_b, next_context and next_take: the step after the last one planned.
+        which the policy already formed; at most run_steps_cap (and `cap`) steps. Moves
+        next_b, next_context and next_take on to the step after the last one planned.
         """
         worker = self.worker
-        bs = self.engine.kv.block_size
-        c0s, joins, ends, blocks0 = self.c0_list, self.join, self.ends, self.blocks0
         terms = worker.decode_terms
         s = self.k + 1
         now = self.times[s - 1]
-        alive = self.alive = [i for i in self.alive if ends[i] >= s]
-        b = len(alive)
-        if not b:
-            self.next_b = self.next_context = self.next_take = 0
+        b, context = self.next_b, self.next_context
+        if not b or not self.valid:
             return 0
-        first_end = min(map(ends.__getitem__, alive))  # the first finish's step
-        last_end = first_end if blocked else max(map(ends.__getitem__, alive))
-        k = min(last_end - s + 1, worker.run_steps_cap)
+        heap = self.end_heap
+        while heap[0] < s:
+            heappop(heap)
+        first_end = heap[0]  # the first finish's step
+        k = min((first_end if blocked else self.max_end) - s + 1, worker.run_steps_cap)
         if cap is not None:
             k = min(k, cap)
         if limit_s < math.inf:  # a bound to plan to: no step is shorter than its batch's at
@@ -120,52 +159,28 @@ class DecodeRun:
         k = max(k, decided, 0)
         if k < min_steps:
             return 0
-        # Offsets o = j - s + 1: 1..k the steps to plan, k + 1 the one after (to know it).
-        # Request i takes a new block at each step whose token (c0 + j - join) starts a block.
-        leave_n, leave_c, take = [0] * (k + 2), [0] * (k + 2), [0] * (k + 2)
-        leaving: dict[int, list[int]] = {}  # offset -> requests whose last token comes then
-        context = 0
-        for i in alive:
-            c0, jn, end = c0s[i], joins[i], ends[i]
-            context += c0 + s - jn - 1  # its context at step s
-            first = jn + blocks0[i] * bs - c0 + 1  # the step of its first new block
-            if first <= jn:  # it holds fewer blocks than its KV (never so in a plain decode)
-                self.next_b = 0
-                return 0
-            if first < s:
-                first += -(-(s - first) // bs) * bs  # its next block boundary from step s on
-            o_end = end - s + 1
-            if o_end <= k:
-                leave_n[o_end] += 1
-                leave_c[o_end] += c0 + end - jn  # its context at the step after its last
-                leaving.setdefault(o_end, []).append(i)  # (in running order)
-                last = o_end
-            else:
-                last = k + 1
-            o = first - s + 1
-            while o <= last:  # (a run is mostly shorter than a block: one take at most)
-                take[o] += 1
-                o += bs
         terms.cover(b)
         exact = terms.kv_s is not None
         cost = None if exact else terms.cost
         if not exact and self.slow is None:  # (the steps so far were priced by batch size)
-            self.slow = tuple([col[b] for b in self.active]
+            self.slow = tuple([col[n] for n in self.active]
                               for col in (terms.compute, terms.overhead, terms.comm))  # fmt: skip
         slow = self.slow
-        mark = len(self.need)  # (to take the plan back if step_cost disagrees)
+        mark, fmark = len(self.need), len(self._finishing)  # (to take the plan back)
         need = self.need[-1] if self.need else 0
         t = now
         times, kv_s = self.times, terms.kv_s
-        add_time, add_active, add_memory, add_need = (
-            times.append, self.active.append, self.memory.append, self.need.append)  # fmt: skip
+        take_get, leave_at, leave_ctx = self.take_at.get, self.leave_at, self.leave_ctx
+        add_time, add_active, add_memory, add_need, add_finish = (
+            times.append, self.active.append, self.memory.append, self.need.append,
+            self._finishing.append)  # fmt: skip
         if exact:  # DecodeTerms.price, inline (the batch-size terms change when b does)
             head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
         seconds = mem = 0.0
         last_b = last_context = 0
-        j = 1
-        while j <= k and (t < limit_s or j <= decided):
-            need += take[j]
+        j, last, forced = s, s + k - 1, s + decided - 1
+        while j <= last and (t < limit_s or j <= forced):
+            need += take_get(j, 0)
             if need > room:
                 break  # free blocks would fall below the margin: stop before this step
             if exact:
@@ -184,28 +199,60 @@ class DecodeRun:
             add_memory(mem)
             add_need(need)
             context += b  # every request one token more ...
-            if leave_n[j]:  # ... but those whose last token this was leave
-                context -= leave_c[j]
-                b -= leave_n[j]
+            leaving = leave_at.get(j)
+            if leaving is not None:  # ... but those whose last token this was leave
+                context -= leave_ctx[j]
+                b -= len(leaving)
+                add_finish((j, leaving))
                 if exact and b:
                     head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
             j += 1
-        added = j - 1
-        if added < min_steps:
+        added = j - s
+        if added < min_steps or (exact and added and terms.due()
+                                 and not terms.check(last_b, last_context, seconds, mem)):
             self._truncate(mark)
-            return 0
-        if exact and added and terms.due() and not terms.check(last_b, last_context, seconds,
-                                                               mem):  # fmt: skip
-            self._truncate(mark)  # again, step by step
-            return self._plan(limit_s, blocked, room, min_steps, decided, cap)
-        self.next_b, self.next_context, self.next_take = b, context, take[j]
-        for o in sorted(leaving):
-            if o <= added:
-                self._finishing.append((s + o - 1, leaving[o]))
+            del self._finishing[fmark:]
+            if added < min_steps:
+                return 0
+            return self._plan(limit_s, blocked, room, min_steps, decided, cap)  # step by step
+        self.next_b, self.next_context, self.next_take = b, context, take_get(j, 0)
         self.k += added
         self.planned = self.k
         self.end_s = times[self.k]
         return added
+
+    def admission_step(self, end: float, batch, timing, need: int, admitted: list) -> None:
+        """Step k + 1 is an admission step (sim/run_admission.py): next_b decodes and the
+        `admitted` requests' whole prompts (booked already), ending at `end`, KV blocks taken
+        through it `need`. Those requests join the run from step k + 2 on."""
+        k = self.k + 1
+        self.mixed[k] = (batch, timing)
+        self.mixed_steps.append(k)
+        self.times.append(end)
+        self.active.append(self.next_b)
+        self.memory.append(timing.memory_s)
+        self.need.append(need)
+        if self.slow is not None:
+            for col, value in zip(self.slow, (timing.compute_s, timing.overhead_s,
+                                              timing.comm_s), strict=True):  # fmt: skip
+                col.append(value)
+        self.next_context += self.next_b  # its decodes, one token more each ...
+        leaving = self.leave_at.get(k)
+        if leaving is not None:  # ... but those whose last token this was leave
+            self.next_context -= self.leave_ctx[k]
+            self.next_b -= len(leaving)
+            self._finishing.append((k, leaving))
+        for req in admitted:
+            i = len(self.reqs)
+            self.reqs.append(req)
+            self.c0_list.append(req.num_computed)
+            self.rem_list.append(req.output_tokens - req.num_generated)
+            self.blocks0.append(req.blocks)
+            self.join_run(i, k)
+        self.next_take = self.take_at.get(k + 1, 0)
+        self.k = k
+        self.allocated = max(self.allocated, k)
+        self.end_s = end
 
     def _truncate(self, mark: int) -> None:
         """Forget the steps planned after the first `mark`."""
@@ -339,7 +386,7 @@ class DecodeRun:
         if book and not self.absorbs:
             ends, booked = self.ends, self.booked
             groups: dict[int, list[int]] = {}
-            for i in self.alive:
+            for i in range(len(reqs)):
                 if ends[i] > done_to:
                     groups.setdefault(booked[i], []).append(i)
             for tail in groups.values():
@@ -405,7 +452,8 @@ class DecodeRun:
         stretches as numpy columns. Steps 1..k split into plain stretches and admission steps
         (runs of them merged): a request's stretches are its steps cut by those boundaries."""
         k, reqs = self.k, self.reqs
-        tail = [i for i in self.alive if self.ends[i] > k]
+        ends = self.ends
+        tail = [i for i in range(len(reqs)) if ends[i] > k]
         for i in tail:
             self._count(i, k)
         if tail:

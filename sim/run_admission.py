@@ -89,41 +89,13 @@ def extend(run: DecodeRun) -> bool | StepPlan | None:
     end = now + timing.seconds  # as simpy's now + delay
     for req, n in admitted:
         engine.complete_prompt(req, n, req.num_computed, now, end, step)
-    leaving = [i for i in run.alive if run.ends[i] == k + 1]  # their last token: this step's
-    if leaving:
-        run._finishing.append((k + 1, leaving))
-    for req, _ in admitted:
-        i = len(run.reqs)
-        rem = req.output_tokens - req.num_generated
-        run.reqs.append(req)
-        run.c0_list.append(req.num_computed)
-        run.rem_list.append(rem)
-        run.blocks0.append(req.blocks)
-        run.join.append(k + 1)
-        run.ends.append(k + 1 + rem)
-        run.booked.append(k + 1)
-        run.alive.append(i)
-    run.mixed[k + 1] = (batch, timing)
-    run.mixed_steps.append(k + 1)
-    run.times.append(end)
-    run.active.append(run.next_b)
-    run.memory.append(timing.memory_s)
-    run.need.append(need_before + free_before - kv.free_blocks)  # decodes' and prompts' blocks
-    if run.slow is not None:
-        for col, value in zip(run.slow, (timing.compute_s, timing.overhead_s, timing.comm_s),
-                              strict=True):  # fmt: skip
-            col.append(value)
-    run.k = k + 1
-    run.allocated = max(run.allocated, k + 1)
-    run.end_s = end
+    run.admission_step(end, batch, timing, need_before + free_before - kv.free_blocks,
+                       [req for req, _ in admitted])  # (its decodes' blocks and the prompts')
     # Plan on from step k + 2 (at least its shape: the next extend needs it), unless the policy
     # must look again there: it promises nothing, or requests still wait (this step's prompts
     # may have used the budget they needed, or its finishes may free what they wait for; a
     # step of decodes alone that still admits nobody is what a blocked run starts from).
     horizon = policy.decode_horizon(engine, end)
-    room = kv.free_blocks - margin + run.need[-1]
-    if horizon is None or engine.waiting:
-        run._plan(limit, True, room, min_steps=0, cap=0)
-    else:
-        run._plan(min(horizon, limit), False, room, min_steps=0)
+    if horizon is not None and not engine.waiting:
+        run._plan(min(horizon, limit), False, kv.free_blocks - margin + run.need[-1], min_steps=0)
     return True
