@@ -12,12 +12,15 @@ Notable features
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sim.request import RequestSpec
 
-Seed = int | np.random.Generator
+if TYPE_CHECKING:  # (numpy.random is imported when a generator first needs it: a replayed
+    # trace never does)
+    Seed = int | np.random.Generator
 
 
 def _rng(seed: Seed) -> np.random.Generator:

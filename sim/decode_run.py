@@ -72,9 +72,16 @@ class DecodeRun:
         self._finishing: list[tuple[int, list[int]]] = []  # (step, who leaves then), by step
         self._fin_pos = 0  # entries before it are applied
         # What the requests will do, by step (kept as they join, so a plan need not look at
-        # every request): KV blocks taken, who leaves (running order) and the context they
-        # take with them (at the step after their last), the steps they leave at (a heap).
-        self.take_at: dict[int, int] = {}
+        # every request). KV blocks: a request takes one at every bs-th step from its first
+        # new block on, so requests are counted by PHASE (that step mod bs): `phase[r]` of them
+        # take a block at each step j with j % bs == r, `starts[j]` begin to at step j (phase
+        # j % bs), and `leave_phases[j]` stop after it. Who leaves at step j (running order),
+        # the context they take with them (at the step after their last), and the steps they
+        # leave at (a heap).
+        bs = worker.engine.kv.block_size
+        self.phase = [0] * bs  # as of the step after the last one planned
+        self.starts: dict[int, int] = {}
+        self.leave_phases: dict[int, list[int]] = {}
         self.leave_at: dict[int, list[int]] = {}
         self.leave_ctx: dict[int, int] = {}
         self.end_heap: list[int] = []
@@ -84,7 +91,7 @@ class DecodeRun:
         self.next_b = self.next_context = self.next_take = 0
         for i in range(len(reqs)):
             self.join_run(i, 0)
-        self.next_take = self.take_at.get(1, 0)
+        self.next_take = self.starts.get(1, 0)
         self.kv_last: int | None = None  # KV in use after the last step, if not kv's own now
         self.end_s = worker.env.now
 
@@ -100,9 +107,9 @@ class DecodeRun:
         first = join + self.blocks0[i] * bs - c0 + 1  # the step of its first new block
         if first <= join:
             self.valid = False
-        take = self.take_at
-        for j in range(first, end + 1, bs):  # each step whose token (c0 + j - join) starts a block
-            take[j] = take.get(j, 0) + 1
+        if first <= end:  # it takes blocks at first, first + bs, ... (their tokens start one)
+            self.starts[first] = self.starts.get(first, 0) + 1
+            self.leave_phases.setdefault(end, []).append(first % bs)
         leaving = self.leave_at.get(end)
         if leaving is None:
             self.leave_at[end] = [i]
@@ -170,7 +177,10 @@ class DecodeRun:
         need = self.need[-1] if self.need else 0
         t = now
         times, kv_s = self.times, terms.kv_s
-        take_get, leave_at, leave_ctx = self.take_at.get, self.leave_at, self.leave_ctx
+        starts_get, leave_at, leave_ctx = self.starts.get, self.leave_at, self.leave_ctx
+        leave_phases = self.leave_phases
+        phase = self.phase[:]  # (kept if the plan is)
+        bs = len(phase)
         add_time, add_active, add_memory, add_need, add_finish = (
             times.append, self.active.append, self.memory.append, self.need.append,
             self._finishing.append)  # fmt: skip
@@ -179,10 +189,15 @@ class DecodeRun:
         seconds = mem = 0.0
         last_b = last_context = 0
         j, last, forced = s, s + k - 1, s + decided - 1
+        take, short = 0, False
         while j <= last and (t < limit_s or j <= forced):
-            need += take_get(j, 0)
+            r = j % bs
+            take = phase[r] + starts_get(j, 0)  # blocks taken at step j
+            need += take
             if need > room:
+                short = True
                 break  # free blocks would fall below the margin: stop before this step
+            phase[r] = take
             if exact:
                 mem = mem_b + context * kv_s
                 seconds = head_b + mem + comm_b
@@ -204,6 +219,8 @@ class DecodeRun:
                 context -= leave_ctx[j]
                 b -= len(leaving)
                 add_finish((j, leaving))
+                for r in leave_phases.get(j, ()):
+                    phase[r] -= 1
                 if exact and b:
                     head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
             j += 1
@@ -215,7 +232,10 @@ class DecodeRun:
             if added < min_steps:
                 return 0
             return self._plan(limit_s, blocked, room, min_steps, decided, cap)  # step by step
-        self.next_b, self.next_context, self.next_take = b, context, take_get(j, 0)
+        if not short:  # (else `take` is the blocks of step j, which did not fit)
+            take = phase[j % bs] + starts_get(j, 0)
+        self.next_b, self.next_context, self.next_take = b, context, take
+        self.phase = phase
         self.k += added
         self.planned = self.k
         self.end_s = times[self.k]
@@ -236,12 +256,16 @@ class DecodeRun:
             for col, value in zip(self.slow, (timing.compute_s, timing.overhead_s,
                                               timing.comm_s), strict=True):  # fmt: skip
                 col.append(value)
+        phase = self.phase
+        phase[k % len(phase)] += self.starts.get(k, 0)  # (next_take counted them)
         self.next_context += self.next_b  # its decodes, one token more each ...
         leaving = self.leave_at.get(k)
         if leaving is not None:  # ... but those whose last token this was leave
             self.next_context -= self.leave_ctx[k]
             self.next_b -= len(leaving)
             self._finishing.append((k, leaving))
+            for r in self.leave_phases.get(k, ()):
+                phase[r] -= 1
         for req in admitted:
             i = len(self.reqs)
             self.reqs.append(req)
@@ -249,7 +273,7 @@ class DecodeRun:
             self.rem_list.append(req.output_tokens - req.num_generated)
             self.blocks0.append(req.blocks)
             self.join_run(i, k)
-        self.next_take = self.take_at.get(k + 1, 0)
+        self.next_take = phase[(k + 1) % len(phase)] + self.starts.get(k + 1, 0)
         self.k = k
         self.allocated = max(self.allocated, k)
         self.end_s = end

@@ -178,9 +178,9 @@ class TraceRecorder:
         self.run_batch.extend(batch)
         self.run_need.extend(need)
         self.run_memory.extend(memory)
-        for f, blocks in freed:
-            self.run_freed_row.append(row + f)
-            self.run_freed.append(blocks)
+        if freed:
+            self.run_freed_row.extend([row + f for f, _ in freed])
+            self.run_freed.extend([blocks for _, blocks in freed])
         if terms is not None:
             self.run_terms[code] = terms
         else:
