@@ -60,6 +60,7 @@ class DecodeRun:
         self.touched = False  # another process read or changed the engine mid-run
         self.deferred = False  # a catch-up left the running requests' tokens for later
         self.absorbs = False  # the step after the run's end may join it (sim/run_admission.py)
+        self.lazy = False  # it took one: tokens and stretches are booked at the end
         self.k = self.planned = 0
         self.times = array("d", (worker.env.now,))  # times[j]: step j's end (times[0]: start)
         # Per step (index j - 1): decodes, memory seconds, KV blocks taken since the run began.
@@ -246,6 +247,7 @@ class DecodeRun:
         `admitted` requests' whole prompts (booked already), ending at `end`, KV blocks taken
         through it `need`. Those requests join the run from step k + 2 on."""
         k = self.k + 1
+        self.lazy = True  # (who left before step k is booked already)
         self.mixed[k] = (batch, timing)
         self.mixed_steps.append(k)
         self.times.append(end)
@@ -326,7 +328,7 @@ class DecodeRun:
     def finish(self) -> None:
         """The run's last step ended: apply everything and write its steps into the trace."""
         self._advance(self.k, max(self.k, self.allocated))
-        if self.absorbs:
+        if self.lazy:
             self._book_at_once(max(self.k, self.allocated))
         k, engine = self.k, self.engine
         # Plan about as far as runs here get: twice as far after a full run, twice the steps
@@ -395,7 +397,7 @@ class DecodeRun:
             for i in leaving:  # their last token came in step f: they leave, in running order
                 req = reqs[i]
                 req.blocks = self._blocks_at(i, f)
-                if self.absorbs:
+                if self.lazy:
                     self._count(i, f)  # (its tokens and stretches: at the run's end)
                 else:
                     self._book(i, f)
@@ -407,7 +409,7 @@ class DecodeRun:
         self._take_blocks(allocated_to)
         # The requests still in the run (the rest finished above), booked by groups applied up
         # to the same step: their tokens, counters and segments are alike, and go in at once.
-        if book and not self.absorbs:
+        if book and not self.lazy:
             ends, booked = self.ends, self.booked
             groups: dict[int, list[int]] = {}
             for i in range(len(reqs)):
@@ -470,21 +472,25 @@ class DecodeRun:
                 req.high_water = req.num_computed
 
     def _book_at_once(self, allocated_to: int) -> None:
-        """A run that takes admission steps in (`absorbs`: nobody looks at it before its end)
-        books every request's tokens and decode stretches here, its whole part of the run at
-        once: the counters of those still running, one slice of token times each, and the
-        stretches as numpy columns. Steps 1..k split into plain stretches and admission steps
-        (runs of them merged): a request's stretches are its steps cut by those boundaries."""
-        k, reqs = self.k, self.reqs
-        ends = self.ends
-        tail = [i for i in range(len(reqs)) if ends[i] > k]
+        """A run that took admission steps in (`lazy`: nobody looks at it before its end)
+        books the tokens and decode stretches of everyone there from its first admission step
+        on here, their whole part of the run at once: the counters of those still running, one
+        slice of token times each, and the stretches as numpy columns. Steps 1..k split into
+        plain stretches and admission steps (runs of them merged): a request's stretches are
+        its steps cut by those boundaries. (Who left before was booked when leaving.)"""
+        k, ends = self.k, self.ends
+        tail = [i for i in range(len(self.reqs)) if ends[i] > k]
         for i in tail:
             self._count(i, k)
         if tail:
             self._book_all(tail, k, allocated_to)  # (n = 0: only their KV blocks)
-        joins = np.array(self.join, dtype=np.int64)
+        m1 = self.mixed_steps[0]
+        members = [i for i in range(len(self.reqs)) if ends[i] >= m1]
+        reqs = [self.reqs[i] for i in members]
+        join_of = [self.join[i] for i in members]
+        joins = np.array(join_of, dtype=np.int64)
         lo = joins + 1  # each request's first and last step in the run
-        hi = np.minimum(np.array(self.ends, dtype=np.int64), k)
+        hi = np.minimum(np.array([ends[i] for i in members], dtype=np.int64), k)
         times = self.times
         for req, a, b in zip(reqs, lo.tolist(), hi.tolist(), strict=True):
             req.token_times.extend(times[a : b + 1])
@@ -523,7 +529,7 @@ class DecodeRun:
         start = times[0]
         seg_end, seg_code_col, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
         for i in range(len(reqs)):
-            if self.join[i]:
+            if join_of[i]:
                 break  # (the requests that joined later come after those there from step 1)
             j = reqs[i].last_segment
             if j >= 0 and seg_end[j] == start and seg_code_col[j] == plain:
