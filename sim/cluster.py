@@ -547,4 +547,4 @@ def simulate(
     live: list[Request] = []
     cluster.env.process(cluster.client(list(requests), live))
     cluster.env.run()
-    return cluster.recorder.result(live, cluster.meta(live))
+    return cluster.recorder.result(live, cluster.meta(live), final=True)

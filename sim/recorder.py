@@ -283,8 +283,10 @@ class TraceRecorder:
     def segments_frame(self) -> pd.DataFrame:
         return Columns(self.segments_columns()).frame()
 
-    def result(self, requests: list[Request], meta: dict) -> RunResult:
-        """Freeze everything into a RunResult (the three DataFrames + token times)."""
+    def result(self, requests: list[Request], meta: dict, final: bool = False) -> RunResult:
+        """Freeze everything into a RunResult (the three DataFrames + token times). `final`:
+        nothing is recorded after this, so the segments are built only if someone reads them
+        (a recorder that goes on, like the server's, gives a snapshot of now)."""
         ttft_slo = meta.get("ttft_slo_s", math.inf)
         tpot_slo = meta.get("tpot_slo_s", math.inf)
         ordered = sorted(requests, key=lambda q: q.request_id)
@@ -324,7 +326,9 @@ class TraceRecorder:
                 "finished" if finished else "rejected", r.reject_reason, r.cached_tokens,
             ))  # fmt: skip
         requests = _from_rows(rows, REQUEST_COLUMNS, strings=("worker", "status", "reject_reason"))
-        return RunResult(Columns(requests), Columns(self.segments_columns()),
+        segments = Columns(make=self.segments_columns) if final else Columns(
+            self.segments_columns())  # fmt: skip
+        return RunResult(Columns(requests), segments,
                          Columns(self.steps_columns()), token_times, meta)  # fmt: skip
 
 

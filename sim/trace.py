@@ -29,7 +29,7 @@ steps     one row per engine step (one model forward pass) per worker
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,10 +61,19 @@ class Columns:
     and the requests from the columns and never imports pandas (a third of a 10,000-request
     run's CPU time went to importing pandas and building frames nobody looked at)."""
 
-    __slots__ = ("data",)
+    __slots__ = ("_data", "_make")
 
-    def __init__(self, data: dict[str, np.ndarray]) -> None:
-        self.data = data
+    def __init__(self, data: dict[str, np.ndarray] | None = None,
+                 make: Callable[[], dict[str, np.ndarray]] | None = None) -> None:  # fmt: skip
+        """The columns, or `make`: what builds them when they are first read (a table that a
+        `run --json` never reads, such as the segments, is then never built)."""
+        self._data, self._make = data, make
+
+    @property
+    def data(self) -> dict[str, np.ndarray]:
+        if self._data is None:
+            self._data, self._make = self._make(), None
+        return self._data
 
     def frame(self) -> pd.DataFrame:
         import pandas as pd
