@@ -347,15 +347,15 @@ class Cluster:
                 p.link = simpy.Resource(self.env, capacity=1)  # its KV link, one copy at a time
             for d in self.decode:
                 d.on_step = self._start_transfers
-        if topo.topology == "colocated":
-            # Its only outside event is an arrival: a run stops before the next one (cheaper
-            # than cutting it when the arrival comes; the arrival itself only joins the queue).
-            self.instances[0].limit_s = lambda: self.next_arrival_s
-            # Nothing else touches it mid-run: a run may take the policy's admission steps in.
-            self.instances[0].absorbs = (
-                self.instances[0].on_step is None
-                and type(self.clock).after_step is SimulatedClock.after_step
-            )
+        if topo.topology in ("colocated", "router"):
+            # Their only outside event is an arrival: every instance's run stops before the
+            # next one, wherever it will go (cheaper than cutting the run it lands in; the
+            # arrival itself only joins a queue, and the router reads loads, which runs keep).
+            # Nothing else touches them mid-run: a run may take the policy's admission steps in.
+            for w in self.workers:
+                w.limit_s = lambda: self.next_arrival_s
+                w.absorbs = (w.on_step is None
+                             and type(self.clock).after_step is SimulatedClock.after_step)
 
     def knobs_for(self, gpu) -> object:
         """The policy's knobs with "the engine's default" resolved for `gpu` (e.g. vLLM's
@@ -405,7 +405,7 @@ class Cluster:
             target = self._pick_disaggregated(req)
             if target is None:
                 return  # refused: it could never decode anywhere
-        if topo.topology != "colocated":  # (colocated runs end before the next arrival)
+        if target.limit_s is _never:  # (else its run ended before this arrival anyway)
             target.cut()  # mid-run: its next step must see the new request
         target.engine.add_request(req, now)
         target.notify()
