@@ -166,7 +166,8 @@ class BudgetClock(SimulatedClock):
 
     def decode_run(self, worker, steps: int) -> None:
         """A run of decode steps taken at once (sim/fastforward.py) counts as that many steps
-        (counted when it ends: a run may pass max_steps by its own length before it raises)."""
+        (counted when it ends and each time it goes on: it may pass max_steps by one plan,
+        at most 512 steps, before this raises)."""
         self._count(steps)
 
     def _count(self, steps: int) -> None:

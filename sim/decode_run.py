@@ -62,6 +62,7 @@ class DecodeRun:
         self.absorbs = False  # the step after the run's end may join it (sim/run_admission.py)
         self.lazy = False  # it took one: tokens and stretches are booked at the end
         self.k = self.planned = 0
+        self.counted = 0  # plain steps the clock has been told of (`count_taken`)
         self.times = array("d", (worker.env.now,))  # times[j]: step j's end (times[0]: start)
         # Per step (index j - 1): decodes, memory seconds, KV blocks taken since the run began.
         self.active: list[int] = []
@@ -280,6 +281,17 @@ class DecodeRun:
         self.allocated = max(self.allocated, k)
         self.end_s = end
 
+    def count_taken(self) -> None:
+        """Tell the clock how many plain steps were taken since it was last told (a run budget
+        counts them: sim/budget.py). At the run's end and at each of its extensions, so that
+        a run that goes on through arrivals is stopped by the budget as soon as a step-by-step
+        run would be, give or take one plan. (Its admission steps were counted by the clock
+        that priced them.)"""
+        plain = self.k - len(self.mixed)
+        if plain > self.counted:
+            steps, self.counted = plain - self.counted, plain
+            self.worker.clock.decode_run(self.worker, steps)
+
     def _truncate(self, mark: int) -> None:
         """Forget the steps planned after the first `mark`."""
         del self.times[mark + 1 :]
@@ -336,8 +348,7 @@ class DecodeRun:
         cap = self.worker.run_steps_cap
         cap = 2 * cap if k == self.planned else 2 * k
         self.worker.run_steps_cap = min(MAX_RUN_STEPS, max(16, cap))
-        # The admission steps were counted by the clock that priced them.
-        self.worker.clock.decode_run(self.worker, k - len(self.mixed))
+        self.count_taken()
         kv = engine.kv
         # KV in use after each step: the blocks taken so far minus those finishes freed. The
         # last row reads the cache itself: a touch (a P->D reservation) may have taken blocks

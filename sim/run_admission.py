@@ -41,6 +41,7 @@ def extend(run: DecodeRun) -> bool | StepPlan | None:
     worker, engine = run.worker, run.engine
     if run.touched or not run.next_b or engine.swapped or worker.inbox:
         return None
+    run.count_taken()  # (a run budget stops a long run here)
     policy, kv = engine.policy, engine.kv
     k = run.k
     now = worker.env.now

@@ -279,3 +279,18 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
     admitting = int((fast.steps.prefill_tokens > 0).sum())
     assert outcomes["admitted"] > admitting / 2  # most admissions ride in a run ...
     assert len(runs) < admitting / 5  # ... so runs are few, far fewer than admitting steps
+
+
+def test_the_run_budget_stops_a_run_that_goes_on_through_arrivals(azure_conv_300):
+    """A run that carries admission steps may last the whole simulation: the run budget still
+    stops it within one plan of its step cap (not when the run finally ends)."""
+    from sim.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
+    from sim.decode_run import MAX_RUN_STEPS
+
+    budget = Budget(max_steps=1_000)
+    clock = BudgetClock(budget)
+    with pytest.raises(BudgetExceeded, match="1,000 engine steps"):
+        simulate_within(azure_conv_300, SimConfig(), budget, clock)
+    assert 1_000 < clock.steps <= 1_000 + MAX_RUN_STEPS
+    full = simulate(azure_conv_300, SimConfig())
+    assert len(full.steps) > 2 * 1_000  # (the cap really cut the run short)
