@@ -1,10 +1,12 @@
 """A run of engine steps taken at once: plain decode steps, and the admission steps it carries.
 
 See sim/fastforward.py for why a run may be taken at once and how its steps are priced. Here:
-- PLANNING (`_plan`): from the requests in the run, when each takes a new KV block and when
-  each leaves, price the next steps one after the other (bit for bit as step_cost would).
-- APPLYING (`_advance`, `_book_all`): the engine's state follows step by step's at any instant
-  someone looks; tokens and segments of requests still running are booked once, at the end.
+- PLANNING (sim/run_planning.py): from when each request in the run takes a new KV block and
+  when it leaves (noted as it joins), price the next steps one after the other (bit for bit as
+  step_cost would).
+- APPLYING (`_advance`, here): the engine's KV cache and running list follow step by step's at
+  any instant someone looks; tokens and segments of the requests still running are booked
+  once, at the end (sim/run_booking.py).
 - ADMISSION STEPS (sim/run_admission.py) make a run longer: the step after a run's last one is
   formed by the policy's own admission code, and when it only adds whole prompts the run takes
   it as one of its steps (its decodes are SLOWED ones, `mixed`) and the admitted requests JOIN
@@ -15,26 +17,22 @@ Steps are 1-based within the run: step j runs from times[j - 1] to times[j].
 
 from __future__ import annotations
 
-import math
 from array import array
-from bisect import bisect_left, bisect_right
-from heapq import heappop, heappush
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from sim.recorder import KIND_CODE, SLOWED, seg_code
+from sim.run_booking import RunBooking
+from sim.run_planning import RunPlanning
 
 if TYPE_CHECKING:
     from sim.cluster import Worker
 
-DECODE = KIND_CODE["decode"]
 # Steps planned at once: a longer quiet stretch takes several plans. Where nothing bounds a run
 # in advance (routers, P/D: another worker may cut it short) planning far costs for nothing.
 MAX_RUN_STEPS = 512
 
 
-class DecodeRun:
+class DecodeRun(RunPlanning, RunBooking):
     """Steps taken at once, applied when the run ends (or when touched).
 
     `done` steps are applied (tokens, segments, finishes) and `allocated` steps hold their KV
@@ -96,209 +94,6 @@ class DecodeRun:
         self.next_take = self.starts.get(1, 0)
         self.kv_last: int | None = None  # KV in use after the last step, if not kv's own now
         self.end_s = worker.env.now
-
-    def join_run(self, i: int, join: int) -> None:
-        """Request i (c0_list, rem_list, blocks0 set) takes part from step join + 1 on: note
-        when it takes blocks and leaves. (It adds to next_b and next_context: the caller
-        makes those the step join + 1's.)"""
-        c0, end = self.c0_list[i], join + self.rem_list[i]
-        self.join.append(join)
-        self.ends.append(end)
-        self.booked.append(join)
-        bs = self.engine.kv.block_size
-        first = join + self.blocks0[i] * bs - c0 + 1  # the step of its first new block
-        if first <= join:
-            self.valid = False
-        if first <= end:  # it takes blocks at first, first + bs, ... (their tokens start one)
-            self.starts[first] = self.starts.get(first, 0) + 1
-            self.leave_phases.setdefault(end, []).append(first % bs)
-        leaving = self.leave_at.get(end)
-        if leaving is None:
-            self.leave_at[end] = [i]
-            self.leave_ctx[end] = c0 + end - join
-        else:
-            leaving.append(i)
-            self.leave_ctx[end] += c0 + end - join
-        heappush(self.end_heap, end)
-        if end > self.max_end:
-            self.max_end = end
-        self.next_b += 1
-        self.next_context += c0
-
-    # ---- planning -----------------------------------------------------------------------------
-
-    def plan(self, limit_s: float, blocked: bool, margin: int) -> int:
-        """Plan the run's first steps (0 or 1: not worth it, and nothing is planned)."""
-        return self._plan(limit_s, blocked, self.free0 - margin, min_steps=2)
-
-    def _plan(self, limit_s: float, blocked: bool, room: int, min_steps: int = 1,
-              decided: int = 0, cap: int | None = None) -> int:  # fmt: skip
-        """Plan and price more steps, from step k + 1 (next_b decodes, next_context tokens of
-        context); returns how many.
-
-        Step j is taken while (1) nobody's finish before it could let a waiting request in
-        (`blocked`: the first finish ends the plan), (2) the blocks taken through step j stay
-        within `room` (the run's count `need`; blocks freed by finishes are not counted on),
-        (3) it starts before limit_s (touch-first on a tie), except the first `decided` ones,
-        which the policy already formed; at most run_steps_cap (and `cap`) steps. Moves
-        next_b, next_context and next_take on to the step after the last one planned.
-        """
-        worker = self.worker
-        terms = worker.decode_terms
-        s = self.k + 1
-        now = self.times[s - 1]
-        b, context = self.next_b, self.next_context
-        if not b or not self.valid:
-            return 0
-        heap = self.end_heap
-        while heap[0] < s:
-            heappop(heap)
-        first_end = heap[0]  # the first finish's step
-        k = min((first_end if blocked else self.max_end) - s + 1, worker.run_steps_cap)
-        if cap is not None:
-            k = min(k, cap)
-        if limit_s < math.inf:  # a bound to plan to: no step is shorter than its batch's at
-            # context 0, the whole batch's until the first finish, one request's after it
-            full = terms.lower_bound(b)
-            quiet = first_end - s + 1  # steps of the whole batch
-            if (limit_s - now) / full < quiet:
-                k = min(k, int((limit_s - now) / full) + 2)
-            else:
-                k = min(k, quiet + int((limit_s - now - quiet * full) / terms.step_min) + 2)
-        k = max(k, decided, 0)
-        if k < min_steps:
-            return 0
-        terms.cover(b)
-        exact = terms.kv_s is not None
-        cost = None if exact else terms.cost
-        if not exact and self.slow is None:  # (the steps so far were priced by batch size)
-            self.slow = tuple([col[n] for n in self.active]
-                              for col in (terms.compute, terms.overhead, terms.comm))  # fmt: skip
-        slow = self.slow
-        mark, fmark = len(self.need), len(self._finishing)  # (to take the plan back)
-        need = self.need[-1] if self.need else 0
-        t = now
-        times, kv_s = self.times, terms.kv_s
-        starts_get, leave_at, leave_ctx = self.starts.get, self.leave_at, self.leave_ctx
-        leave_phases = self.leave_phases
-        phase = self.phase[:]  # (kept if the plan is)
-        bs = len(phase)
-        add_time, add_active, add_memory, add_need, add_finish = (
-            times.append, self.active.append, self.memory.append, self.need.append,
-            self._finishing.append)  # fmt: skip
-        if exact:  # DecodeTerms.price, inline (the batch-size terms change when b does)
-            head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
-        seconds = mem = 0.0
-        last_b = last_context = 0
-        j, last, forced = s, s + k - 1, s + decided - 1
-        take, short = 0, False
-        while j <= last and (t < limit_s or j <= forced):
-            r = j % bs
-            take = phase[r] + starts_get(j, 0)  # blocks taken at step j
-            need += take
-            if need > room:
-                short = True
-                break  # free blocks would fall below the margin: stop before this step
-            phase[r] = take
-            if exact:
-                mem = mem_b + context * kv_s
-                seconds = head_b + mem + comm_b
-            else:  # any cost model: step_cost itself
-                c = cost.step_cost((), b, context)
-                seconds, mem = c.seconds, c.memory_s
-                slow[0].append(c.compute_s)
-                slow[1].append(c.overhead_s)
-                slow[2].append(c.comm_s)
-            last_b, last_context = b, context
-            t = t + seconds  # as simpy's now + delay
-            add_time(t)
-            add_active(b)
-            add_memory(mem)
-            add_need(need)
-            context += b  # every request one token more ...
-            leaving = leave_at.get(j)
-            if leaving is not None:  # ... but those whose last token this was leave
-                context -= leave_ctx[j]
-                b -= len(leaving)
-                add_finish((j, leaving))
-                for r in leave_phases.get(j, ()):
-                    phase[r] -= 1
-                if exact and b:
-                    head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
-            j += 1
-        added = j - s
-        if added < min_steps or (exact and added and terms.due()
-                                 and not terms.check(last_b, last_context, seconds, mem)):
-            self._truncate(mark)
-            del self._finishing[fmark:]
-            if added < min_steps:
-                return 0
-            return self._plan(limit_s, blocked, room, min_steps, decided, cap)  # step by step
-        if not short:  # (else `take` is the blocks of step j, which did not fit)
-            take = phase[j % bs] + starts_get(j, 0)
-        self.next_b, self.next_context, self.next_take = b, context, take
-        self.phase = phase
-        self.k += added
-        self.planned = self.k
-        self.end_s = times[self.k]
-        return added
-
-    def admission_step(self, end: float, batch, timing, need: int, admitted: list) -> None:
-        """Step k + 1 is an admission step (sim/run_admission.py): next_b decodes and the
-        `admitted` requests' whole prompts (booked already), ending at `end`, KV blocks taken
-        through it `need`. Those requests join the run from step k + 2 on."""
-        k = self.k + 1
-        self.lazy = True  # (who left before step k is booked already)
-        self.mixed[k] = (batch, timing)
-        self.mixed_steps.append(k)
-        self.times.append(end)
-        self.active.append(self.next_b)
-        self.memory.append(timing.memory_s)
-        self.need.append(need)
-        if self.slow is not None:
-            for col, value in zip(self.slow, (timing.compute_s, timing.overhead_s,
-                                              timing.comm_s), strict=True):  # fmt: skip
-                col.append(value)
-        phase = self.phase
-        phase[k % len(phase)] += self.starts.get(k, 0)  # (next_take counted them)
-        self.next_context += self.next_b  # its decodes, one token more each ...
-        leaving = self.leave_at.get(k)
-        if leaving is not None:  # ... but those whose last token this was leave
-            self.next_context -= self.leave_ctx[k]
-            self.next_b -= len(leaving)
-            self._finishing.append((k, leaving))
-            for r in self.leave_phases.get(k, ()):
-                phase[r] -= 1
-        for req in admitted:
-            i = len(self.reqs)
-            self.reqs.append(req)
-            self.c0_list.append(req.num_computed)
-            self.rem_list.append(req.output_tokens - req.num_generated)
-            self.blocks0.append(req.blocks)
-            self.join_run(i, k)
-        self.next_take = phase[(k + 1) % len(phase)] + self.starts.get(k + 1, 0)
-        self.k = k
-        self.allocated = max(self.allocated, k)
-        self.end_s = end
-
-    def count_taken(self) -> None:
-        """Tell the clock how many plain steps were taken since it was last told (a run budget
-        counts them: sim/budget.py). At the run's end and at each of its extensions, so that
-        a run that goes on through arrivals is stopped by the budget as soon as a step-by-step
-        run would be, give or take one plan. (Its admission steps were counted by the clock
-        that priced them.)"""
-        plain = self.k - len(self.mixed)
-        if plain > self.counted:
-            steps, self.counted = plain - self.counted, plain
-            self.worker.clock.decode_run(self.worker, steps)
-
-    def _truncate(self, mark: int) -> None:
-        """Forget the steps planned after the first `mark`."""
-        del self.times[mark + 1 :]
-        del self.active[mark:], self.memory[mark:], self.need[mark:]
-        if self.slow is not None:
-            for col in self.slow:
-                del col[mark:]
 
     # ---- what other processes see mid-run -----------------------------------------------------
 
@@ -449,170 +244,3 @@ class DecodeRun:
         """KV blocks request i holds once the blocks of steps 1..step are taken."""
         total = self.c0_list[i] + min(step, self.ends[i]) - self.join[i]
         return max(self.blocks0[i], -(-total // self.engine.kv.block_size))
-
-    def _pieces(self, done: int, upto: int) -> list[tuple[int, int, bool]]:
-        """Steps done+1..upto as decode stretches (first, last, slowed): the admission steps
-        among them are SLOWED decodes (they share the step with a prefill), the rest plain."""
-        ms = self.mixed_steps
-        lo, hi = bisect_right(ms, done), bisect_right(ms, upto)
-        if lo == hi:
-            return [(done + 1, upto, False)]
-        pieces: list[tuple[int, int, bool]] = []
-        a = done + 1
-        for m in ms[lo:hi]:
-            if m > a:
-                pieces.append((a, m - 1, False))
-            if pieces and pieces[-1][2] and pieces[-1][1] == m - 1:
-                pieces[-1] = (pieces[-1][0], m, True)  # admission steps in a row: one stretch
-            else:
-                pieces.append((m, m, True))
-            a = m + 1
-        if a <= upto:
-            pieces.append((a, upto, False))
-        return pieces
-
-    def _count(self, i: int, upto: int) -> None:
-        """Request i's counters through step `upto` (what its KV blocks' bookkeeping reads)."""
-        n = upto - self.booked[i]
-        if n > 0:
-            self.booked[i] = upto
-            req = self.reqs[i]
-            req.num_computed += n
-            req.num_generated += n
-            if req.num_computed > req.high_water:
-                req.high_water = req.num_computed
-
-    def _book_at_once(self, allocated_to: int) -> None:
-        """A run that took admission steps in (`lazy`: nobody looks at it before its end)
-        books the tokens and decode stretches of everyone there from its first admission step
-        on here, their whole part of the run at once: the counters of those still running, one
-        slice of token times each, and the stretches as numpy columns. Steps 1..k split into
-        plain stretches and admission steps (runs of them merged): a request's stretches are
-        its steps cut by those boundaries. (Who left before was booked when leaving.)"""
-        k, ends = self.k, self.ends
-        tail = [i for i in range(len(self.reqs)) if ends[i] > k]
-        for i in tail:
-            self._count(i, k)
-        if tail:
-            self._book_all(tail, k, allocated_to)  # (n = 0: only their KV blocks)
-        m1 = self.mixed_steps[0]
-        members = [i for i in range(len(self.reqs)) if ends[i] >= m1]
-        reqs = [self.reqs[i] for i in members]
-        join_of = [self.join[i] for i in members]
-        joins = np.array(join_of, dtype=np.int64)
-        lo = joins + 1  # each request's first and last step in the run
-        hi = np.minimum(np.array([ends[i] for i in members], dtype=np.int64), k)
-        times = self.times
-        for req, a, b in zip(reqs, lo.tolist(), hi.tolist(), strict=True):
-            req.token_times.extend(times[a : b + 1])
-        starts, stops, slowed = [], [], []  # the run's stretches: steps starts[p]..stops[p]
-        a = 1
-        for m in self.mixed_steps:
-            if slowed and slowed[-1] and stops[-1] == m - 1:
-                stops[-1] = m  # admission steps in a row: one slowed stretch
-            else:
-                if a < m:
-                    starts.append(a), stops.append(m - 1), slowed.append(False)
-                starts.append(m), stops.append(m), slowed.append(True)
-            a = m + 1
-        if a <= k:
-            starts.append(a), stops.append(k), slowed.append(False)
-        starts_a, stops_a = np.array(starts), np.array(stops)
-        p_lo, p_hi = np.searchsorted(stops_a, lo), np.searchsorted(stops_a, hi)
-        count = p_hi - p_lo + 1  # stretches of each request (>= 1)
-        first_piece = np.cumsum(count) - count
-        owner = np.repeat(np.arange(len(reqs)), count)
-        p = np.repeat(p_lo - first_piece, count) + np.arange(int(count.sum()))
-        s_step = np.maximum(starts_a[p], lo[owner])
-        e_step = np.minimum(stops_a[p], hi[owner])
-        t = np.frombuffer(times, dtype=np.float64)
-        rec, wid = self.engine.recorder, self.engine._worker_code
-        plain = seg_code(wid, DECODE)
-        columns = [
-            np.array([r.request_id for r in reqs], dtype=np.int64)[owner],
-            np.where(np.array(slowed)[p], seg_code(wid, DECODE, SLOWED), plain),
-            t[s_step - 1], t[e_step], e_step - s_step + 1,
-            self.first_step + s_step - 1, self.first_step + e_step - 1,
-        ]  # fmt: skip
-        # A request that was decoding before the run continues its last stretch (step 1 is a
-        # plain decode step, and only the requests there from the start can have one).
-        keep = np.ones(len(p), dtype=bool)
-        start = times[0]
-        seg_end, seg_code_col, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
-        for i in range(len(reqs)):
-            if join_of[i]:
-                break  # (the requests that joined later come after those there from step 1)
-            j = reqs[i].last_segment
-            if j >= 0 and seg_end[j] == start and seg_code_col[j] == plain:
-                q = int(first_piece[i])
-                seg_end[j] = float(columns[3][q])
-                seg_tokens[j] += int(columns[4][q])
-                seg_last[j] = int(columns[6][q])
-                keep[q] = False
-        base = rec.add_columns(*(c[keep] for c in columns))
-        kept = np.cumsum(keep)  # a request's last stretch: the last kept row of its rows
-        last_rows = first_piece + count - 1
-        for req, row, has in zip(reqs, (base + kept[last_rows] - 1).tolist(),
-                                 keep[last_rows].tolist(), strict=True):  # fmt: skip
-            if has:
-                req.last_segment = row
-
-    def _book(self, i: int, upto: int) -> None:
-        """Engine.complete's bookkeeping for request i, steps booked+1..upto at once."""
-        self._book_all([i], upto, 0, blocks=False)
-
-    def _book_all(self, tail: list[int], upto: int, allocated_to: int, blocks: bool = True
-                  ) -> None:  # fmt: skip
-        """Engine.complete's bookkeeping for each request i of `tail` (all applied up to the
-        same step), steps booked+1..upto at once: counters, one token at each step's end, and
-        its decode stretches (the first extends the request's last one if it continues it);
-        with `blocks`, their KV blocks as of step `allocated_to` (held, full ones registered)."""
-        reqs, booked = self.reqs, self.booked
-        done = booked[tail[0]]
-        n = upto - done
-        times = self.times
-        rec, wid = self.engine.recorder, self.engine._worker_code
-        seg_end, seg_code_col, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
-        first_step = self.first_step
-        if n > 0:
-            tokens = times[done + 1 : upto + 1]
-            pieces = self._pieces(done, upto)
-            a, b, slowed = pieces[0]
-            start, end = times[a - 1], times[b]
-            code = seg_code(wid, DECODE, SLOWED if slowed else 0)
-            new = []
-            for i in tail:
-                req = reqs[i]
-                booked[i] = upto
-                req.num_computed += n
-                req.num_generated += n
-                if req.num_computed > req.high_water:
-                    req.high_water = req.num_computed
-                req.token_times.extend(tokens)
-                j = req.last_segment
-                if j >= 0 and seg_end[j] == start and seg_code_col[j] == code:
-                    seg_end[j] = end
-                    seg_tokens[j] += b - a + 1
-                    seg_last[j] = first_step + b - 1
-                else:
-                    new.append(req)
-            rec.add_same(new, code, start, end, b - a + 1, first_step + a - 1, first_step + b - 1)
-            if len(pieces) > 1:
-                members = [reqs[i] for i in tail]
-                for a, b, slowed in pieces[1:]:
-                    code = seg_code(wid, DECODE, SLOWED if slowed else 0)
-                    rec.add_same(members, code, times[a - 1], times[b], b - a + 1,
-                                 first_step + a - 1, first_step + b - 1)  # fmt: skip
-        if not blocks:
-            return
-        c0s, ends, blocks0, joins = self.c0_list, self.ends, self.blocks0, self.join
-        kv = self.engine.kv
-        bs, caching = kv.block_size, kv.caching
-        for i in tail:
-            req = reqs[i]
-            total = c0s[i] + min(allocated_to, ends[i]) - joins[i]  # (the cache reads tokens)
-            held = -(-total // bs)
-            if held > blocks0[i]:
-                req.blocks = held
-            if caching and total // bs > req.num_cached_blocks:
-                kv.cache_full(req, total)
