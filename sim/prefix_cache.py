@@ -34,8 +34,10 @@ How it is kept cheap (the same decisions as block by block, at a cost per reques
   as in vLLM. A request's keyed blocks are always its first ones (`req.block_ids`); the rest of
   the `req.blocks` it holds are anonymous.
 - The queue of cached free blocks (`_queue`) holds anonymous runs and keyed ids in LRU order. A
-  keyed id leaves the middle of the queue (a hit touches it) lazily: its entry stays, stamped
-  with a generation, and is skipped when it reaches the front.
+  keyed id leaves the middle of the queue (a hit touches it) lazily: its entry stays, the id is
+  counted as stale, and the entry skips it when it reaches the front. A block's stale entries
+  are always older than its live one (the queue is first in, first out), so a count per id is
+  enough, and entering the queue costs nothing per block: only hits, which are few, pay.
 """
 
 from __future__ import annotations
@@ -57,11 +59,12 @@ class PrefixCachingKV(KVCache):
     def __init__(self, capacity_tokens: int, block_size: int = 16) -> None:
         super().__init__(capacity_tokens, block_size)
         n = self.num_blocks
-        # Keyed blocks (someone may hit them): an id each, its reference count, its key and how
-        # many times it has entered the free queue (its entries there carry that generation).
+        # Keyed blocks (someone may hit them): an id each, its reference count and its key.
         self.ref = [0] * n
         self.key: list[int | None] = [None] * n  # (what a spare id last held: meaningless)
-        self.gen = [0] * n
+        # id -> how many of its entries in the free queue a hit has made stale since (it took
+        # the block off the queue; the entry stays where it is and is skipped at the front).
+        self._stale: dict[int, int] = {}
         self._spare_ids = list(range(n - 1, -1, -1))  # ids naming no keyed block now
         # key -> the keyed block that hits use; `_more` keeps the later copies of a key
         # (computed again before the first was cached), in order: together vLLM's holder list.
@@ -69,8 +72,8 @@ class PrefixCachingKV(KVCache):
         self._more: dict[int, list[int]] = {}
         # The free queue, front first: `_uncached` blocks holding nothing findable, then the
         # cached free blocks from least to most recently freed: -n for a run of n anonymous
-        # blocks, [ids, generations, start] for keyed blocks freed together (those from
-        # `start` on are still in the queue; each id counts only if its generation still is).
+        # blocks, [ids, start] for keyed blocks freed together (those from `start` on are still
+        # in the queue, less the stale ones).
         self._uncached = n
         self._queue: deque[int | list] = deque()
         # request id -> how many of its first blocks other requests may also hold (from the
@@ -87,7 +90,7 @@ class PrefixCachingKV(KVCache):
             return
         count -= self._uncached
         self._uncached = 0
-        queue, ref, gens = self._queue, self.ref, self.gen
+        queue, stale = self._queue, self._stale
         while count:
             entry = queue[0]
             if isinstance(entry, int):  # a run of anonymous cached blocks (-length)
@@ -99,17 +102,30 @@ class PrefixCachingKV(KVCache):
                     count = 0
                 continue
             # Keyed blocks freed together, oldest first. An entry whose block a hit took off
-            # the queue since (or that re-entered further back) is stale and counts for nothing.
-            ids, stamps, start = entry
+            # the queue since (it may have re-entered further back) is stale: it counts for
+            # nothing, and its block is stale once less.
+            ids, start = entry
             end = start + count
             if end < len(ids):
-                entry[2] = end
+                entry[1] = end
             else:
                 queue.popleft()
-            taken = [b for b, g in zip(ids[start:end], stamps[start:end], strict=True)
-                     if not ref[b] and gens[b] == g]  # fmt: skip
+            taken = ids[start:end]
+            if stale and not stale.keys().isdisjoint(taken):
+                taken = [b for b in taken if not self._unstale(b)]
             count -= len(taken)
             self._evict_many(taken)  # _maybe_evict_cached_block
+
+    def _unstale(self, b: int) -> bool:
+        """Whether block b's entry at the queue's front is stale (and if so, count it off)."""
+        left = self._stale.get(b, 0)
+        if not left:
+            return False
+        if left == 1:
+            del self._stale[b]
+        else:
+            self._stale[b] = left - 1
+        return True
 
     def _evict_many(self, blocks: list[int]) -> None:
         key, cached = self.key, self.cached
@@ -136,10 +152,11 @@ class PrefixCachingKV(KVCache):
             del self._more[k]
 
     def _touch(self, blocks: Sequence[int]) -> None:
-        ref = self.ref
+        ref, stale = self.ref, self._stale
         for b in blocks:
-            if ref[b] == 0:
-                self.free_blocks -= 1  # a cached block nobody held: no longer to be evicted
+            if ref[b] == 0:  # a cached block nobody held: off the free queue, not to be evicted
+                self.free_blocks -= 1
+                stale[b] = stale.get(b, 0) + 1  # (its entry there stays, and is skipped)
             ref[b] += 1
 
     def _register(self, key: int, ref: int) -> int:
@@ -170,11 +187,7 @@ class PrefixCachingKV(KVCache):
     def _queue_keyed(self, blocks: list[int]) -> None:
         """Keyed blocks nobody holds now join the end of the free queue, in this order."""
         if blocks:
-            gen = self.gen
-            stamps = [gen[b] + 1 for b in blocks]
-            for b, g in zip(blocks, stamps, strict=True):
-                gen[b] = g
-            self._queue.append([blocks, stamps, 0])
+            self._queue.append([blocks, 0])
 
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
