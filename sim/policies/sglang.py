@@ -15,17 +15,27 @@ wheel:
   and becomes the new chunked request (only one at a time). `max_running_requests` caps the
   running plus new requests (`get_num_allocatable_reqs`, 4027-4050).
 - KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
-  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving the same for
-  every running request's remaining output (ratio 1.0: PD Lab's workloads have fixed output
-  lengths, i.e. `ignore_eos`, which SGLang reserves in full).
+  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving for every
+  running request its remaining output (at most 4096) TIMES `new_token_ratio`. That ratio is
+  SGLang's guess of how much of the rest will really be generated, and it is applied to fixed
+  output lengths (`ignore_eos`) too: it starts at 0.7 (x `--schedule-conservativeness`), loses
+  (0.7 - 0.098) / 600 at every decode batch that fits, and is reset when the server idles
+  (scheduler_components/new_token_ratio_tracker.py; environ.py SGLANG_INIT_NEW_TOKEN_RATIO,
+  SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS). So a long-running
+  batch admits more and more until memory runs out, then retracts. Only with the radix cache off
+  does SGLang reserve ignore_eos output in full (`add_one_req_ignore_eos`, ratio 1.0), which this
+  mirror does then.
 - `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
   taking one token of the chunk budget (`num_mixed_decode_tokens`).
-- When a decode step's KV does not fit, `retract_decode` (schedule_batch.py 3451-3540) sends back
-  the request with the fewest output tokens (then the longest prompt) to the END of the waiting
-  queue, to be recomputed.
+- When a decode batch's next tokens do not fit (`update_running_batch` -> `check_decode_mem`),
+  `retract_decode` (schedule_batch.py 3451-3540) sends back requests with the fewest output
+  tokens (then the longest prompt) to the END of the waiting queue, to be recomputed, until the
+  rest have room for 20 decode steps (SGLANG_RETRACT_DECODE_STEPS), and sets new_token_ratio to
+  min(1, (their output tokens + 20 each) / (their max_new_tokens + 1)).
 Simplified here: chunks are cut at any token (SGLang's default page size of 1), but KV memory
-and the radix prefix cache are counted in 16-token blocks, and SGLang's decaying
-`new_token_ratio` is used only at ratio 1.0 (exact for fixed-length outputs). Not checked
+and the radix prefix cache are counted in 16-token blocks; a retracted request's full blocks all
+stay in the prefix cache, generated tokens included (SGLang keeps the prompt it inserted after
+the prefill but frees the generated tokens without inserting them). Not checked
 against the real SGLang scheduler step by step in CI; tests/test_policies_by_hand.py replays
 the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
 """
@@ -43,6 +53,14 @@ from sim.request import RequestState
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
 LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this many waiting
+# How much of a running request's remaining output the KV check reserves: `new_token_ratio`
+# (sglang/srt/environ.py: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+# 0.14, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600, SGLANG_RETRACT_DECODE_STEPS 20; the same
+# figures as global_config.py's default_init_new_token_ratio & co. in the 0.4/0.5 releases).
+INIT_NEW_TOKEN_RATIO = 0.7  # times --schedule-conservativeness (1.0), at most 1
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # the floor: 0.7 x 0.14 = 0.098
+NEW_TOKEN_RATIO_DECAY_STEPS = 600  # decode batches from the start value to the floor
+RETRACT_DECODE_STEPS = 20  # a retraction frees room for this many decode steps of the rest
 
 
 def sglang_chunk_default(mem_gb: float) -> int:
@@ -69,6 +87,7 @@ class SglangKnobs(Knobs):
     enable_mixed_chunk: bool = False  # decodes ride along in prefill batches
     enable_prefix_caching: bool = True  # the radix cache (SGLang: --disable-radix-cache off)
     schedule_policy: str = "fcfs"  # fcfs | lpm (longest cached prefix first)
+    schedule_conservativeness: float = 1.0  # scales new_token_ratio's start value (SGLang 1.0)
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
         "chunked_prefill_size": "tokens per prefill batch, cut into chunks to fit",
@@ -77,6 +96,7 @@ class SglangKnobs(Knobs):
         "enable_mixed_chunk": "decodes inside prefill batches",
         "enable_prefix_caching": PREFIX_CACHING,
         "schedule_policy": "SGLang's order of the waiting queue",
+        "schedule_conservativeness": "how much future output the KV check reserves (x 0.7)",
     }
 
     def __post_init__(self) -> None:
@@ -85,6 +105,8 @@ class SglangKnobs(Knobs):
             raise ValueError("chunked_prefill_size must be -1 (no chunking), 0 (auto) or > 0")
         if self.max_running_requests < 0:
             raise ValueError("max_running_requests must be >= 0 (0 = no cap)")
+        if not 0 <= self.schedule_conservativeness <= 100:
+            raise ValueError("schedule_conservativeness must be in [0, 100] (SGLang: 1.0)")
         if self.schedule_policy not in ("fcfs", "lpm"):
             raise ValueError(f"schedule_policy must be fcfs or lpm, got {self.schedule_policy!r}")
 
@@ -106,6 +128,29 @@ class Sglang(Policy):
     def __init__(self, knobs=None) -> None:
         super().__init__(knobs)
         self.chunked = None  # the one request whose prompt is being prefilled in chunks
+        # new_token_ratio (scheduler_components/new_token_ratio_tracker.py, NewTokenRatioTracker;
+        # the same in scheduler.py __init__ of earlier releases): starts at 0.7 x
+        # schedule_conservativeness, loses (start - floor) / 600 at every decode batch that
+        # fits (update_running_batch -> decay_step), jumps to an estimate after a retraction,
+        # and goes back to the start when the server idles (self_check_during_idle).
+        self.ratio_init = min(INIT_NEW_TOKEN_RATIO * self.knobs.schedule_conservativeness, 1.0)
+        self.ratio_min = min(self.ratio_init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+        self.ratio_decay = (self.ratio_init - self.ratio_min) / NEW_TOKEN_RATIO_DECAY_STEPS
+        self._anchor = (self.ratio_init, 0, 0)  # (ratio, engine step, our prefill steps) then
+        self._prefill_steps = 0  # prefill (extend or mixed) batches this policy formed
+
+    def new_token_ratio(self, engine) -> float:
+        """The ratio now: decayed once per decode batch since the last reset or retraction.
+
+        Counted from the engine's step counter, so that decode steps taken at once
+        (sim/fastforward.py) decay it too: steps since then minus the prefill ones formed here.
+        """
+        ratio, step, prefills = self._anchor
+        decodes = max(0, (engine.num_steps - step) - (self._prefill_steps - prefills))
+        return max(ratio - self.ratio_decay * decodes, self.ratio_min)
+
+    def _set_ratio(self, engine, ratio: float, after_this_step: bool = False) -> None:
+        self._anchor = (ratio, engine.num_steps + after_this_step, self._prefill_steps)
 
     def decode_horizon(self, engine, now):
         if engine.waiting or self.chunked is not None:
@@ -141,13 +186,25 @@ class Sglang(Policy):
             if k.max_running_requests and len(engine.running) >= k.max_running_requests:
                 break
             engine.admit(engine.waiting[0])
+        if not engine.running and self.chunked is None:
+            # Nothing running: between the last finish and this arrival the real server idled
+            # (the clients' round trip at least), and an idle SGLang resets the ratio
+            # (scheduler.py self_check_during_idle: new_token_ratio = init_new_token_ratio).
+            self._set_ratio(engine, self.ratio_init)
         decodes = [r for r in engine.running if r is not self.chunked]
         mixed = len(decodes) if k.enable_mixed_chunk else 0
         chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
         rem_chunk = None if chunk is None else chunk - mixed
         rem_input = k.max_prefill_tokens - mixed
-        # KV tokens free for new work after every running request's remaining output.
-        rem_total = kv.free_blocks * kv.block_size - sum(
+        # KV tokens free for new work after the running requests' future output: each reserves
+        # its remaining output (at most 4096) TIMES new_token_ratio (schedule_policy.py,
+        # PrefillAdder._get_running_request_total_token_offset), fixed output lengths or not:
+        # SGLang trusts ignore_eos in full only with the radix cache off (add_one_req ->
+        # add_one_req_ignore_eos, ratio 1.0 for ignore_eos requests), where this mirror keeps
+        # reserving at 1.0 (that path checks the peak of the future demand, not its sum: ours
+        # is the more cautious). A NEW request still reserves all of its output (below).
+        ratio = self.new_token_ratio(engine) if k.enable_prefix_caching else 1.0
+        rem_total = kv.free_blocks * kv.block_size - ratio * sum(
             min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes
         )
         block = kv.block_size
@@ -197,10 +254,35 @@ class Sglang(Policy):
                 self.chunked = req
 
         if plan.items:
+            self._prefill_steps += 1  # no decay: update_running_batch runs for decode batches
             if k.enable_mixed_chunk:  # mix_with_running: decodes join the prefill batch
                 self._decode(engine, plan, decodes)
             return  # a prefill (extend) batch: running decodes wait
+        self._retract_if_full(engine, plan, decodes)
         self._decode(engine, plan, decodes)
+
+    def _retract_if_full(self, engine, plan, decodes):
+        """update_running_batch: when the next token of every running request does not fit
+        (check_decode_mem), retract_decode (schedule_batch.py) sends requests back, fewest output
+        tokens (then longest prompt) first, until the rest have room for 20 decode steps or one
+        is left, and sets new_token_ratio = min(1, (their output tokens + 20 each) / (their
+        max_new_tokens + 1)). Otherwise the ratio decays (counted in `new_token_ratio`)."""
+        kv = engine.kv
+        live = [r for r in decodes if r.state is RequestState.RUNNING]
+        if sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) <= kv.free_blocks:
+            return
+        first = True
+        while len(live) > 1 and (
+            first or kv.free_blocks * kv.block_size < RETRACT_DECODE_STEPS * len(live)
+        ):
+            first = False
+            victim = self.pick_victim(live)
+            live.remove(victim)
+            engine.preempt(victim, plan)  # back of the waiting queue, to be recomputed
+        done = sum(r.num_generated for r in live)
+        total = sum(r.output_tokens for r in live)
+        ratio = min(1.0, (done + RETRACT_DECODE_STEPS * len(live)) / (total + 1))
+        self._set_ratio(engine, ratio, after_this_step=True)  # this batch does not decay it
 
     def _decode(self, engine, plan, decodes):
         for req in decodes:
