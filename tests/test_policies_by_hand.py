@@ -229,7 +229,10 @@ def test_sglang_without_chunking_caps_a_prefill_batch_at_max_prefill_tokens():
 # PrefillAdder._get_running_request_total_token_offset; new_token_ratio_tracker.py), with the
 # radix cache on, fixed output lengths (ignore_eos) or not.
 
-RATIO_DOC = [(0, RequestSpec(0, 0.0, 160, 2000)), (1, RequestSpec(1, 0.0, 160, 1500))]
+# A (160 + 2000) and C (160 + 100) start; B (160 + 1500) arrives next and does not fit, which
+# sets batch_is_full: no new prefill until a request leaves the batch (C, step 99).
+RATIO_DOC = [(0, RequestSpec(0, 0.0, 160, 2000)), (0, RequestSpec(2, 0.0, 160, 100)),
+             (1, RequestSpec(1, 0.0, 160, 1500))]  # fmt: skip
 
 
 def sglang_ratio_steps(radix: bool):
@@ -237,20 +240,22 @@ def sglang_ratio_steps(radix: bool):
 
     config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": radix})
     steps, outputs = run_steps(RATIO_DOC, config, kv_blocks=200)  # 3200 tokens
-    assert outputs == {0: 2000, 1: 1500}
+    assert outputs == {0: 2000, 2: 100, 1: 1500}
     return steps
 
 
 def test_sglang_reserves_running_output_at_the_decaying_ratio():
-    # B needs 160 + 1500 tokens. Beside A (161 tokens, 1999 to go) 3024 are free: at ratio 0.7
-    # A reserves 1399 (B does not fit yet), and B gets in once the ratio has decayed enough.
     steps = sglang_ratio_steps(radix=True)
+    assert steps[99].finished == [2]
+    # Step 1: 2848 tokens free, A and C reserve 0.7 x (1999 + 99): B (1660) does not fit, and
+    # is not tried again while the batch stays whole (not at every step as the ratio decays).
+    # Step 100: C has left; ~100 decode batches took the ratio to ~0.6, A reserves 0.6 x 1899
+    # of the 2928 free tokens: B fits (at ratio 1.0 it would not: 2928 - 1899 < 1660).
     first = next(i for i, s in enumerate(steps) if 1 in s.scheduled)
-    assert 2 < first < 30 and steps[first].scheduled == {1: 160}
-    # Both then outgrow the 3200 tokens: retract_decode sends back B (fewest output tokens).
+    assert first == 100 and steps[first].scheduled == {1: 160}
+    # A and B then outgrow the 3200 tokens: retract_decode sends back B (fewest output tokens).
     retracted = [i for i, s in enumerate(steps) if s.preempted]
-    assert len(retracted) == 1 and steps[retracted[0]].preempted == [1]
-    assert 1400 < retracted[0] < 1460  # 320 + A's ~1450 + B's ~1430 tokens fill the pool
+    assert retracted == [1490] and steps[1490].preempted == [1]  # 320 + 1490 + 1389 ~ 3200
 
 
 def test_sglang_without_the_radix_cache_reserves_ignore_eos_output_in_full():

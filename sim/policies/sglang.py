@@ -138,6 +138,15 @@ class Sglang(Policy):
         self.ratio_decay = (self.ratio_init - self.ratio_min) / NEW_TOKEN_RATIO_DECAY_STEPS
         self._anchor = (self.ratio_init, 0, 0)  # (ratio, engine step, our prefill steps) then
         self._prefill_steps = 0  # prefill (extend or mixed) batches this policy formed
+        # running_batch.batch_is_full (scheduler.py _get_new_batch_prefill_raw): set when a
+        # request does not fit (NO_TOKEN) or the batch holds max_running_requests; while set,
+        # get_new_batch_prefill forms no batch of new requests (the chunked one goes on). It is
+        # cleared only when the running batch loses a request, finished or retracted
+        # (update_running_batch: `if batch.batch_size() < initial_bs: batch_is_full = False`;
+        # get_next_batch_to_run does the same for the last prefill batch). So a request turned
+        # away for memory is not retried at every step as the ratio decays: at the next finish.
+        self.batch_is_full = False
+        self._running_ids: set[int] = set()  # who was running after the last step formed
 
     def new_token_ratio(self, engine) -> float:
         """The ratio now: decayed once per decode batch since the last reset or retraction.
@@ -153,6 +162,8 @@ class Sglang(Policy):
         self._anchor = (ratio, engine.num_steps + after_this_step, self._prefill_steps)
 
     def decode_horizon(self, engine, now):
+        if self.chunked is None and self.batch_is_full:
+            return math.inf  # no prefill batch until a request leaves the running batch
         if engine.waiting or self.chunked is not None:
             # Its KV check reserves every running request's remaining output, which shrinks
             # each step: a waiting request may fit a few steps later. No promise.
@@ -186,6 +197,9 @@ class Sglang(Policy):
             if k.max_running_requests and len(engine.running) >= k.max_running_requests:
                 break
             engine.admit(engine.waiting[0])
+        now_running = {id(r) for r in engine.running}
+        if not self._running_ids <= now_running:
+            self.batch_is_full = False  # a request finished or was retracted since
         if not engine.running and self.chunked is None:
             # Nothing running: between the last finish and this arrival the real server idled
             # (the clients' round trip at least), and an idle SGLang resets the ratio
@@ -223,18 +237,23 @@ class Sglang(Policy):
                     self.chunked = None
                     rem_total -= min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
 
-        for req in self._order(engine):
-            if rem_total <= 0 or rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
-                break  # budget_state: NO_TOKEN / OTHER
+        for req in [] if self.batch_is_full else self._order(engine):
+            if rem_total <= 0:
+                self.batch_is_full = True  # budget_state: NO_TOKEN
+                break
+            if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+                break  # budget_state: OTHER
             running = len(decodes) + len(new) + (self.chunked is not None and
                                                   self.chunked not in new)  # fmt: skip
             if k.max_running_requests and running >= k.max_running_requests:
-                break  # the batch is full
+                self.batch_is_full = True  # the batch is full
+                break
             hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
             extend = req.num_tokens - req.num_computed - len(hits) * block
             max_new = min(req.output_tokens - req.num_generated, CLIP_MAX_NEW_TOKENS)
             if extend + max_new > rem_total:
-                break  # NO_TOKEN: not enough KV for its prompt and output
+                self.batch_is_full = True  # NO_TOKEN: not enough KV for its prompt and output
+                break
             if rem_chunk is None and new and extend >= rem_input:
                 break  # without chunking only the first prompt may exceed the input cap
             n, chunked = extend, False
@@ -243,6 +262,7 @@ class Sglang(Policy):
                     break  # only one chunked request at a time
                 n, chunked = rem_chunk, True  # page size 1 (SGLang's default): cut anywhere
             if not engine.admit_with_cache(req, n, hits):
+                self.batch_is_full = True  # its blocks do not fit: NO_TOKEN
                 break
             plan.add(req, n)
             new.append(req)
@@ -252,7 +272,11 @@ class Sglang(Policy):
             rem_total -= n + (0 if chunked else max_new)
             if chunked:
                 self.chunked = req
+            if rem_total <= 0:  # the budget_state add_one_req returns: NO_TOKEN
+                self.batch_is_full = True
+                break
 
+        self._running_ids = {id(r) for r in engine.running}
         if plan.items:
             self._prefill_steps += 1  # no decay: update_running_batch runs for decode batches
             if k.enable_mixed_chunk:  # mix_with_running: decodes join the prefill batch
