@@ -38,6 +38,8 @@ import pandas as pd
 
 from sim.cluster import Cluster
 from sim.config import SimConfig, with_overrides
+from sim.hardware import get_gpu
+from sim.policies.sglang import sglang_chunk_default, sglang_mem_fraction_static
 from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
 
@@ -217,6 +219,12 @@ AIC_FP8_KV = ("fp8", "fp4")
 # concurrencies are the script's fixed ones (16, 64, 128), and nothing says those servers had
 # more than SGLang's defaults: they replay with the defaults (mixed chunk off, 16384 tokens).
 AIC_SGLANG_GENERATED_FROM = (0, 5, 6)
+# Every SGLang row keeps SGLang's own KV pool: its default --mem-fraction-static
+# (sim/policies/sglang.py sglang_mem_fraction_static, 0.82-0.84 on an H100) instead of the
+# simulator's 0.9 (vLLM's gpu_memory_utilization). That is the formula of the releases since
+# PR #10975; earlier 0.5 releases, which the 0.5.1.post1 rows may have run, used an older one
+# (one of them keeps (9.5 + TP/2) GiB on an H100: 0.83-0.87). Those rows run at TP 2 to 8,
+# where either pool holds more than their clients need.
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -275,6 +283,11 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             version = row["backend_version"] or "?"
             ep = _num(row["moe_ep_size"])
             settings = {"tensor_parallel": tp}
+            if policy == "sglang":
+                # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
+                mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
+                settings["mem_utilization"] = sglang_mem_fraction_static(
+                    mem, tp, sglang_chunk_default(mem))
             if policy == "sglang" and _version(version) >= AIC_SGLANG_GENERATED_FROM:
                 settings.update(enable_mixed_chunk=True,
                                 max_prefill_tokens=int(row["isl"]) + 1500)  # fmt: skip

@@ -165,11 +165,13 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     by_key = {r.key: r for r in fr.load_runs(root)[0]}
     old, new = by_key["s0"], by_key["s1"]
     assert old.policy == new.policy == "sglang" and not old.fit
-    assert old.settings == {"tensor_parallel": 2}
-    assert new.settings == {"tensor_parallel": 2, "enable_mixed_chunk": True,
-                            "max_prefill_tokens": 512 + 1500}  # fmt: skip
+    # Both keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9.
+    assert old.settings == {"tensor_parallel": 2, "mem_utilization": 0.834}
+    assert new.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
+                            "enable_mixed_chunk": True, "max_prefill_tokens": 512 + 1500}  # fmt: skip
     knobs = new.config().knobs
     assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012
+    assert new.config().engine.mem_utilization == 0.834
 
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "fidelity").is_dir(),

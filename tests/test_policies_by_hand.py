@@ -286,3 +286,17 @@ def test_sglang_ratio_after_a_retraction_and_when_idle():
     assert plan.items and policy.new_token_ratio(engine) == 0.7
     engine.num_steps += 1  # that prefill batch ran: it does not decay the ratio
     assert policy.new_token_ratio(engine) == 0.7
+
+
+def test_sglang_default_memory_fraction():
+    # memory_hook.py handle_gpu_memory_settings: 512 MiB + 1.5 x chunk + tp/8 GiB + 2 x graph bs,
+    # at least 10 GiB on big GPUs.
+    from sim.policies.sglang import sglang_cuda_graph_max_bs, sglang_mem_fraction_static
+
+    assert sglang_cuda_graph_max_bs(80, 2) == 256 and sglang_cuda_graph_max_bs(80, 4) == 512
+    assert sglang_mem_fraction_static(80, 1, 8192) == round(1 - 13440 / 81920, 3)  # 0.836
+    assert sglang_mem_fraction_static(141, 8, 8192) == round(1 - 14848 / (141 * 1024), 3)
+    # A small chunk on a big GPU: the 10 GiB floor.
+    assert sglang_mem_fraction_static(80, 1, 2048, cuda_graph_max_bs=8) == round(
+        1 - 10240 / 81920, 3
+    )

@@ -79,6 +79,48 @@ def sglang_chunk_default(mem_gb: float) -> int:
     return 16384
 
 
+def sglang_cuda_graph_max_bs(mem_gb: float, tensor_parallel: int) -> int:
+    """The largest decode batch SGLang captures a CUDA graph for, by GPU memory (GiB) and TP
+    (srt/arg_groups/memory_hook.py, handle_gpu_memory_settings, sglang commit 031ed82):
+    < 20 GiB: 8; < 35: 48 (TP < 4) or 160; < 60: 32 or 160; < 160 (H100, H200): 256 or 512;
+    otherwise (B200): 512."""
+    mib = mem_gb * 1024
+    small_tp = tensor_parallel < 4
+    if mib < 20 * 1024:
+        return 8
+    if mib < 35 * 1024:
+        return 48 if small_tp else 160
+    if mib < 60 * 1024:
+        return 32 if small_tp else 160
+    if mib < 160 * 1024:
+        return 256 if small_tp else 512
+    return 512
+
+
+def sglang_mem_fraction_static(mem_gb: float, tensor_parallel: int, activation_tokens: int,
+                               cuda_graph_max_bs: int | None = None) -> float:  # fmt: skip
+    """`--mem-fraction-static` SGLang picks when it is not set: the share of GPU memory for the
+    weights and the KV pool, the rest kept for activations and CUDA graphs.
+
+    srt/arg_groups/memory_hook.py, handle_gpu_memory_settings (sglang commit 031ed82; the same
+    formula since PR #10975, "General heuristics for --mem-fraction-static"): in MiB,
+    reserved = 512 (metadata) + 1.5 x max(chunked_prefill_size, 2048) (activations)
+             + tp x pp / 8 x 1024 (parallel slack) + 2 x cuda_graph_max_bs (decode graphs),
+    at least 10 GiB on GPUs over 60 GiB; fraction = round((memory - reserved) / memory, 3).
+    An H100 at TP 1 keeps 13.1 GiB back (0.836), where vLLM's gpu_memory_utilization keeps
+    0.1. Left out: the prefill (piecewise) CUDA graphs' 8 MiB per captured size, and the DP
+    attention, speculative decoding and DeepEP terms.
+    """
+    if cuda_graph_max_bs is None:
+        cuda_graph_max_bs = sglang_cuda_graph_max_bs(mem_gb, tensor_parallel)
+    mib = mem_gb * 1024  # datasheet GB are GiB (sim/hardware.py)
+    reserved = 512 + 1.5 * max(activation_tokens, 2048) + tensor_parallel / 8 * 1024
+    reserved += 2 * cuda_graph_max_bs
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
 @dataclass(frozen=True)
 class SglangKnobs(Knobs):
     chunked_prefill_size: int = 0  # tokens per prefill batch; 0 = SGLang's default for the GPU
