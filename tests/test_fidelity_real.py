@@ -168,7 +168,8 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     # Both keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9.
     assert old.settings == {"tensor_parallel": 2, "mem_utilization": 0.834}
     assert new.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
-                            "enable_mixed_chunk": True, "max_prefill_tokens": 512 + 1500}  # fmt: skip
+                            "enable_mixed_chunk": True,
+                            "max_prefill_tokens": 512 + 1500}  # fmt: skip
     knobs = new.config().knobs
     assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012
     assert new.config().engine.mem_utilization == 0.834
