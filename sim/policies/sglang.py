@@ -13,7 +13,9 @@ wheel:
   Each takes its uncached tokens while `chunked_prefill_size` (per batch) and
   `max_prefill_tokens` (per batch) last; one that does not fit whole is cut at the chunk budget
   and becomes the new chunked request (only one at a time). `max_running_requests` caps the
-  running plus new requests (`get_num_allocatable_reqs`, 4027-4050).
+  running plus new requests (`get_num_allocatable_reqs`, 4027-4050). A request that does not
+  fit (NO_TOKEN), or a full batch, sets `running_batch.batch_is_full`: no batch of new requests
+  is formed again until a running request finishes or is retracted.
 - KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
   must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving for every
   running request its remaining output (at most 4096) TIMES `new_token_ratio`. That ratio is
@@ -27,6 +29,10 @@ wheel:
   mirror does then.
 - `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
   taking one token of the chunk budget (`num_mixed_decode_tokens`).
+- The KV pool (not a knob here: the engine's `mem_utilization`): SGLang's default
+  `--mem-fraction-static` keeps activations and CUDA graphs their share of memory
+  (`sglang_mem_fraction_static`, 0.82-0.84 on an H100 where vLLM's default is 0.9);
+  bench/fidelity_runs.py replays SGLang runs with it.
 - When a decode batch's next tokens do not fit (`update_running_batch` -> `check_decode_mem`),
   `retract_decode` (schedule_batch.py 3451-3540) sends back requests with the fewest output
   tokens (then the longest prompt) to the END of the waiting queue, to be recomputed, until the
