@@ -317,7 +317,9 @@ def load_runs(path: str | Path | None = None) -> tuple[list[PublicRun], Counter]
 # How the closed-loop replays start their clients (see `closed_loop`): the benchmark client sends
 # all N at once; whether they stay together is the engine's doing. SGLang's prefill-first
 # scheduler keeps them together; vLLM's mixed steps let jitter spread them, which "even" stands
-# for (the vLLM fit runs were fitted that way: bench/fit_profiles.py).
+# for (the vLLM fit runs were fitted that way: bench/fit_profiles.py). SGLang with
+# --enable-mixed-chunk (rows >= 0.5.6 below) spreads the first wave over the prefill batches it
+# needs, by itself; those replays also start together, as the client does.
 CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
 
 
