@@ -38,6 +38,8 @@ import pandas as pd
 
 from sim.cluster import Cluster
 from sim.config import SimConfig, with_overrides
+from sim.hardware import get_gpu
+from sim.policies.sglang import sglang_chunk_default, sglang_mem_fraction_static
 from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
 
@@ -202,6 +204,38 @@ AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
 # BF16 models keep a BF16 cache. The CSV has no KV column, so the replay follows that rule.
 AIC_FP8_KV = ("fp8", "fp4")
 
+# How aiconfigurator's generator deploys SGLang aggregated (src/aiconfigurator/generator/
+# rule_plugin/sglang.rule, as of commit 5e0243eb1, 2026-01-24): `agg_prefill_decode
+# max_prefill_tokens = SlaConfig.isl + 1500` and `agg enable_mixed_chunk = true`, passed as
+# --max-prefill-tokens and --enable-mixed-chunk (backend_templates/sglang/cli_args.0.5.6.post2.j2);
+# the flag's name was fixed on 2026-01-19 (commit 07a377923, "fix sglang enable mixed chunk";
+# before it the template emitted --enable-mix-chunk). Its --max-running-requests is the config's
+# batch size, the concurrency of these rows: it binds nothing in their closed loop.
+# The silicon rows of SGLang 0.5.6.post2 and later come from that tool's deployments: the
+# 0.5.6.post2 rows name image=nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.8.0 measured 2026-01-23
+# to 25, the week the generator gained its Dynamo 0.8.0 templates (commit c46a56b02,
+# 2026-01-23), and their concurrencies are the tool's estimated batch sizes (240, 352, 448...),
+# which bench_run.sh.j2 adds to its list. The 0.5.1.post1 rows state no date nor image; their
+# concurrencies are the script's fixed ones (16, 64, 128), and nothing says those servers had
+# more than SGLang's defaults: they replay with the defaults (mixed chunk off, 16384 tokens).
+AIC_SGLANG_GENERATED_FROM = (0, 5, 6)
+# Every SGLang row keeps SGLang's own KV pool: its default --mem-fraction-static
+# (sim/policies/sglang.py sglang_mem_fraction_static, 0.82-0.84 on an H100) instead of the
+# simulator's 0.9 (vLLM's gpu_memory_utilization). That is the formula of the releases since
+# PR #10975; earlier 0.5 releases, which the 0.5.1.post1 rows may have run, used an older one
+# (one of them keeps (9.5 + TP/2) GiB on an H100: 0.83-0.87). Those rows run at TP 2 to 8,
+# where either pool holds more than their clients need.
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """(0, 5, 6) of "0.5.6.post2"; () when it does not start with numbers."""
+    parts = []
+    for p in text.split(".")[:3]:
+        if not p.isdigit():
+            break
+        parts.append(int(p))
+    return tuple(parts)
+
 
 def _num(value: str) -> float:
     try:
@@ -248,9 +282,18 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             name, policy = AIC_ENGINES[row["backend"]]
             version = row["backend_version"] or "?"
             ep = _num(row["moe_ep_size"])
+            settings = {"tensor_parallel": tp}
+            if policy == "sglang":
+                # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
+                mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
+                settings["mem_utilization"] = sglang_mem_fraction_static(
+                    mem, tp, sglang_chunk_default(mem))
+            if policy == "sglang" and _version(version) >= AIC_SGLANG_GENERATED_FROM:
+                settings.update(enable_mixed_chunk=True,
+                                max_prefill_tokens=int(row["isl"]) + 1500)  # fmt: skip
             runs.append(PublicRun(
                 key=row["id"], source="aiconfigurator", gpu=AIC_GPUS[row["system"]], model=model,
-                engine=f"{name} {version}", policy=policy, settings={"tensor_parallel": tp},
+                engine=f"{name} {version}", policy=policy, settings=settings,
                 kv_dtype="fp8" if precision in AIC_FP8_KV else "",
                 parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
                 isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,
@@ -271,15 +314,38 @@ def load_runs(path: str | Path | None = None) -> tuple[list[PublicRun], Counter]
 # ---- replay ------------------------------------------------------------------------------------
 
 
+# How the closed-loop replays start their clients (see `closed_loop`): the benchmark client sends
+# all N at once; whether they stay together is the engine's doing. SGLang's prefill-first
+# scheduler keeps them together; vLLM's mixed steps let jitter spread them, which "even" stands
+# for (the vLLM fit runs were fitted that way: bench/fit_profiles.py). SGLang with
+# --enable-mixed-chunk (rows >= 0.5.6 below) spreads the first wave over the prefill batches it
+# needs, by itself; those replays also start together, as the client does.
+CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
+
+
 def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
                 num_requests: int, start: str = "even", seed: int = 0) -> RunResult:  # fmt: skip
     """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
     one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
 
-    The clients start staggered, evenly over one request's estimated lifetime. Started together
-    they would stay in lockstep forever in a deterministic simulator (every wave prefilling in
-    the same step), which the measurements rule out: at concurrency 4 the measured TTFT is about
-    one prefill, not four. A real benchmark's ramp-up and jitter spread its clients out.
+    `start` says when the clients send their first request:
+    - "even" (default): staggered evenly over one request's estimated lifetime. Started together
+      they would stay in lockstep forever in a deterministic simulator (every wave prefilling in
+      the same step), which the vLLM measurements rule out: at concurrency 4 the measured TTFT is
+      about one prefill, not four. vLLM puts new prompts into the running decodes' steps, so a
+      real benchmark's jitter (HTTP, detokenizing) shifts each client a little and the shifts
+      add up: the clients spread out.
+    - "together": all at t = 0, as the benchmark client does it. aiconfigurator's benchmark
+      (src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2, commit
+      095f58a) runs `aiperf profile --concurrency N` with no `--concurrency-ramp-duration`, and
+      aiperf's default timing is CONCURRENCY_BURST, credits "issued with zero delay" up to N in
+      flight (ai-dynamo/aiperf docs/timing-modes.md, docs/tutorials/ramping.md "Without ramping"
+      at commit 159f90b). Under SGLang's default scheduler the clients then STAY together: every
+      waiting prompt is prefilled before any decode runs (scheduler.py get_next_batch_to_run,
+      "Run prefill first if possible"), so a request that arrives a little late joins the same
+      prefill wave instead of lagging behind it, and with equal output lengths (ignore_eos) the
+      wave finishes on one step and comes back as one. Jitter is absorbed, not accumulated.
+    - "random": uniformly over one lifetime (seeded).
     """
     # Step by step: a finish sends the next request at once, which a run of decode steps taken
     # at once (sim/fastforward.py) cannot foresee.
@@ -311,8 +377,10 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
             times = [i * life / concurrency for i in range(n)]
         elif start == "random":
             times = sorted(np.random.default_rng(seed).uniform(0, life, n))
-        else:
+        elif start == "together":
             times = [0.0] * n
+        else:
+            raise ValueError(f"start must be even, together or random, got {start!r}")
         for t in times:
             if t > env.now:
                 yield env.timeout(t - env.now)
@@ -341,7 +409,8 @@ def replay(run: PublicRun, profile_overrides: dict | None = None) -> pd.DataFram
         res = simulate(run.specs, config)
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
     n, warm = closed_loop_size(run.concurrency, run.osl)
-    res = closed_loop(config, run.isl, run.osl, run.concurrency, n)
+    res = closed_loop(config, run.isl, run.osl, run.concurrency, n,
+                      start=CLOSED_LOOP_START.get(run.policy, "even"))  # fmt: skip
     req = res.requests.set_index("request_id")
     return req.loc[req.index >= warm, ["ttft_s", "tpot_s", "e2e_s"]]
 

@@ -133,6 +133,48 @@ def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
     assert req["arrival_s"].iloc[1] > 0
 
 
+def test_sglang_clients_start_together(tmp_path: Path) -> None:
+    # aiperf sends all N requests at once; under SGLang's prefill-first scheduler they stay one
+    # wave (the replay of an SGLang run starts them together, a vLLM run's evenly).
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8)
+    config = fr.with_overrides(fr.SimConfig(policy="sglang"), {"gpu": run.gpu, "model": run.model,
+                                                               **run.settings})  # fmt: skip
+    res = fr.closed_loop(config, run.isl, run.osl, 8, 24, start="together")
+    req = res.requests.sort_values("request_id")
+    assert (req["arrival_s"].iloc[:8] == 0).all()
+    # The waves stay whole: each later request arrives with 7 others at the same instant.
+    assert (req.groupby("arrival_s").size() == 8).all()
+    assert fr.CLOSED_LOOP_START == {"sglang": "together"}
+    with pytest.raises(ValueError, match="start"):
+        fr.closed_loop(config, run.isl, run.osl, 8, 8, start="ramp")
+
+
+def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
+    # aiconfigurator's generator deploys SGLang (>= 0.5.6 rows) with --enable-mixed-chunk and
+    # --max-prefill-tokens isl + 1500; older rows keep SGLang's defaults.
+    root = _fake_data(tmp_path)
+    path = root / "aiconfigurator" / "silicon_sample.csv"
+    rows = list(csv.DictReader(path.open()))
+    for i, version in enumerate(("0.5.1.post1", "0.5.6.post2")):
+        rows.append({**rows[0], "id": f"s{i}", "backend": "sglang", "backend_version": version})
+    with path.open("w", newline="") as f:
+        out = csv.DictWriter(f, AIC_FIELDS)
+        out.writeheader()
+        out.writerows(rows)
+    by_key = {r.key: r for r in fr.load_runs(root)[0]}
+    old, new = by_key["s0"], by_key["s1"]
+    assert old.policy == new.policy == "sglang" and not old.fit
+    # Both keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9.
+    assert old.settings == {"tensor_parallel": 2, "mem_utilization": 0.834}
+    assert new.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
+                            "enable_mixed_chunk": True,
+                            "max_prefill_tokens": 512 + 1500}  # fmt: skip
+    knobs = new.config().knobs
+    assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012
+    assert new.config().engine.mem_utilization == 0.834
+
+
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "fidelity").is_dir(),
                     reason="public runs not present")  # fmt: skip
 def test_real_runs_replay() -> None:

@@ -222,3 +222,81 @@ def test_sglang_without_chunking_caps_a_prefill_batch_at_max_prefill_tokens():
     steps = sglang_steps(chunked_prefill_size=-1, max_prefill_tokens=4096)
     assert steps[0] == {0: 3000, 1: 300, 2: 300, 3: 300}
     assert steps[1] == {4: 300, 5: 300, 6: 300}  # no decodes between the prefill batches
+
+
+# ---- SGLang's new_token_ratio: a running request reserves its remaining output times a ratio
+# that starts at 0.7 and decays by (0.7 - 0.098) / 600 per decode batch (schedule_policy.py
+# PrefillAdder._get_running_request_total_token_offset; new_token_ratio_tracker.py), with the
+# radix cache on, fixed output lengths (ignore_eos) or not.
+
+# A (160 + 2000) and C (160 + 100) start; B (160 + 1500) arrives next and does not fit, which
+# sets batch_is_full: no new prefill until a request leaves the batch (C, step 99).
+RATIO_DOC = [(0, RequestSpec(0, 0.0, 160, 2000)), (0, RequestSpec(2, 0.0, 160, 100)),
+             (1, RequestSpec(1, 0.0, 160, 1500))]  # fmt: skip
+
+
+def sglang_ratio_steps(radix: bool):
+    from sim.stepper import run_steps
+
+    config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": radix})
+    steps, outputs = run_steps(RATIO_DOC, config, kv_blocks=200)  # 3200 tokens
+    assert outputs == {0: 2000, 2: 100, 1: 1500}
+    return steps
+
+
+def test_sglang_reserves_running_output_at_the_decaying_ratio():
+    steps = sglang_ratio_steps(radix=True)
+    assert steps[99].finished == [2]
+    # Step 1: 2848 tokens free, A and C reserve 0.7 x (1999 + 99): B (1660) does not fit, and
+    # is not tried again while the batch stays whole (not at every step as the ratio decays).
+    # Step 100: C has left; ~100 decode batches took the ratio to ~0.6, A reserves 0.6 x 1899
+    # of the 2928 free tokens: B fits (at ratio 1.0 it would not: 2928 - 1899 < 1660).
+    first = next(i for i, s in enumerate(steps) if 1 in s.scheduled)
+    assert first == 100 and steps[first].scheduled == {1: 160}
+    # A and B then outgrow the 3200 tokens: retract_decode sends back B (fewest output tokens).
+    retracted = [i for i, s in enumerate(steps) if s.preempted]
+    assert retracted == [1490] and steps[1490].preempted == [1]  # 320 + 1490 + 1389 ~ 3200
+
+
+def test_sglang_without_the_radix_cache_reserves_ignore_eos_output_in_full():
+    # add_one_req_ignore_eos: with the radix cache off, an ignore_eos request counts at 1.0.
+    steps = sglang_ratio_steps(radix=False)
+    first = next(i for i, s in enumerate(steps) if 1 in s.scheduled)
+    assert first == 2000 and not any(s.preempted for s in steps)  # B waits for A's end
+
+
+def test_sglang_ratio_after_a_retraction_and_when_idle():
+    from sim.engine import Engine, StepPlan
+    from sim.policies import make_policy
+    from sim.prefix_cache import PrefixCachingKV
+    from sim.recorder import TraceRecorder
+    from sim.request import Request
+
+    policy = make_policy("sglang", SimConfig(policy="sglang").knobs)
+    assert policy.ratio_init == 0.7 and abs(policy.ratio_min - 0.098) < 1e-12
+    engine = Engine("I0", policy, PrefixCachingKV(3200, 16), TraceRecorder(), "recompute")
+    assert policy.new_token_ratio(engine) == 0.7
+    engine.num_steps = 100  # 100 decode batches later (none of them a prefill formed here)
+    assert abs(policy.new_token_ratio(engine) - (0.7 - 100 * 0.602 / 600)) < 1e-12
+    engine.num_steps = 10_000
+    assert policy.new_token_ratio(engine) == policy.ratio_min  # the floor
+    engine.add_request(Request(RequestSpec(0, 0.0, 100, 10)), 0.0)
+    plan = StepPlan()
+    policy.schedule(engine, plan, 0.0)  # nothing ran: the server was idle, reset
+    assert plan.items and policy.new_token_ratio(engine) == 0.7
+    engine.num_steps += 1  # that prefill batch ran: it does not decay the ratio
+    assert policy.new_token_ratio(engine) == 0.7
+
+
+def test_sglang_default_memory_fraction():
+    # memory_hook.py handle_gpu_memory_settings: 512 MiB + 1.5 x chunk + tp/8 GiB + 2 x graph bs,
+    # at least 10 GiB on big GPUs.
+    from sim.policies.sglang import sglang_cuda_graph_max_bs, sglang_mem_fraction_static
+
+    assert sglang_cuda_graph_max_bs(80, 2) == 256 and sglang_cuda_graph_max_bs(80, 4) == 512
+    assert sglang_mem_fraction_static(80, 1, 8192) == round(1 - 13440 / 81920, 3)  # 0.836
+    assert sglang_mem_fraction_static(141, 8, 8192) == round(1 - 14848 / (141 * 1024), 3)
+    # A small chunk on a big GPU: the 10 GiB floor.
+    assert sglang_mem_fraction_static(80, 1, 2048, cuda_graph_max_bs=8) == round(
+        1 - 10240 / 81920, 3
+    )

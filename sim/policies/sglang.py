@@ -13,19 +13,35 @@ wheel:
   Each takes its uncached tokens while `chunked_prefill_size` (per batch) and
   `max_prefill_tokens` (per batch) last; one that does not fit whole is cut at the chunk budget
   and becomes the new chunked request (only one at a time). `max_running_requests` caps the
-  running plus new requests (`get_num_allocatable_reqs`, 4027-4050).
+  running plus new requests (`get_num_allocatable_reqs`, 4027-4050). A request that does not
+  fit (NO_TOKEN), or a full batch, sets `running_batch.batch_is_full`: no batch of new requests
+  is formed again until a running request finishes or is retracted.
 - KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
-  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving the same for
-  every running request's remaining output (ratio 1.0: PD Lab's workloads have fixed output
-  lengths, i.e. `ignore_eos`, which SGLang reserves in full).
+  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving for every
+  running request its remaining output (at most 4096) TIMES `new_token_ratio`. That ratio is
+  SGLang's guess of how much of the rest will really be generated, and it is applied to fixed
+  output lengths (`ignore_eos`) too: it starts at 0.7 (x `--schedule-conservativeness`), loses
+  (0.7 - 0.098) / 600 at every decode batch that fits, and is reset when the server idles
+  (scheduler_components/new_token_ratio_tracker.py; environ.py SGLANG_INIT_NEW_TOKEN_RATIO,
+  SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS). So a long-running
+  batch admits more and more until memory runs out, then retracts. Only with the radix cache off
+  does SGLang reserve ignore_eos output in full (`add_one_req_ignore_eos`, ratio 1.0), which this
+  mirror does then.
 - `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
   taking one token of the chunk budget (`num_mixed_decode_tokens`).
-- When a decode step's KV does not fit, `retract_decode` (schedule_batch.py 3451-3540) sends back
-  the request with the fewest output tokens (then the longest prompt) to the END of the waiting
-  queue, to be recomputed.
+- The KV pool (not a knob here: the engine's `mem_utilization`): SGLang's default
+  `--mem-fraction-static` keeps activations and CUDA graphs their share of memory
+  (`sglang_mem_fraction_static`, 0.82-0.84 on an H100 where vLLM's default is 0.9);
+  bench/fidelity_runs.py replays SGLang runs with it.
+- When a decode batch's next tokens do not fit (`update_running_batch` -> `check_decode_mem`),
+  `retract_decode` (schedule_batch.py 3451-3540) sends back requests with the fewest output
+  tokens (then the longest prompt) to the END of the waiting queue, to be recomputed, until the
+  rest have room for 20 decode steps (SGLANG_RETRACT_DECODE_STEPS), and sets new_token_ratio to
+  min(1, (their output tokens + 20 each) / (their max_new_tokens + 1)).
 Simplified here: chunks are cut at any token (SGLang's default page size of 1), but KV memory
-and the radix prefix cache are counted in 16-token blocks, and SGLang's decaying
-`new_token_ratio` is used only at ratio 1.0 (exact for fixed-length outputs). Not checked
+and the radix prefix cache are counted in 16-token blocks; a retracted request's full blocks all
+stay in the prefix cache, generated tokens included (SGLang keeps the prompt it inserted after
+the prefill but frees the generated tokens without inserting them). Not checked
 against the real SGLang scheduler step by step in CI; tests/test_policies_by_hand.py replays
 the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
 """
@@ -43,6 +59,14 @@ from sim.request import RequestState
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
 LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this many waiting
+# How much of a running request's remaining output the KV check reserves: `new_token_ratio`
+# (sglang/srt/environ.py: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+# 0.14, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600, SGLANG_RETRACT_DECODE_STEPS 20; the same
+# figures as global_config.py's default_init_new_token_ratio & co. in the 0.4/0.5 releases).
+INIT_NEW_TOKEN_RATIO = 0.7  # times --schedule-conservativeness (1.0), at most 1
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # the floor: 0.7 x 0.14 = 0.098
+NEW_TOKEN_RATIO_DECAY_STEPS = 600  # decode batches from the start value to the floor
+RETRACT_DECODE_STEPS = 20  # a retraction frees room for this many decode steps of the rest
 
 
 def sglang_chunk_default(mem_gb: float) -> int:
@@ -61,6 +85,48 @@ def sglang_chunk_default(mem_gb: float) -> int:
     return 16384
 
 
+def sglang_cuda_graph_max_bs(mem_gb: float, tensor_parallel: int) -> int:
+    """The largest decode batch SGLang captures a CUDA graph for, by GPU memory (GiB) and TP
+    (srt/arg_groups/memory_hook.py, handle_gpu_memory_settings, sglang commit 031ed82):
+    < 20 GiB: 8; < 35: 48 (TP < 4) or 160; < 60: 32 or 160; < 160 (H100, H200): 256 or 512;
+    otherwise (B200): 512."""
+    mib = mem_gb * 1024
+    small_tp = tensor_parallel < 4
+    if mib < 20 * 1024:
+        return 8
+    if mib < 35 * 1024:
+        return 48 if small_tp else 160
+    if mib < 60 * 1024:
+        return 32 if small_tp else 160
+    if mib < 160 * 1024:
+        return 256 if small_tp else 512
+    return 512
+
+
+def sglang_mem_fraction_static(mem_gb: float, tensor_parallel: int, activation_tokens: int,
+                               cuda_graph_max_bs: int | None = None) -> float:  # fmt: skip
+    """`--mem-fraction-static` SGLang picks when it is not set: the share of GPU memory for the
+    weights and the KV pool, the rest kept for activations and CUDA graphs.
+
+    srt/arg_groups/memory_hook.py, handle_gpu_memory_settings (sglang commit 031ed82; the same
+    formula since PR #10975, "General heuristics for --mem-fraction-static"): in MiB,
+    reserved = 512 (metadata) + 1.5 x max(chunked_prefill_size, 2048) (activations)
+             + tp x pp / 8 x 1024 (parallel slack) + 2 x cuda_graph_max_bs (decode graphs),
+    at least 10 GiB on GPUs over 60 GiB; fraction = round((memory - reserved) / memory, 3).
+    An H100 at TP 1 keeps 13.1 GiB back (0.836), where vLLM's gpu_memory_utilization keeps
+    0.1. Left out: the prefill (piecewise) CUDA graphs' 8 MiB per captured size, and the DP
+    attention, speculative decoding and DeepEP terms.
+    """
+    if cuda_graph_max_bs is None:
+        cuda_graph_max_bs = sglang_cuda_graph_max_bs(mem_gb, tensor_parallel)
+    mib = mem_gb * 1024  # datasheet GB are GiB (sim/hardware.py)
+    reserved = 512 + 1.5 * max(activation_tokens, 2048) + tensor_parallel / 8 * 1024
+    reserved += 2 * cuda_graph_max_bs
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
 @dataclass(frozen=True)
 class SglangKnobs(Knobs):
     chunked_prefill_size: int = 0  # tokens per prefill batch; 0 = SGLang's default for the GPU
@@ -69,6 +135,7 @@ class SglangKnobs(Knobs):
     enable_mixed_chunk: bool = False  # decodes ride along in prefill batches
     enable_prefix_caching: bool = True  # the radix cache (SGLang: --disable-radix-cache off)
     schedule_policy: str = "fcfs"  # fcfs | lpm (longest cached prefix first)
+    schedule_conservativeness: float = 1.0  # scales new_token_ratio's start value (SGLang 1.0)
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
         "chunked_prefill_size": "tokens per prefill batch, cut into chunks to fit",
@@ -77,6 +144,7 @@ class SglangKnobs(Knobs):
         "enable_mixed_chunk": "decodes inside prefill batches",
         "enable_prefix_caching": PREFIX_CACHING,
         "schedule_policy": "SGLang's order of the waiting queue",
+        "schedule_conservativeness": "how much future output the KV check reserves (x 0.7)",
     }
 
     def __post_init__(self) -> None:
@@ -85,6 +153,8 @@ class SglangKnobs(Knobs):
             raise ValueError("chunked_prefill_size must be -1 (no chunking), 0 (auto) or > 0")
         if self.max_running_requests < 0:
             raise ValueError("max_running_requests must be >= 0 (0 = no cap)")
+        if not 0 <= self.schedule_conservativeness <= 100:
+            raise ValueError("schedule_conservativeness must be in [0, 100] (SGLang: 1.0)")
         if self.schedule_policy not in ("fcfs", "lpm"):
             raise ValueError(f"schedule_policy must be fcfs or lpm, got {self.schedule_policy!r}")
 
@@ -106,8 +176,42 @@ class Sglang(Policy):
     def __init__(self, knobs=None) -> None:
         super().__init__(knobs)
         self.chunked = None  # the one request whose prompt is being prefilled in chunks
+        # new_token_ratio (scheduler_components/new_token_ratio_tracker.py, NewTokenRatioTracker;
+        # the same in scheduler.py __init__ of earlier releases): starts at 0.7 x
+        # schedule_conservativeness, loses (start - floor) / 600 at every decode batch that
+        # fits (update_running_batch -> decay_step), jumps to an estimate after a retraction,
+        # and goes back to the start when the server idles (self_check_during_idle).
+        self.ratio_init = min(INIT_NEW_TOKEN_RATIO * self.knobs.schedule_conservativeness, 1.0)
+        self.ratio_min = min(self.ratio_init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+        self.ratio_decay = (self.ratio_init - self.ratio_min) / NEW_TOKEN_RATIO_DECAY_STEPS
+        self._anchor = (self.ratio_init, 0, 0)  # (ratio, engine step, our prefill steps) then
+        self._prefill_steps = 0  # prefill (extend or mixed) batches this policy formed
+        # running_batch.batch_is_full (scheduler.py _get_new_batch_prefill_raw): set when a
+        # request does not fit (NO_TOKEN) or the batch holds max_running_requests; while set,
+        # get_new_batch_prefill forms no batch of new requests (the chunked one goes on). It is
+        # cleared only when the running batch loses a request, finished or retracted
+        # (update_running_batch: `if batch.batch_size() < initial_bs: batch_is_full = False`;
+        # get_next_batch_to_run does the same for the last prefill batch). So a request turned
+        # away for memory is not retried at every step as the ratio decays: at the next finish.
+        self.batch_is_full = False
+        self._running_ids: set[int] = set()  # who was running after the last step formed
+
+    def new_token_ratio(self, engine) -> float:
+        """The ratio now: decayed once per decode batch since the last reset or retraction.
+
+        Counted from the engine's step counter, so that decode steps taken at once
+        (sim/fastforward.py) decay it too: steps since then minus the prefill ones formed here.
+        """
+        ratio, step, prefills = self._anchor
+        decodes = max(0, (engine.num_steps - step) - (self._prefill_steps - prefills))
+        return max(ratio - self.ratio_decay * decodes, self.ratio_min)
+
+    def _set_ratio(self, engine, ratio: float, after_this_step: bool = False) -> None:
+        self._anchor = (ratio, engine.num_steps + after_this_step, self._prefill_steps)
 
     def decode_horizon(self, engine, now):
+        if self.chunked is None and self.batch_is_full:
+            return math.inf  # no prefill batch until a request leaves the running batch
         if engine.waiting or self.chunked is not None:
             # Its KV check reserves every running request's remaining output, which shrinks
             # each step: a waiting request may fit a few steps later. No promise.
@@ -141,13 +245,28 @@ class Sglang(Policy):
             if k.max_running_requests and len(engine.running) >= k.max_running_requests:
                 break
             engine.admit(engine.waiting[0])
+        now_running = {id(r) for r in engine.running}
+        if not self._running_ids <= now_running:
+            self.batch_is_full = False  # a request finished or was retracted since
+        if not engine.running and self.chunked is None:
+            # Nothing running: between the last finish and this arrival the real server idled
+            # (the clients' round trip at least), and an idle SGLang resets the ratio
+            # (scheduler.py self_check_during_idle: new_token_ratio = init_new_token_ratio).
+            self._set_ratio(engine, self.ratio_init)
         decodes = [r for r in engine.running if r is not self.chunked]
         mixed = len(decodes) if k.enable_mixed_chunk else 0
         chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
         rem_chunk = None if chunk is None else chunk - mixed
         rem_input = k.max_prefill_tokens - mixed
-        # KV tokens free for new work after every running request's remaining output.
-        rem_total = kv.free_blocks * kv.block_size - sum(
+        # KV tokens free for new work after the running requests' future output: each reserves
+        # its remaining output (at most 4096) TIMES new_token_ratio (schedule_policy.py,
+        # PrefillAdder._get_running_request_total_token_offset), fixed output lengths or not:
+        # SGLang trusts ignore_eos in full only with the radix cache off (add_one_req ->
+        # add_one_req_ignore_eos, ratio 1.0 for ignore_eos requests), where this mirror keeps
+        # reserving at 1.0 (that path checks the peak of the future demand, not its sum: ours
+        # is the more cautious). A NEW request still reserves all of its output (below).
+        ratio = self.new_token_ratio(engine) if k.enable_prefix_caching else 1.0
+        rem_total = kv.free_blocks * kv.block_size - ratio * sum(
             min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes
         )
         block = kv.block_size
@@ -166,18 +285,23 @@ class Sglang(Policy):
                     self.chunked = None
                     rem_total -= min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
 
-        for req in self._order(engine):
-            if rem_total <= 0 or rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
-                break  # budget_state: NO_TOKEN / OTHER
+        for req in [] if self.batch_is_full else self._order(engine):
+            if rem_total <= 0:
+                self.batch_is_full = True  # budget_state: NO_TOKEN
+                break
+            if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+                break  # budget_state: OTHER
             running = len(decodes) + len(new) + (self.chunked is not None and
                                                   self.chunked not in new)  # fmt: skip
             if k.max_running_requests and running >= k.max_running_requests:
-                break  # the batch is full
+                self.batch_is_full = True  # the batch is full
+                break
             hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
             extend = req.num_tokens - req.num_computed - len(hits) * block
             max_new = min(req.output_tokens - req.num_generated, CLIP_MAX_NEW_TOKENS)
             if extend + max_new > rem_total:
-                break  # NO_TOKEN: not enough KV for its prompt and output
+                self.batch_is_full = True  # NO_TOKEN: not enough KV for its prompt and output
+                break
             if rem_chunk is None and new and extend >= rem_input:
                 break  # without chunking only the first prompt may exceed the input cap
             n, chunked = extend, False
@@ -186,6 +310,7 @@ class Sglang(Policy):
                     break  # only one chunked request at a time
                 n, chunked = rem_chunk, True  # page size 1 (SGLang's default): cut anywhere
             if not engine.admit_with_cache(req, n, hits):
+                self.batch_is_full = True  # its blocks do not fit: NO_TOKEN
                 break
             plan.add(req, n)
             new.append(req)
@@ -195,12 +320,41 @@ class Sglang(Policy):
             rem_total -= n + (0 if chunked else max_new)
             if chunked:
                 self.chunked = req
+            if rem_total <= 0:  # the budget_state add_one_req returns: NO_TOKEN
+                self.batch_is_full = True
+                break
 
+        self._running_ids = {id(r) for r in engine.running}
         if plan.items:
+            self._prefill_steps += 1  # no decay: update_running_batch runs for decode batches
             if k.enable_mixed_chunk:  # mix_with_running: decodes join the prefill batch
                 self._decode(engine, plan, decodes)
             return  # a prefill (extend) batch: running decodes wait
+        self._retract_if_full(engine, plan, decodes)
         self._decode(engine, plan, decodes)
+
+    def _retract_if_full(self, engine, plan, decodes):
+        """update_running_batch: when the next token of every running request does not fit
+        (check_decode_mem), retract_decode (schedule_batch.py) sends requests back, fewest output
+        tokens (then longest prompt) first, until the rest have room for 20 decode steps or one
+        is left, and sets new_token_ratio = min(1, (their output tokens + 20 each) / (their
+        max_new_tokens + 1)). Otherwise the ratio decays (counted in `new_token_ratio`)."""
+        kv = engine.kv
+        live = [r for r in decodes if r.state is RequestState.RUNNING]
+        if sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) <= kv.free_blocks:
+            return
+        first = True
+        while len(live) > 1 and (
+            first or kv.free_blocks * kv.block_size < RETRACT_DECODE_STEPS * len(live)
+        ):
+            first = False
+            victim = self.pick_victim(live)
+            live.remove(victim)
+            engine.preempt(victim, plan)  # back of the waiting queue, to be recomputed
+        done = sum(r.num_generated for r in live)
+        total = sum(r.output_tokens for r in live)
+        ratio = min(1.0, (done + RETRACT_DECODE_STEPS * len(live)) / (total + 1))
+        self._set_ratio(engine, ratio, after_this_step=True)  # this batch does not decay it
 
     def _decode(self, engine, plan, decodes):
         for req in decodes:
