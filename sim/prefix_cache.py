@@ -31,11 +31,8 @@ How it is kept cheap (the same decisions as block by block, at a cost per reques
   request is preempted do its own blocks get registered under their keys, block by block.
 - Blocks that others can hit (shared prefix groups, Mooncake hash blocks, a preempted request's
   own blocks) are "keyed": an id with a reference count, a key and a place in the queue, exactly
-  as in vLLM. A request's keyed blocks are always its first ones (`req.block_ids`, the i-th
-  holding its i-th key); the rest of the `req.blocks` it holds are anonymous. A block's key is
-  kept with whoever holds the block (the request's `cache_keys`, then its queue entry), not
-  per id, and while no keyed block has two holders a finish returns them all without counting
-  each one down.
+  as in vLLM. A request's keyed blocks are always its first ones (`req.block_ids`); the rest of
+  the `req.blocks` it holds are anonymous.
 - The queue of cached free blocks (`_queue`) holds anonymous runs and keyed ids in LRU order. A
   keyed id leaves the middle of the queue (a hit touches it) lazily: its entry stays, the id is
   counted as stale, and the entry skips it when it reaches the front. A block's stale entries
