@@ -59,11 +59,9 @@ class PrefixCachingKV(KVCache):
     def __init__(self, capacity_tokens: int, block_size: int = 16) -> None:
         super().__init__(capacity_tokens, block_size)
         n = self.num_blocks
-        # Keyed blocks (someone may hit them): an id each and its reference count. (Its key is
-        # known where it is needed: a request's i-th block holds its i-th key, and a queue
-        # entry keeps the keys of its blocks.)
+        # Keyed blocks (someone may hit them): an id each, its reference count and its key.
         self.ref = [0] * n
-        self._multi = 0  # keyed blocks held by two requests or more (none: `free` is quick)
+        self.key: list[int | None] = [None] * n  # (what a spare id last held: meaningless)
         # id -> how many of its entries in the free queue a hit has made stale since (it took
         # the block off the queue; the entry stays where it is and is skipped at the front).
         self._stale: dict[int, int] = {}
@@ -74,8 +72,8 @@ class PrefixCachingKV(KVCache):
         self._more: dict[int, list[int]] = {}
         # The free queue, front first: `_uncached` blocks holding nothing findable, then the
         # cached free blocks from least to most recently freed: -n for a run of n anonymous
-        # blocks, [ids, keys, start] for keyed blocks freed together (those from `start` on are
-        # still in the queue, less the stale ones).
+        # blocks, [ids, start] for keyed blocks freed together (those from `start` on are still
+        # in the queue, less the stale ones).
         self._uncached = n
         self._queue: deque[int | list] = deque()
         # request id -> how many of its first blocks other requests may also hold (from the
@@ -106,18 +104,17 @@ class PrefixCachingKV(KVCache):
             # Keyed blocks freed together, oldest first. An entry whose block a hit took off
             # the queue since (it may have re-entered further back) is stale: it counts for
             # nothing, and its block is stale once less.
-            ids, keys, start = entry
+            ids, start = entry
             end = start + count
             if end < len(ids):
-                entry[2] = end
+                entry[1] = end
             else:
                 queue.popleft()
-            taken, their_keys = ids[start:end], keys[start:end]
+            taken = ids[start:end]
             if stale and not stale.keys().isdisjoint(taken):
-                live = [j for j, b in enumerate(taken) if not self._unstale(b)]
-                taken, their_keys = [taken[j] for j in live], [their_keys[j] for j in live]
+                taken = [b for b in taken if not self._unstale(b)]
             count -= len(taken)
-            self._evict_many(taken, their_keys)  # _maybe_evict_cached_block
+            self._evict_many(taken)  # _maybe_evict_cached_block
 
     def _unstale(self, b: int) -> bool:
         """Whether block b's entry at the queue's front is stale (and if so, count it off)."""
@@ -130,18 +127,18 @@ class PrefixCachingKV(KVCache):
             self._stale[b] = left - 1
         return True
 
-    def _evict_many(self, blocks: list[int], keys: list[int]) -> None:
-        """Blocks (holding `keys`) leave the cache; their ids are spare again."""
-        cached = self.cached
-        if self._more and not self._more.keys().isdisjoint(keys):
-            for b, k in zip(blocks, keys, strict=True):  # a key with a second copy: one at a time
-                self._evict(b, k)
+    def _evict_many(self, blocks: list[int]) -> None:
+        key, cached = self.key, self.cached
+        if self._more and not self._more.keys().isdisjoint([key[b] for b in blocks]):
+            for b in blocks:  # a key with a second copy: one at a time
+                self._evict(b)
             return
-        for k in keys:  # each was its key's only copy (plain loops: faster than map in 3.11)
-            del cached[k]
-        self._spare_ids.extend(blocks)
+        for b in blocks:  # each was its key's only copy (plain loops: faster than map in 3.11)
+            del cached[key[b]]
+        self._spare_ids.extend(blocks)  # (their stale `key` entries are never read again)
 
-    def _evict(self, b: int, k: int) -> None:
+    def _evict(self, b: int) -> None:
+        k = self.key[b]
         self._spare_ids.append(b)
         more = self._more.get(k)
         if self.cached[k] == b:
@@ -157,17 +154,15 @@ class PrefixCachingKV(KVCache):
     def _touch(self, blocks: Sequence[int]) -> None:
         ref, stale = self.ref, self._stale
         for b in blocks:
-            held = ref[b]
-            if held == 0:  # a cached block nobody held: off the free queue, not to be evicted
+            if ref[b] == 0:  # a cached block nobody held: off the free queue, not to be evicted
                 self.free_blocks -= 1
                 stale[b] = stale.get(b, 0) + 1  # (its entry there stays, and is skipped)
-            elif held == 1:
-                self._multi += 1
-            ref[b] = held + 1
+            ref[b] += 1
 
     def _register(self, key: int, ref: int) -> int:
         """A new keyed block holding `key`; a second copy if the key is already cached."""
         b = self._spare_ids.pop()
+        self.key[b] = key
         self.ref[b] = ref
         if key in self.cached:
             self._more.setdefault(key, []).append(b)
@@ -182,17 +177,17 @@ class PrefixCachingKV(KVCache):
             return [self._register(k, ref) for k in keys]
         ids = spare[: -len(keys) - 1 : -1]  # what popping them one by one gives
         del spare[-len(keys) :]
-        refs = self.ref
-        for b in ids:
+        key, refs = self.key, self.ref
+        for b, k in zip(ids, keys, strict=True):
+            key[b] = k
             refs[b] = ref
         self.cached.update(zip(keys, ids, strict=True))
         return ids
 
-    def _queue_keyed(self, blocks: list[int], keys: list[int]) -> None:
-        """Keyed blocks (holding `keys`) nobody holds now join the end of the free queue, in
-        this order."""
+    def _queue_keyed(self, blocks: list[int]) -> None:
+        """Keyed blocks nobody holds now join the end of the free queue, in this order."""
         if blocks:
-            self._queue.append([blocks, keys, 0])
+            self._queue.append([blocks, 0])
 
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
@@ -321,26 +316,17 @@ class PrefixCachingKV(KVCache):
                 self._queue.append(keyed - cached)
             else:
                 own = self._keys(req, cached)[keyed:cached][::-1]
-                self._queue_keyed(self._register_many(own, 0), own)
-        if keyed:
-            ids = req.block_ids[::-1]
-            keys = req.cache_keys[keyed - 1 :: -1]  # (its i-th block holds its i-th key)
+                self._queue_keyed(self._register_many(own, 0))
+        ids = req.block_ids[::-1]
+        if ids:
             ref = self.ref
-            if not self._multi:  # nobody else holds any of them: all go back
-                for b in ids:
-                    ref[b] = 0
-            else:
-                back, back_keys = [], []  # those nobody holds now
-                for b, k in zip(ids, keys, strict=True):
-                    r = ref[b] = ref[b] - 1
-                    if not r:
-                        back.append(b)
-                        back_keys.append(k)
-                    elif r == 1:
-                        self._multi -= 1
-                ids, keys = back, back_keys
-            self._queue_keyed(ids, keys)
-            freed += len(ids)
+            back = []  # those nobody holds now
+            for b in ids:
+                r = ref[b] = ref[b] - 1
+                if not r:
+                    back.append(b)
+            self._queue_keyed(back)
+            freed += len(back)
         self.free_blocks += freed
         req.block_ids = []
         req.blocks = 0
