@@ -219,6 +219,9 @@ AIC_FP8_KV = ("fp8", "fp4")
 # concurrencies are the script's fixed ones (16, 64, 128), and nothing says those servers had
 # more than SGLang's defaults: they replay with the defaults (mixed chunk off, 16384 tokens).
 AIC_SGLANG_GENERATED_FROM = (0, 5, 6)
+# The first SGLang release checked that reserves a running fixed-length request's output in
+# full (0.5.23; 0.5.1.post1, 0.5.6.post2 and 0.5.8.post1 scale it by new_token_ratio).
+SGLANG_RESERVES_FIXED_OUTPUT = (0, 5, 23)
 # Every SGLang row keeps SGLang's own KV pool: its default --mem-fraction-static
 # (sim/policies/sglang.py sglang_mem_fraction_static, 0.82-0.84 on an H100) instead of the
 # simulator's 0.9 (vLLM's gpu_memory_utilization). That is the formula of the releases since
@@ -288,6 +291,8 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
                 settings["mem_utilization"] = sglang_mem_fraction_static(
                     mem, tp, sglang_chunk_default(mem))
+            if policy == "sglang" and _version(version) < SGLANG_RESERVES_FIXED_OUTPUT:
+                settings["reserve_fixed_output"] = False  # (see SglangKnobs)
             if policy == "sglang" and _version(version) >= AIC_SGLANG_GENERATED_FROM:
                 settings.update(enable_mixed_chunk=True,
                                 max_prefill_tokens=int(row["isl"]) + 1500)  # fmt: skip

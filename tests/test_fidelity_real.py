@@ -156,23 +156,27 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     root = _fake_data(tmp_path)
     path = root / "aiconfigurator" / "silicon_sample.csv"
     rows = list(csv.DictReader(path.open()))
-    for i, version in enumerate(("0.5.1.post1", "0.5.6.post2")):
+    for i, version in enumerate(("0.5.1.post1", "0.5.6.post2", "0.5.23")):
         rows.append({**rows[0], "id": f"s{i}", "backend": "sglang", "backend_version": version})
     with path.open("w", newline="") as f:
         out = csv.DictWriter(f, AIC_FIELDS)
         out.writeheader()
         out.writerows(rows)
     by_key = {r.key: r for r in fr.load_runs(root)[0]}
-    old, new = by_key["s0"], by_key["s1"]
+    old, new, newest = by_key["s0"], by_key["s1"], by_key["s2"]
     assert old.policy == new.policy == "sglang" and not old.fit
-    # Both keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9.
-    assert old.settings == {"tensor_parallel": 2, "mem_utilization": 0.834}
+    # All keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9; the
+    # releases before 0.5.23 scale running fixed-length requests' output by new_token_ratio.
+    assert old.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
+                            "reserve_fixed_output": False}  # fmt: skip
     assert new.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
-                            "enable_mixed_chunk": True,
+                            "reserve_fixed_output": False, "enable_mixed_chunk": True,
                             "max_prefill_tokens": 512 + 1500}  # fmt: skip
     knobs = new.config().knobs
     assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012
+    assert not knobs.reserve_fixed_output
     assert new.config().engine.mem_utilization == 0.834
+    assert newest.config().knobs.reserve_fixed_output  # 0.5.23: in full, the default
 
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "fidelity").is_dir(),

@@ -227,7 +227,8 @@ def test_sglang_without_chunking_caps_a_prefill_batch_at_max_prefill_tokens():
 # ---- SGLang's new_token_ratio: a running request reserves its remaining output times a ratio
 # that starts at 0.7 and decays by (0.7 - 0.098) / 600 per decode batch (schedule_policy.py
 # PrefillAdder._get_running_request_total_token_offset; new_token_ratio_tracker.py), with the
-# radix cache on, fixed output lengths (ignore_eos) or not.
+# radix cache on: for every request up to sglang 0.5.8 (reserve_fixed_output=False), for all but
+# fixed-length (ignore_eos) ones in 0.5.23, which reserve their output in full.
 
 # A (160 + 2000) and C (160 + 100) start; B (160 + 1500) arrives next and does not fit, which
 # sets batch_is_full: no new prefill until a request leaves the batch (C, step 99).
@@ -235,10 +236,11 @@ RATIO_DOC = [(0, RequestSpec(0, 0.0, 160, 2000)), (0, RequestSpec(2, 0.0, 160, 1
              (1, RequestSpec(1, 0.0, 160, 1500))]  # fmt: skip
 
 
-def sglang_ratio_steps(radix: bool):
+def sglang_ratio_steps(radix: bool, fixed_in_full: bool = False):
     from sim.stepper import run_steps
 
-    config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": radix})
+    config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": radix,
+                                                         "reserve_fixed_output": fixed_in_full})
     steps, outputs = run_steps(RATIO_DOC, config, kv_blocks=200)  # 3200 tokens
     assert outputs == {0: 2000, 2: 100, 1: 1500}
     return steps
@@ -258,9 +260,11 @@ def test_sglang_reserves_running_output_at_the_decaying_ratio():
     assert retracted == [1490] and steps[1490].preempted == [1]  # 320 + 1490 + 1389 ~ 3200
 
 
-def test_sglang_without_the_radix_cache_reserves_ignore_eos_output_in_full():
-    # add_one_req_ignore_eos: with the radix cache off, an ignore_eos request counts at 1.0.
-    steps = sglang_ratio_steps(radix=False)
+@pytest.mark.parametrize("radix, fixed_in_full", [(False, False), (True, True)])
+def test_sglang_reserves_ignore_eos_output_in_full(radix: bool, fixed_in_full: bool) -> None:
+    # add_one_req_ignore_eos: with the radix cache off, an ignore_eos request counts at 1.0; in
+    # sglang 0.5.23 (the default) it does with the radix cache on as well.
+    steps = sglang_ratio_steps(radix=radix, fixed_in_full=fixed_in_full)
     first = next(i for i, s in enumerate(steps) if 1 in s.scheduled)
     assert first == 2000 and not any(s.preempted for s in steps)  # B waits for A's end
 

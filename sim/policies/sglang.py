@@ -18,15 +18,17 @@ wheel:
   is formed again until a running request finishes or is retracted.
 - KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
   must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving for every
-  running request its remaining output (at most 4096) TIMES `new_token_ratio`. That ratio is
-  SGLang's guess of how much of the rest will really be generated, and it is applied to fixed
-  output lengths (`ignore_eos`) too: it starts at 0.7 (x `--schedule-conservativeness`), loses
-  (0.7 - 0.098) / 600 at every decode batch that fits, and is reset when the server idles
-  (scheduler_components/new_token_ratio_tracker.py; environ.py SGLANG_INIT_NEW_TOKEN_RATIO,
-  SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS). So a long-running
-  batch admits more and more until memory runs out, then retracts. Only with the radix cache off
-  does SGLang reserve ignore_eos output in full (`add_one_req_ignore_eos`, ratio 1.0), which this
-  mirror does then.
+  running request its remaining output (at most 4096) times a ratio. For a fixed-length request
+  (`ignore_eos`, as all of PD Lab's are) 0.5.23 takes 1.0: it reserves the rest in full. Up to
+  0.5.8 (0.5.6.post2 schedule_policy.py 372-379) every request used `new_token_ratio`, SGLang's
+  guess of how much of the rest will really be generated (`reserve_fixed_output=False`, which
+  the replays of those releases' measurements set): it starts at 0.7 (x
+  `--schedule-conservativeness`), loses (0.7 - 0.098) / 600 at every decode batch that fits,
+  and is reset when the server idles (0.5.23: scheduler_components/new_token_ratio_tracker.py;
+  environ.py 646-649, SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+  SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS, SGLANG_RETRACT_DECODE_STEPS). So a long-running batch
+  admits more and more until memory runs out, then retracts. With the radix cache off SGLang
+  reserves ignore_eos output in full (`add_one_req_ignore_eos`, ratio 1.0), as this mirror does.
 - `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
   taking one token of the chunk budget (`num_mixed_decode_tokens`).
 - The KV pool (not a knob here: the engine's `mem_utilization`): SGLang's default
@@ -136,6 +138,11 @@ class SglangKnobs(Knobs):
     enable_prefix_caching: bool = True  # the radix cache (SGLang: --disable-radix-cache off)
     schedule_policy: str = "fcfs"  # fcfs | lpm (longest cached prefix first)
     schedule_conservativeness: float = 1.0  # scales new_token_ratio's start value (SGLang 1.0)
+    # Running fixed-length (ignore_eos) requests reserve all their remaining output: sglang
+    # 0.5.23, schedule_policy.py 785-794 ("Fixed-length requests cannot benefit from the early-EOS
+    # estimate"). False: scaled by new_token_ratio like any request, as 0.5.1-0.5.8 did (the same
+    # function there: 0.5.6.post2 372-379, 0.5.8.post1 434-441). PD Lab's outputs are all fixed.
+    reserve_fixed_output: bool = True
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
         "chunked_prefill_size": "tokens per prefill batch, cut into chunks to fit",
@@ -145,6 +152,7 @@ class SglangKnobs(Knobs):
         "enable_prefix_caching": PREFIX_CACHING,
         "schedule_policy": "SGLang's order of the waiting queue",
         "schedule_conservativeness": "how much future output the KV check reserves (x 0.7)",
+        "reserve_fixed_output": "fixed-length requests reserve all their output (0.5.23)",
     }
 
     def __post_init__(self) -> None:
@@ -259,13 +267,16 @@ class Sglang(Policy):
         rem_chunk = None if chunk is None else chunk - mixed
         rem_input = k.max_prefill_tokens - mixed
         # KV tokens free for new work after the running requests' future output: each reserves
-        # its remaining output (at most 4096) TIMES new_token_ratio (schedule_policy.py,
-        # PrefillAdder._get_running_request_total_token_offset), fixed output lengths or not:
-        # SGLang trusts ignore_eos in full only with the radix cache off (add_one_req ->
-        # add_one_req_ignore_eos, ratio 1.0 for ignore_eos requests), where this mirror keeps
-        # reserving at 1.0 (that path checks the peak of the future demand, not its sum: ours
-        # is the more cautious). A NEW request still reserves all of its output (below).
-        ratio = self.new_token_ratio(engine) if k.enable_prefix_caching else 1.0
+        # its remaining output (at most 4096) TIMES a ratio (schedule_policy.py,
+        # PrefillAdder._get_running_request_total_token_offset). In sglang 0.5.23 a fixed-length
+        # request's ratio is 1.0, and every PD Lab request has a fixed length
+        # (`reserve_fixed_output`); releases up to 0.5.8 used new_token_ratio for all of them.
+        # With the radix cache off SGLang trusts ignore_eos in full (add_one_req ->
+        # add_one_req_ignore_eos), where this mirror reserves at 1.0 (that path checks the peak
+        # of the future demand, not its sum: ours is the more cautious). A NEW request still
+        # reserves all of its output (below).
+        full = k.reserve_fixed_output or not k.enable_prefix_caching
+        ratio = 1.0 if full else self.new_token_ratio(engine)
         rem_total = kv.free_blocks * kv.block_size - ratio * sum(
             min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes
         )
