@@ -187,3 +187,23 @@ def test_real_runs_replay() -> None:
             next(r for r in runs if r.kind == "closed-loop" and r.osl <= 1024)]  # fmt: skip
     for row in bench.score_runs(some).itertuples():
         assert abs(row.tpot_mean_err) < 100
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
+    # H200 has Llama-3.1-8B runs from vLLM and from SGLang, both held out: one series each,
+    # named by engine (without its version) and drawn with its own marker.
+    def row(engine: str, ttft: float) -> dict:
+        return {"gpu": "H200", "model": "Llama-3.1-8B:fp8", "engine": engine, "fit": False,
+                "parallel": "TP1", "n": 3, "ttft_measured_mean": 0.2, "ttft_predicted_mean": ttft,
+                "tpot_measured_mean": 0.01, "tpot_predicted_mean": 0.012}  # fmt: skip
+
+    report = {"runs": [row("vLLM 0.12.0", 0.25), row("SGLang 0.5.6.post2", 0.1)], "summary": []}
+    fig = fidelity_scatter("H200", lang, report)
+    named = {tr.name: tr for tr in fig.data if tr.name and tr.showlegend}  # (the TTFT panel)
+    assert len(named) == 2
+    (vllm,) = [tr for name, tr in named.items() if "vLLM" in name]
+    (sglang,) = [tr for name, tr in named.items() if "SGLang" in name]
+    assert "0.5.6" not in sglang.name and "0.5.6.post2" in sglang.text[0]  # version: in the hover
+    assert vllm.marker.symbol != sglang.marker.symbol
+    assert list(sglang.y) == [0.1] and list(vllm.y) == [0.25]  # each its own points

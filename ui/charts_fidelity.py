@@ -48,6 +48,15 @@ def _role(fit: bool, lang: str) -> str:
     return t("charts.fid.fit", lang) if fit else t("charts.fid.held_out", lang)
 
 
+# Marker per engine in the scatter (colour is the model's).
+ENGINE_SYMBOLS = {"vLLM": "circle", "SGLang": "diamond"}
+
+
+def _engine_name(row: dict) -> str:
+    """The engine of a report row without its version ("SGLang 0.5.6.post2" -> "SGLang")."""
+    return str(row.get("engine", "")).split(" ")[0]
+
+
 def _gpu_rows(rows: list[dict], gpu: str | None) -> list[dict]:
     """Rows of `gpu`, or every row when it has none (a GPU without public runs)."""
     mine = [r for r in rows if r.get("gpu") == gpu]
@@ -99,23 +108,23 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
             fig.add_trace(go.Scatter(x=diag, y=diag * factor, mode="lines", hoverinfo="skip",
                                      line={"color": INK, "width": 1, "dash": dash},
                                      showlegend=False), row=1, col=col)  # fmt: skip
-        for model in models:
-            for fit in (False, True):
-                sel = [r for r in pts if r["model"] == model and bool(r["fit"]) == fit]
-                if not sel:
-                    continue
-                label = t("label.fid_series", lang, model=model, role=_role(fit, lang))
-                fig.add_trace(go.Scatter(
-                    x=[r[f"{metric}_measured_mean"] * scale for r in sel],
-                    y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
-                    mode="markers", name=label, legendgroup=label, showlegend=col == 1,
-                    marker={"color": "white" if fit else colour[model], "size": 8,
-                            "line": {"color": colour[model], "width": 1.5}},
-                    text=[f"{r['gpu']} {r['engine']} {r['parallel']}, "
-                          + t("charts.fid.points", lang, n=r.get("n", 1)) for r in sel],
-                    hovertemplate="%{text}<br>" + t("charts.fid.hover", lang)
-                    + "<extra></extra>",
-                ), row=1, col=col)  # fmt: skip
+        # One series per model, engine and role: a GPU's runs of one model may come from vLLM
+        # and SGLang (colour = model, symbol = engine; the hover names its version).
+        key = {id(r): (r["model"], _engine_name(r), bool(r["fit"])) for r in pts}
+        for model, engine, fit in sorted(set(key.values())):
+            sel = [r for r in pts if key[id(r)] == (model, engine, fit)]
+            label = t("label.fid_series", lang, model=model, engine=engine, role=_role(fit, lang))
+            fig.add_trace(go.Scatter(
+                x=[r[f"{metric}_measured_mean"] * scale for r in sel],
+                y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
+                mode="markers", name=label, legendgroup=label, showlegend=col == 1,
+                marker={"color": "white" if fit else colour[model], "size": 8,
+                        "symbol": ENGINE_SYMBOLS.get(engine, "square"),
+                        "line": {"color": colour[model], "width": 1.5}},
+                text=[f"{r['gpu']} {r['engine']} {r['parallel']}, "
+                      + t("charts.fid.points", lang, n=r.get("n", 1)) for r in sel],
+                hovertemplate="%{text}<br>" + t("charts.fid.hover", lang) + "<extra></extra>",
+            ), row=1, col=col)  # fmt: skip
         unit = t("charts.fid.axis.s" if metric == "ttft" else "charts.fid.axis.ms", lang)
         fig.update_xaxes(type="log", title_text=t("charts.fid.axis.measured", lang, unit=unit),
                          row=1, col=col)  # fmt: skip
@@ -124,4 +133,7 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
     title = t("charts.fid.scatter.title", lang, gpu=gpu or "")
     if not runs:
         title = t("charts.fid.missing", lang)
-    return styled(fig, title, height=520)
+    fig = styled(fig, title, height=560)
+    # Below the axis titles, which the log axes' two-line tick labels push down.
+    fig.update_layout(legend={"y": -0.3})
+    return fig
