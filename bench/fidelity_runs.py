@@ -291,11 +291,12 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
                 settings["mem_utilization"] = sglang_mem_fraction_static(
                     mem, tp, sglang_chunk_default(mem))
-            if policy == "sglang" and _version(version) < SGLANG_RESERVES_FIXED_OUTPUT:
-                settings["reserve_fixed_output"] = False  # (see SglangKnobs)
-            if policy == "sglang" and _version(version) >= AIC_SGLANG_GENERATED_FROM:
-                settings.update(enable_mixed_chunk=True,
-                                max_prefill_tokens=int(row["isl"]) + 1500)  # fmt: skip
+                release = _version(version)
+                if release < SGLANG_RESERVES_FIXED_OUTPUT:
+                    settings["reserve_fixed_output"] = False  # (see SglangKnobs)
+                if release >= AIC_SGLANG_GENERATED_FROM:
+                    settings.update(enable_mixed_chunk=True,
+                                    max_prefill_tokens=int(row["isl"]) + 1500)  # fmt: skip
             runs.append(PublicRun(
                 key=row["id"], source="aiconfigurator", gpu=AIC_GPUS[row["system"]], model=model,
                 engine=f"{name} {version}", policy=policy, settings=settings,

@@ -52,9 +52,10 @@ def _role(fit: bool, lang: str) -> str:
 ENGINE_SYMBOLS = {"vLLM": "circle", "SGLang": "diamond"}
 
 
-def _engine_name(row: dict) -> str:
-    """The engine of a report row without its version ("SGLang 0.5.6.post2" -> "SGLang")."""
-    return str(row.get("engine", "")).split(" ")[0]
+def _series(row: dict) -> tuple[str, str, bool]:
+    """The scatter series of a report row: its model, its engine without the version
+    ("SGLang 0.5.6.post2" -> "SGLang") and whether the profile was fitted on it."""
+    return row["model"], str(row.get("engine", "")).split(" ")[0], bool(row["fit"])
 
 
 def _gpu_rows(rows: list[dict], gpu: str | None) -> list[dict]:
@@ -110,9 +111,8 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
                                      showlegend=False), row=1, col=col)  # fmt: skip
         # One series per model, engine and role: a GPU's runs of one model may come from vLLM
         # and SGLang (colour = model, symbol = engine; the hover names its version).
-        key = {id(r): (r["model"], _engine_name(r), bool(r["fit"])) for r in pts}
-        for model, engine, fit in sorted(set(key.values())):
-            sel = [r for r in pts if key[id(r)] == (model, engine, fit)]
+        for model, engine, fit in sorted({_series(r) for r in pts}):
+            sel = [r for r in pts if _series(r) == (model, engine, fit)]
             label = t("label.fid_series", lang, model=model, engine=engine, role=_role(fit, lang))
             fig.add_trace(go.Scatter(
                 x=[r[f"{metric}_measured_mean"] * scale for r in sel],
