@@ -93,7 +93,7 @@ def _array_values(column: np.ndarray) -> list:
         bad = ~np.isfinite(column)
         if bad.any():
             values = [None if b else v for v, b in zip(values, bad.tolist(), strict=True)]
-    elif column.dtype == object:
+    elif column.dtype == object and not all(type(v) is str for v in values):  # (names: as is)
         values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else
                   _json_safe(v) for v in values]  # fmt: skip
     return values
