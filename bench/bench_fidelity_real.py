@@ -50,19 +50,21 @@ METRICS = ("ttft", "tpot", "e2e")
 
 
 def _score_one(args: tuple) -> dict:
-    run, overrides = args
+    run, overrides, prompt_pool = args
     started = time.perf_counter()
     try:
-        row = score(run, replay(run, overrides))
+        row = score(run, replay(run, overrides, prompt_pool))
     except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
         row = {**score_failed(run), "error": str(err)}
     row["sim_s"] = time.perf_counter() - started
     return row
 
 
-def score_runs(runs, overrides: dict | None = None, jobs: int = 1) -> pd.DataFrame:
-    """One row per run: measured and predicted means, signed % errors."""
-    work = [(r, overrides) for r in runs]
+def score_runs(runs, overrides: dict | None = None, jobs: int = 1,
+               prompt_pool: int = 0) -> pd.DataFrame:  # fmt: skip
+    """One row per run: measured and predicted means, signed % errors (closed loops drawing
+    from `prompt_pool` prompts when > 0: fidelity_runs.AIPERF_PROMPTS)."""
+    work = [(r, overrides, prompt_pool) for r in runs]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             rows = list(pool.map(_score_one, work, chunksize=4))
@@ -178,7 +180,15 @@ def main() -> None:
     parser.add_argument("--profile", default="fitted", help="fitted (default) or generic")
     parser.add_argument("--json", default=str(REPORT), help="where to write the report ('' = no)")
     parser.add_argument("--csv", help="also write one row per run here")
+    parser.add_argument("--prompt-pool", type=int, default=0,
+                        help="what-if: closed-loop requests draw from this many prompts, as "
+                             "aiperf's 100 synthetic ones (prefix-cache hits); the app's report "
+                             "is not overwritten")  # fmt: skip
     args = parser.parse_args()
+    if args.prompt_pool < 0:
+        parser.error("--prompt-pool must be 0 (every prompt its own) or more")
+    if args.prompt_pool and args.json == str(REPORT):
+        args.json = ""  # (the app shows the report of the replay as scored: no pool)
     started = time.perf_counter()
     runs, skipped = load_runs(args.data)
     runs = select(runs, gpu=args.gpu, max_osl=args.max_osl)
@@ -186,7 +196,7 @@ def main() -> None:
           f"{sum(not r.fit for r in runs)} held out); skipped: "
           f"{', '.join(f'{v} {k}' for k, v in skipped.most_common())}", flush=True)  # fmt: skip
     overrides = {"profile": args.profile} if args.profile != "fitted" else None
-    scores = score_runs(runs, overrides, args.jobs)
+    scores = score_runs(runs, overrides, args.jobs, args.prompt_pool)
     summary = summarize(scores)
     print_summary(summary)
     for name, o in overall(scores).items():

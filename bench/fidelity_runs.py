@@ -330,7 +330,8 @@ CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
 
 
 def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
-                num_requests: int, start: str = "even", seed: int = 0) -> RunResult:  # fmt: skip
+                num_requests: int, start: str = "even", seed: int = 0,
+                prompts: int = 0) -> RunResult:  # fmt: skip
     """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
     one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
 
@@ -352,7 +353,12 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
       prefill wave instead of lagging behind it, and with equal output lengths (ignore_eos) the
       wave finishes on one step and comes back as one. Jitter is absorbed, not accumulated.
     - "random": uniformly over one lifetime (seeded).
+
+    `prompts` > 0: every request's prompt is one of that many, drawn at random (seeded), so a
+    repeated prompt can be served from the prefix cache, as aiperf's synthetic dataset does it
+    (see AIPERF_PROMPTS). 0: every prompt is its own.
     """
+    draw = np.random.default_rng(seed + 1)
     # Step by step: a finish sends the next request at once, which a run of decode steps taken
     # at once (sim/fastforward.py) cannot foresee.
     cluster = Cluster(config, step_by_step=True)
@@ -363,7 +369,12 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
     )
 
     def send() -> None:
-        spec = RequestSpec(len(live), env.now, isl, osl)
+        if prompts:
+            which = int(draw.integers(prompts))
+            spec = RequestSpec(len(live), env.now, isl, osl, prefix_group=f"prompt-{which}",
+                               prefix_tokens=isl)  # fmt: skip
+        else:
+            spec = RequestSpec(len(live), env.now, isl, osl)
         req = Request(spec)
         live.append(req)
         cluster.route(req)
@@ -400,23 +411,54 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
     return cluster.recorder.result(live, cluster.meta(live))
 
 
-def closed_loop_size(concurrency: int, osl: int) -> tuple[int, int]:
-    """(requests to send, warm-up requests to leave out): three per client, the first one
-    warm-up (it starts on an idle or filling server)."""
-    return 3 * concurrency, concurrency
+# aiperf's synthetic dataset: 100 distinct prompts ("conversations"), each request drawing one at
+# random, "reused until benchmarking is complete" (ai-dynamo/aiperf at db4f639:
+# aiperf/common/config/config_defaults.py ConversationDefaults.NUM = 100; conversation_config.py
+# --num-dataset-entries; dataset_manager.py `self._conversation_query_random.choice`).
+# aiconfigurator's benchmark keeps that default (bench_run.sh.j2: no --num-dataset-entries) and
+# its generator leaves vLLM's prefix caching and SGLang's radix cache at their defaults, on
+# (rule_plugin/*.rule set disable_prefix_cache only to false). Yet the measurements disagree
+# among themselves, so the report replays every prompt as its own (prompt_pool 0) and this stays
+# a what-if (`bench_fidelity_real.py --prompt-pool 100`): the Llama-3.1-70B FP8 points on one
+# H200 take a whole prefill's TTFT at 4 clients (8192 tokens: 1.34 s), which a cache hit would
+# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need 0.74-0.90 of the H200's FP8 peak
+# if every prompt were prefilled, which only cache hits make possible.
+AIPERF_PROMPTS = 100
+# The benchmark's measured requests: after 2 x N warm-up ones, 20 x N of them (bench_run.sh.j2:
+# --warmup-request-count, --num-requests with BENCH_MULTI_ROUND = 20). With a prompt pool, which
+# prompts the cache holds changes along that window (each is cached from its first send on), so
+# the replay measures 2 x N requests around its middle (request 12 x N), after a warm-up of
+# 11 x N; but no more than SETTLED_SENDS: by then 99% of 100 prompts have been sent once
+# (1 - 0.99^460), and the cache holds what it will hold.
+AIPERF_WARMUP, AIPERF_MEASURED, SETTLED_SENDS = 2, 20, 460
 
 
-def replay(run: PublicRun, profile_overrides: dict | None = None) -> pd.DataFrame:
-    """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count."""
+def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[int, int]:
+    """(requests to send, warm-up requests to leave out). Every prompt its own: three per
+    client, the first one warm-up (it starts on an idle or filling server). From a prompt
+    pool: 2 x N measured where the benchmark's measured window has its middle (see
+    AIPERF_MEASURED), after at least the benchmark's own warm-up."""
+    if not prompt_pool:
+        return 3 * concurrency, concurrency
+    middle = AIPERF_WARMUP + AIPERF_MEASURED // 2  # requests sent, per client, by the middle
+    warm = max(AIPERF_WARMUP * concurrency, min((middle - 1) * concurrency, SETTLED_SENDS))
+    return warm + 2 * concurrency, warm
+
+
+def replay(run: PublicRun, profile_overrides: dict | None = None,
+           prompt_pool: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count.
+    `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS)."""
     config = run.config(profile_overrides)
     if run.specs:
         from sim.cluster import simulate
 
         res = simulate(run.specs, config)
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
-    n, warm = closed_loop_size(run.concurrency, run.osl)
+    n, warm = closed_loop_size(run.concurrency, run.osl, prompt_pool)
     res = closed_loop(config, run.isl, run.osl, run.concurrency, n,
-                      start=CLOSED_LOOP_START.get(run.policy, "even"))  # fmt: skip
+                      start=CLOSED_LOOP_START.get(run.policy, "even"),
+                      prompts=prompt_pool)  # fmt: skip
     req = res.requests.set_index("request_id")
     return req.loc[req.index >= warm, ["ttft_s", "tpot_s", "e2e_s"]]
 

@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 from fidelity_runs import FIT_RULES, PublicRun, load_runs, replay, select  # noqa: E402
 
 from sim.hardware import get_model  # noqa: E402
+from sim.profiles import FITTED  # noqa: E402
 
 NAMES = ("mfu", "mfu_attn", "mbu", "overhead_ms", "overhead_per_seq_ms")
 START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
@@ -199,6 +200,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--iters", type=int, default=80, help="Nelder-Mead iterations")
     parser.add_argument("--max-runs", type=int, default=0, help="subsample the fit set (0 = all)")
+    parser.add_argument("--from-fitted", action="store_true",
+                        help="start from the GPU's profile in sim/profiles.py (a refit after a "
+                             "change to the replay), not from the generic one")  # fmt: skip
     args = parser.parse_args()
     runs, _ = load_runs(args.data)
     for gpu in FIT_RULES:
@@ -215,14 +219,19 @@ def main() -> None:
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
         f = Objective(fit, args.jobs, ref_layers)
-        before = f(to_x(START))
-        x, value = nelder_mead(f, to_x(START), args.iters)
+        start = START
+        if args.from_fitted and gpu in FITTED:
+            d = FITTED[gpu].for_layers(ref_layers)
+            start = np.array([d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000,
+                              d.overhead_per_seq_s * 1000])  # fmt: skip
+        before = f(to_x(start))
+        x, value = nelder_mead(f, to_x(start), args.iters, step=0.2 if args.from_fitted else 0.4)
         if f.pool:
             f.pool.shutdown()
         p, latency = to_params(x), f.best[2]
         print(f"# {gpu}: {len(fit)} fit runs, {f.calls} replays of them, "
               f"{time.perf_counter() - started:.0f} s; RMS log error {math.sqrt(before):.3f} "
-              f"(generic) -> {math.sqrt(value):.3f}; client latency "
+              f"(start) -> {math.sqrt(value):.3f}; client latency "
               f"{latency * 1000:.0f} ms")  # fmt: skip
         print(f'"{gpu}": DeviceProfile(mfu={p["mfu"]:.3f}, mfu_attn={p["mfu_attn"]:.3f}, '
               f'mbu={p["mbu"]:.3f}, overhead_s={p["overhead_ms"] / 1000:.5f}, '

@@ -133,6 +133,32 @@ def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
     assert req["arrival_s"].iloc[1] > 0
 
 
+@pytest.mark.parametrize("policy", ["vllm", "sglang"])
+def test_closed_loop_reuses_aiperfs_prompts(tmp_path: Path, policy: str) -> None:
+    # aiperf draws every request from 100 synthetic prompts, so a repeated prompt is served from
+    # the prefix cache (vLLM V1 and SGLang cache by default); with its own prompts nothing hits.
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8)
+    config = fr.with_overrides(fr.SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
+                                                             **run.settings})  # fmt: skip
+    own = fr.closed_loop(config, run.isl, run.osl, 8, 48).requests
+    assert own["cached_tokens"].sum() == 0
+    shared = fr.closed_loop(config, run.isl, run.osl, 8, 48, prompts=4).requests
+    repeats = shared.sort_values("request_id").iloc[8:]  # every prompt was sent by then ...
+    assert (repeats["cached_tokens"] >= run.isl - 16).mean() > 0.9  # ... all but its last block
+    assert shared["ttft_s"].iloc[8:].mean() < 0.5 * own["ttft_s"].iloc[8:].mean()
+
+
+def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
+    # Every prompt its own: three requests per client, the first one warm-up. From aiperf's
+    # pool (the cache fills along the way): aiperf measures 20 x N requests after 2 x N warm-up
+    # ones, the replay 2 x N around request 12 x N, or once all 100 prompts were sent (~460).
+    assert fr.closed_loop_size(4, 100) == (12, 4)
+    assert fr.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 8, 44)
+    assert fr.closed_loop_size(64, 100, prompt_pool=100) == (460 + 128, 460)
+    assert fr.closed_loop_size(512, 100, 100) == (1024 + 1024, 1024)  # never under aiperf's
+
+
 def test_sglang_clients_start_together(tmp_path: Path) -> None:
     # aiperf sends all N requests at once; under SGLang's prefill-first scheduler they stay one
     # wave (the replay of an SGLang run starts them together, a vLLM run's evenly).
