@@ -233,3 +233,8 @@ def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
     assert "0.5.6" not in sglang.name and "0.5.6.post2" in sglang.text[0]  # version: in the hover
     assert vllm.marker.symbol != sglang.marker.symbol
     assert list(sglang.y) == [0.1] and list(vllm.y) == [0.25]  # each its own points
+    # The legend starts well below the plot area: under the log axes' two rows of tick labels
+    # and the axis title (in Korean the title sits lowest; at 87 px it overlapped the legend).
+    layout = fig.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    assert layout.legend.yanchor == "top" and -layout.legend.y * plot_px >= 110

@@ -87,6 +87,9 @@ def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd
     return pd.DataFrame(rows)
 
 
+SCATTER_HEIGHT = 620  # px
+
+
 def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> go.Figure:
     """Simulated vs measured mean TTFT (s) and TPOT (ms), one point per GPU, model, engine and
     parallelism (the geometric mean of its public runs)."""
@@ -133,7 +136,9 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
     title = t("charts.fid.scatter.title", lang, gpu=gpu or "")
     if not runs:
         title = t("charts.fid.missing", lang)
-    fig = styled(fig, title, height=560)
-    # Below the axis titles, which the log axes' two-line tick labels push down.
-    fig.update_layout(legend={"y": -0.3})
+    fig = styled(fig, title, height=SCATTER_HEIGHT)
+    # Below the axis titles, which the log axes' two-line tick labels push down: 115 px under
+    # the plot area (the Korean titles sit lowest), as a share of the plot area's height.
+    plot_px = SCATTER_HEIGHT - fig.layout.margin.t - fig.layout.margin.b
+    fig.update_layout(legend={"y": -115 / plot_px})
     return fig
