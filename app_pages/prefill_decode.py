@@ -7,6 +7,7 @@ from sim.profiles import profile_origin
 from sim.scenarios import get_scenario
 from ui import charts, formulas
 from ui import widgets as w
+from ui.i18n import DEFAULT_LANG, catalog
 from ui.labels import has_label, sim_label
 from ui.model_upload import uploaded_model
 
@@ -78,4 +79,6 @@ else:
     table = charts.fidelity_table(gpu_name, L)
     w.number_table(table, digits=0, hide_index=True)
     w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L)
+    if f"pd.trust_known.{gpu_name}" in catalog(DEFAULT_LANG):  # what it is known to miss
+        st.caption(T(f"pd.trust_known.{gpu_name}"))
     st.caption(T("pd.trust_sources", command=report.get("command", "")))
