@@ -421,8 +421,9 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
 # among themselves, so the report replays every prompt as its own (prompt_pool 0) and this stays
 # a what-if (`bench_fidelity_real.py --prompt-pool 100`): the Llama-3.1-70B FP8 points on one
 # H200 take a whole prefill's TTFT at 4 clients (8192 tokens: 1.34 s), which a cache hit would
-# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need 0.74-0.90 of the H200's FP8 peak
-# if every prompt were prefilled, which only cache hits make possible.
+# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need up to 0.90 of the H200's FP8 peak
+# if every prompt were prefilled (0.74-0.90 at 1000-4000 tokens in on one GPU), which only
+# cache hits make possible.
 AIPERF_PROMPTS = 100
 # The benchmark's measured requests: after 2 x N warm-up ones, 20 x N of them (bench_run.sh.j2:
 # --warmup-request-count, --num-requests with BENCH_MULTI_ROUND = 20). With a prompt pool, which
