@@ -133,6 +133,32 @@ def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
     assert req["arrival_s"].iloc[1] > 0
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_table_fits_every_metric_in_one_cell_each(lang: str) -> None:
+    # Six numeric error columns pushed E2E out of sight at the page's width: one cell per
+    # metric, "signed mean (mean |error|)", and the GPU only where the rows are several GPUs'.
+    def row(gpu: str, bias: float, mape: float) -> dict:
+        return {"gpu": gpu, "model": "Qwen3-32B", "engine": "vLLM", "fit": False, "runs": 3,
+                "ttft_bias": bias, "ttft_mape": mape, "tpot_bias": -0.4, "tpot_mape": 4.8,
+                "e2e_bias": None, "e2e_mape": None}  # fmt: skip
+
+    report = {"summary": [row("H100-SXM", -25.4, 32.4), row("H200", 7.6, 11.0)], "runs": []}
+    table = fidelity_table("H100-SXM", lang, report)
+    assert list(table.columns) == [fr_col(k, lang) for k in ("model", "engine", "set", "runs",
+                                                             "ttft", "tpot", "e2e")]  # fmt: skip
+    cells = table.iloc[0].tolist()[-3:]
+    assert cells == ["-25% (32%)", "0% (5%)", "-"]  # rounded; no "-0"; a missing metric says so
+    every = fidelity_table("L4", lang, report)  # no runs on L4: every GPU's rows, GPU named
+    assert list(every[fr_col("gpu", lang)]) == ["H100-SXM", "H200"]
+    assert every.iloc[1][fr_col("ttft", lang)] == "+8% (11%)"
+
+
+def fr_col(key: str, lang: str) -> str:
+    from ui.i18n import t
+
+    return t(f"charts.fid.col.{key}", lang)
+
+
 @pytest.mark.parametrize("policy", ["vllm", "sglang"])
 def test_closed_loop_reuses_aiperfs_prompts(tmp_path: Path, policy: str) -> None:
     # aiperf draws every request from 100 synthetic prompts, so a repeated prompt is served from

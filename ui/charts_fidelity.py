@@ -65,26 +65,36 @@ def _gpu_rows(rows: list[dict], gpu: str | None) -> list[dict]:
 
 
 def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd.DataFrame:
-    """One row per GPU, model, engine and fit/held-out: runs and signed / absolute % errors."""
+    """One row per model, engine and fit/held-out (and GPU, when the rows are several GPUs'):
+    runs, and per metric one cell "signed mean error (mean |error|)", e.g. "-19% (28%)": three
+    columns where six did not fit the page's width (E2E was scrolled out of sight)."""
     report = report if report is not None else load_report()
     if not report:
         return pd.DataFrame()
+    summary = _gpu_rows(report["summary"], gpu)
+    several = len({r["gpu"] for r in summary}) > 1
     rows = []
-    for r in _gpu_rows(report["summary"], gpu):
-        rows.append({
-            t("charts.fid.col.gpu", lang): r["gpu"],
+    for r in summary:
+        row = {t("charts.fid.col.gpu", lang): r["gpu"]} if several else {}
+        row.update({
             t("charts.fid.col.model", lang): r["model"],
             t("charts.fid.col.engine", lang): r["engine"],
             t("charts.fid.col.set", lang): _role(r["fit"], lang),
             t("charts.fid.col.runs", lang): r["runs"],
-            t("charts.fid.col.ttft_bias", lang): r["ttft_bias"],
-            t("charts.fid.col.ttft_abs", lang): r["ttft_mape"],
-            t("charts.fid.col.tpot_bias", lang): r["tpot_bias"],
-            t("charts.fid.col.tpot_abs", lang): r["tpot_mape"],
-            t("charts.fid.col.end_bias", lang): r["e2e_bias"],
-            t("charts.fid.col.end_abs", lang): r["e2e_mape"],
         })  # fmt: skip
+        for metric in ("ttft", "tpot", "e2e"):
+            row[t(f"charts.fid.col.{metric}", lang)] = _errors(r.get(f"{metric}_bias"),
+                                                              r.get(f"{metric}_mape"))  # fmt: skip
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _errors(bias: float | None, mape: float | None) -> str:
+    """'-19% (28%)': the signed mean error and the mean |error|; '-' where there is none."""
+    if bias is None or mape is None or bias != bias or mape != mape:
+        return "-"
+    signed = round(bias)
+    return f"{signed:+d}% ({mape:.0f}%)" if signed else f"0% ({mape:.0f}%)"
 
 
 SCATTER_HEIGHT = 620  # px
