@@ -145,7 +145,7 @@ def test_the_table_fits_every_metric_in_one_cell_each(lang: str) -> None:
     report = {"summary": [row("H100-SXM", -25.4, 32.4), row("H200", 7.6, 11.0)], "runs": []}
     table = fidelity_table("H100-SXM", lang, report)
     assert list(table.columns) == [fr_col(k, lang) for k in ("model", "engine", "set", "runs",
-                                                             "ttft", "tpot", "e2e")]  # fmt: skip
+                                                             "ttft", "tpot", "end")]  # fmt: skip
     cells = table.iloc[0].tolist()[-3:]
     assert cells == ["-25% (32%)", "0% (5%)", "-"]  # rounded; no "-0"; a missing metric says so
     every = fidelity_table("L4", lang, report)  # no runs on L4: every GPU's rows, GPU named
