@@ -294,3 +294,23 @@ def test_the_run_budget_stops_a_run_that_goes_on_through_arrivals(azure_conv_300
     assert 1_000 < clock.steps <= 1_000 + MAX_RUN_STEPS
     full = simulate(azure_conv_300, SimConfig())
     assert len(full.steps) > 2 * 1_000  # (the cap really cut the run short)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_steps_of_runs_go_where_a_stable_sort_puts_them(seed):
+    """The steps table merges the runs' rows with the other steps' by end time: the same rows in
+    the same places as a stable sort of both (ties: the other steps first), whether the two
+    are each in order already (one worker: a merge) or not (several workers' runs interleave)."""
+    from sim.recorder import _merge_order
+
+    rng = np.random.default_rng(seed)
+    steps = np.round(rng.uniform(0, 5, rng.integers(0, 40)), 1)  # rounded: many ties
+    runs = np.round(rng.uniform(0, 5, rng.integers(1, 60)), 1)
+    if seed % 2:
+        steps, runs = np.sort(steps), np.sort(runs)
+    at_steps, at_runs = _merge_order(steps, runs)
+    order = np.argsort(np.concatenate((steps, runs)), kind="stable")
+    placed = np.empty(len(order), dtype=np.intp)
+    placed[order] = np.arange(len(order))
+    assert at_steps.tolist() == placed[: len(steps)].tolist()
+    assert at_runs.tolist() == placed[len(steps) :].tolist()
