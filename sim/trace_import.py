@@ -196,8 +196,8 @@ def load_csv(source: Source, max_rows: int | None = None) -> list[RequestSpec]:
     try:
         for cells in reader:
             line = reader.line_num
-            if not any(c.strip() for c in cells):
-                continue  # blank line
+            if not "".join(cells).strip():
+                continue  # blank line (every cell blank)
             if not col:
                 schema, col = _match_header(cells, line)
                 width = len(cells)
