@@ -38,7 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs
 from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
-from fidelity_runs import FIT_RULES, PublicRun, load_runs, replay, select  # noqa: E402
+from fidelity_runs import (  # noqa: E402
+    FIT_RULES,
+    PublicRun,
+    load_runs,
+    mean_of,
+    replay,
+    select,
+)
 
 from sim.hardware import get_model  # noqa: E402
 from sim.profiles import FITTED  # noqa: E402
@@ -94,8 +101,8 @@ def pairs(run: PublicRun, params: dict) -> list[tuple[str, float, float]]:
                 ("tpot", np.percentile(pred.tpot_s.dropna(), 90),
                  np.percentile(meas.tpot_s.dropna(), 90)),
                 ("e2e", pred.e2e_s.mean(), meas.e2e_s.mean())]  # fmt: skip
-    return [("ttft", pred.ttft_s.mean(), run.measured_means["ttft_s"]),
-            ("tpot", pred.tpot_s.mean(), run.measured_means["tpot_s"])]  # fmt: skip
+    return [("ttft", mean_of(pred, "ttft_s"), run.measured_means["ttft_s"]),
+            ("tpot", mean_of(pred, "tpot_s"), run.measured_means["tpot_s"])]  # fmt: skip
 
 
 def _pairs(args):

@@ -9,6 +9,7 @@ score and summarise, and that the report's figures draw. With the real data pres
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -183,6 +184,26 @@ def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
     assert fr.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 8, 44)
     assert fr.closed_loop_size(64, 100, prompt_pool=100) == (460 + 128, 460)
     assert fr.closed_loop_size(512, 100, 100) == (1024 + 1024, 1024)  # never under aiperf's
+
+
+def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
+        tmp_path: Path) -> None:  # fmt: skip
+    # aiperf drains its warm-up before the measured phase, which then sends its N requests at
+    # once: 1 of each client's 20 measured requests queues behind the others' prefills.
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
+    pred = fr.replay(run)
+    burst, steady = pred[pred.index < 0], pred[pred.index >= 0]
+    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(fr.AIPERF_MEASURED * 8)
+    assert burst["ttft_s"].mean() > 2 * steady["ttft_s"].mean()  # eight prompts in one step
+    mean = (burst["ttft_s"].sum() + (fr.AIPERF_MEASURED - 1) * 8 * steady["ttft_s"].mean()) / (
+        fr.AIPERF_MEASURED * 8)  # fmt: skip
+    assert fr.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
+    assert fr.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
+        mean + fr.CLIENT_LATENCY_S.get(run.gpu, 0.0), rel=1e-9)  # fmt: skip
+    # SGLang's replay starts its clients together anyway: no separate burst there.
+    sglang = fr.replay(dataclasses.replace(run, policy="sglang"))
+    assert "weight" not in sglang and (sglang.index >= 0).all()
 
 
 def test_sglang_clients_start_together(tmp_path: Path) -> None:
