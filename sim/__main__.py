@@ -1,9 +1,17 @@
 """Entry point of `python -m sim` (see sim/cli.py)."""
 
 import gc
+import os
 import sys
 
-from sim.cli import main
+# OpenBLAS starts a pool of worker threads when numpy is imported, and they spin while they
+# wait for work: about 0.1 s of CPU on a second core at every start (this 2-core machine:
+# `import numpy` alone takes 0.23 s of CPU with the pool, 0.12 s without). A simulation never
+# calls BLAS (no matrix products; calibration's least squares is a few dozen rows), so the
+# command line runs it single-threaded unless the user says otherwise. Set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from sim.cli import main  # noqa: E402  (after the environment above)
 
 # A run builds on the order of a million objects that live to its end (requests, their token
 # times, the step tables). CPython's default young-generation threshold (700 allocations)
