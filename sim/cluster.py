@@ -24,6 +24,7 @@ from itertools import count
 
 import simpy
 
+from sim.arrival_feed import ArrivalFeed
 from sim.config import SimConfig
 from sim.cost import StepCostModel
 from sim.engine import Engine, StepTiming
@@ -113,6 +114,7 @@ class Worker:
         self.decode_terms = None  # sim.fastforward.DecodeTerms of its cost model, once needed
         self.run_steps_cap = 64  # how far a run is planned (adapts to how far runs get here)
         self.absorbs = False  # runs may take admission steps in (sim/run_admission.py)
+        self.feed = None  # an ArrivalFeed: it takes arrivals itself (sim/arrival_feed.py)
         self._wake = env.event()
         self.process = env.process(self.instance_loop())
 
@@ -148,6 +150,7 @@ class Worker:
     def instance_loop(self):
         """The serving loop of one instance: schedule, execute (simulated), apply."""
         env, engine = self.env, self.engine
+        feed = self.feed  # (set before the run starts)
         batch = None  # a step a run handed back, formed but not taken (sim/run_admission.py)
         while True:
             if batch is None:
@@ -159,6 +162,11 @@ class Worker:
                 if batch is None:  # nothing can run: sleep until an arrival or freed memory
                     if engine.retry_now:
                         continue  # it preempted and ran nothing: the next step can progress
+                    if feed is not None and (at := feed.next_s()) is not None:
+                        if at != env.now:  # (else the client would wake it at once)
+                            yield env.timeout_at(at)
+                        feed.wake(env.now)
+                        continue
                     self._wake = env.event()
                     yield self._wake
                     continue
@@ -170,6 +178,8 @@ class Worker:
             timing = self.timing(batch)
             start = env.now
             yield env.timeout(timing.seconds)
+            if feed is not None:
+                feed.resume(env.now)  # (arrivals the client would have sent by now)
             for req in engine.complete(batch, start, env.now, timing):
                 self.on_handoff(self, req)
             self.clock.after_step(self, batch)
@@ -188,6 +198,8 @@ class Worker:
                 yield self.env.timeout_at(run.end_s)
             except simpy.Interrupt:
                 continue
+            if self.feed is not None:
+                self.feed.resume(self.env.now)
             if not run.absorbs:
                 break
             nxt = extend(run)
@@ -545,6 +557,11 @@ def simulate(
         for kv in caches:
             kv.shareable = shareable
     live: list[Request] = []
-    cluster.env.process(cluster.client(list(requests), live))
+    if cluster.fast and config.topology.topology == "colocated":  # one worker, at event speed
+        w = cluster.instances[0]
+        w.feed = ArrivalFeed(requests, w.engine, live)  # it takes its arrivals itself
+        w.limit_s = w.feed.limit_s
+    else:
+        cluster.env.process(cluster.client(list(requests), live))
     cluster.env.run()
     return cluster.recorder.result(live, cluster.meta(live), final=True)
