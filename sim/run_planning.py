@@ -108,11 +108,12 @@ class RunPlanning:
             self._finishing.append)  # fmt: skip
         if exact:  # DecodeTerms.price, inline (the batch-size terms change when b does)
             head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
-        seconds = mem = 0.0
-        last_b = last_context = 0
-        j, last, forced = s, s + k - 1, s + decided - 1
+        b0, context0 = b, context  # (the first step's shape: `check` prices it again)
+        last, forced = s + k - 1, s + decided - 1
         take, short = 0, False
-        while j <= last and (t < limit_s or j <= forced):
+        for j in range(s, last + 1):
+            if t >= limit_s and j > forced:
+                break
             r = j % bs
             take = phase[r] + starts_get(j, 0)  # blocks taken at step j
             need += take
@@ -129,7 +130,6 @@ class RunPlanning:
                 slow[0].append(c.compute_s)
                 slow[1].append(c.overhead_s)
                 slow[2].append(c.comm_s)
-            last_b, last_context = b, context
             t = t + seconds  # as simpy's now + delay
             add_time(t)
             add_active(b)
@@ -145,10 +145,11 @@ class RunPlanning:
                     phase[r] -= 1
                 if exact and b:
                     head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
-            j += 1
+        else:
+            j = last + 1  # (every step of the range was planned: j is the one after)
         added = j - s
         if added < min_steps or (exact and added and terms.due()
-                                 and not terms.check(last_b, last_context, seconds, mem)):
+                                 and not terms.check(b0, context0, *terms.price(b0, context0))):
             self._truncate(mark)
             del self._finishing[fmark:]
             if added < min_steps:
