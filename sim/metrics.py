@@ -90,6 +90,9 @@ def _flat_token_times(run: RunResult) -> tuple[np.ndarray, np.ndarray]:
     """
     if not run.token_times:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=float)
+    if run.token_flat is not None:  # (the recorder's own flat copy: the same, already joined)
+        ids, counts, times = run.token_flat
+        return np.repeat(ids, counts), times
     ids = np.fromiter(run.token_times.keys(), dtype=np.int64, count=len(run.token_times))
     arrays = [np.asarray(times, dtype=float).ravel() for times in run.token_times.values()]
     lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))

@@ -331,8 +331,9 @@ class TraceRecorder:
         requests = _from_rows(rows, REQUEST_COLUMNS, strings=("worker", "status", "reject_reason"))
         segments = Columns(make=self.segments_columns) if final else Columns(
             self.segments_columns())  # fmt: skip
-        return RunResult(Columns(requests), segments,
-                         Columns(self.steps_columns()), token_times, meta)  # fmt: skip
+        ids = np.fromiter(token_times, dtype=np.int64, count=len(token_times))
+        return RunResult(Columns(requests), segments, Columns(self.steps_columns()),
+                         token_times, meta, (ids, counts, flat))  # fmt: skip
 
 
 def _merge_order(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

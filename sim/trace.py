@@ -114,10 +114,15 @@ class RunResult:
         steps: pd.DataFrame | Columns,
         token_times: dict[int, np.ndarray] | None = None,
         meta: dict | None = None,
+        token_flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self._tables = {"requests": requests, "segments": segments, "steps": steps}
         # request_id -> times (s) at which each output token became visible, shape (n_emitted,)
         self.token_times: dict[int, np.ndarray] = {} if token_times is None else token_times
+        # The same times as one array, when the recorder made token_times as slices of it:
+        # (request ids, tokens of each, every time), in token_times' order. Metrics read it
+        # instead of gathering 10,000 slices again (sim/metrics.py, `_flat_token_times`).
+        self.token_flat = token_flat
         # policy, topology, gpu, model, num_gpus, ttft_slo_s, tpot_slo_s, duration_s,
         # workers: {name: {"role": "colocated"|"prefill"|"decode", "gpus": int,
         #                  "kv_capacity_tokens": int}}, config: the run's knobs as a flat dict
@@ -143,9 +148,11 @@ class RunResult:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_tables"] = {name: getattr(self, name) for name in self._tables}  # as frames
+        state["token_flat"] = None  # (token_times holds them; pickled slices are copies)
         return state
 
     def __setstate__(self, state: dict) -> None:
+        self.token_flat = None  # (a run pickled before it existed)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:

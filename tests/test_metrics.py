@@ -204,6 +204,25 @@ def test_itl_values_are_the_gaps_within_each_request():
     assert itl_values(make_run([], token_times={})).size == 0
 
 
+def test_a_simulated_run_reads_its_token_times_from_the_recorders_flat_copy():
+    """summarize() reads token times from the flat array the recorder joined them into; it
+    must give what gathering the per-request arrays gives (and a pickled run, which has no
+    flat copy, the same)."""
+    import pickle
+
+    from sim.cluster import simulate
+    from sim.config import SimConfig
+    from sim.workload import WorkloadConfig, generate
+
+    run = simulate(generate(WorkloadConfig(rate_per_s=8, num_requests=60, seed=3)), SimConfig())
+    assert run.token_flat is not None
+    thawed = pickle.loads(pickle.dumps(run))
+    assert thawed.token_flat is None
+    assert np.array_equal(itl_values(run), itl_values(thawed))
+    assert itl_values(run).size == sum(max(len(t) - 1, 0) for t in run.token_times.values())
+    assert summarize(run) == summarize(thawed)
+
+
 def staggered(spacing_s: list[float], first_s: list[float], horizon_s: float = 10.0):
     """Requests i = 0.. whose tokens come every spacing_s[i] seconds from first_s[i]."""
     times = {
