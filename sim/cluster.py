@@ -163,8 +163,8 @@ class Worker:
                     if engine.retry_now:
                         continue  # it preempted and ran nothing: the next step can progress
                     if feed is not None and (at := feed.next_s()) is not None:
-                        if at != env.now:  # (else the client would wake it at once)
-                            yield env.timeout_at(at)
+                        if at != env.now:  # (alone: sleeping until then = moving the clock)
+                            env.jump(at)  # (else the client would wake it at once)
                         feed.wake(env.now)
                         continue
                     self._wake = env.event()
@@ -177,8 +177,10 @@ class Worker:
                         continue
             timing = self.timing(batch)
             start = env.now
-            yield env.timeout(timing.seconds)
-            if feed is not None:
+            if feed is None:
+                yield env.timeout(timing.seconds)
+            else:  # alone in the simulation: the step's end is the clock's next instant
+                env.jump(start + timing.seconds)  # (simpy's now + delay)
                 feed.resume(env.now)  # (arrivals the client would have sent by now)
             for req in engine.complete(batch, start, env.now, timing):
                 self.on_handoff(self, req)
@@ -193,13 +195,16 @@ class Worker:
         it but could not take it."""
         self.run = run
         nxt = None
+        feed = self.feed
         while True:
-            try:
-                yield self.env.timeout_at(run.end_s)
-            except simpy.Interrupt:
-                continue
-            if self.feed is not None:
-                self.feed.resume(self.env.now)
+            if feed is None:
+                try:
+                    yield self.env.timeout_at(run.end_s)
+                except simpy.Interrupt:
+                    continue
+            else:  # alone in the simulation (nothing can cut the run): move the clock there
+                self.env.jump(run.end_s)
+                feed.resume(run.end_s)
             if not run.absorbs:
                 break
             nxt = extend(run)

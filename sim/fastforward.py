@@ -72,6 +72,16 @@ class Environment(simpy.Environment):
     `end` (ties to even may skip it), so the run's end is put in the event queue as it is.
     """
 
+    def jump(self, at: float) -> None:
+        """Move the clock to `at` without an event: for a process that is alone in the
+        simulation (a colocated run whose worker takes its own arrivals, sim/arrival_feed.py).
+        With nothing else in the queue, yielding a timeout would only pop it straight back
+        and resume the same process at the same instant (`now + delay` is what a timeout's
+        time is: the caller passes that float)."""
+        if self._queue:
+            raise RuntimeError("Environment.jump: another event is waiting")
+        self._now = at
+
     def timeout_at(self, at: float) -> simpy.Event:
         event = simpy.Event(self)
         event._ok, event._value = True, None  # already triggered, like a Timeout
