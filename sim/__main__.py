@@ -1,5 +1,6 @@
 """Entry point of `python -m sim` (see sim/cli.py)."""
 
+import contextlib
 import gc
 import os
 import sys
@@ -22,4 +23,14 @@ from sim.cli import main  # noqa: E402  (after the environment above)
 # line's own process: the app and the library keep the interpreter's defaults.)
 gc.set_threshold(50_000, 20, 20)
 
-sys.exit(main())
+code = main()
+if "ray" in sys.modules:  # (a sweep on a Ray cluster: let Ray's exit hooks disconnect)
+    sys.exit(code)
+# Everything is written by now (the JSON or the --out files, each closed; a sweep's worker
+# processes shut down). Tearing the interpreter down would free the modules and their objects
+# one by one for nothing the user sees (~0.04 s of a 1 s run on this machine): flush the two
+# streams and leave.
+for stream in (sys.stdout, sys.stderr):
+    with contextlib.suppress(OSError, ValueError):  # (a reader that went away: `| head`)
+        stream.flush()
+os._exit(code)
