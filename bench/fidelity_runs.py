@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.budget import num_workers
 from sim.cluster import Cluster
 from sim.config import SimConfig, with_overrides
 from sim.hardware import get_gpu
@@ -331,7 +332,7 @@ CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
 
 def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
                 num_requests: int, start: str = "even", seed: int = 0,
-                prompts: int = 0) -> RunResult:  # fmt: skip
+                prompts: int = 0, step_by_step: bool = False) -> RunResult:  # fmt: skip
     """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
     one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
 
@@ -357,11 +358,18 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
     `prompts` > 0: every request's prompt is one of that many, drawn at random (seeded), so a
     repeated prompt can be served from the prefix cache, as aiperf's synthetic dataset does it
     (see AIPERF_PROMPTS). 0: every prompt is its own.
+
+    One instance runs at event speed (sim/fastforward.py), its runs ending at each finish,
+    where a client sends its next request (`Worker.serve_clients`): the same trace as
+    `step_by_step` (tests/test_fidelity_real.py compares them), 3-6x faster. Several
+    instances go step by step: a client's send reads every instance's finished requests, and a
+    run keeps the finishes it has not reached yet.
     """
     draw = np.random.default_rng(seed + 1)
-    # Step by step: a finish sends the next request at once, which a run of decode steps taken
-    # at once (sim/fastforward.py) cannot foresee.
-    cluster = Cluster(config, step_by_step=True)
+    one = not step_by_step and num_workers(config) == 1
+    cluster = Cluster(config, step_by_step=not one)
+    if one:
+        cluster.workers[0].serve_clients()
     env, live = cluster.env, []
     per_instance = max(1, concurrency // len(cluster.workers))
     life = cluster.cost.prefill_s(isl) + osl * cluster.cost.decode_step_s(

@@ -115,6 +115,7 @@ class Worker:
         self.run_steps_cap = 64  # how far a run is planned (adapts to how far runs get here)
         self.absorbs = False  # runs may take admission steps in (sim/run_admission.py)
         self.feed = None  # an ArrivalFeed: it takes arrivals itself (sim/arrival_feed.py)
+        self.finish_ends_run = False  # a finish may make a client send (`serve_clients`)
         self._wake = env.event()
         self.process = env.process(self.instance_loop())
 
@@ -137,6 +138,16 @@ class Worker:
         or lands): the run stops after the step in flight, so the next step sees the change."""
         if self.run is not None and self.run.cut(self.env.now):
             self.process.interrupt()  # wake up at the run's new end
+
+    def serve_clients(self) -> None:
+        """Requests will come from processes of the caller's (a benchmark's clients, each
+        sending its next request when its last one finishes, from `on_step`) at any time: at
+        event speed, a run stops after the step in flight when one comes (`cut`), ends at its
+        first finish (so that `on_step` sees it then, as it would after that step), and takes
+        no admission steps in (`on_step` must see every step that ends a request)."""
+        self.limit_s = _never
+        self.absorbs = False
+        self.finish_ends_run = True
 
     def notify(self) -> None:
         """Something changed (arrival, freed memory): an idle worker looks again."""

@@ -12,7 +12,8 @@ Why a run can be skipped through
     (bring the engine up to this instant before reading or changing it) where they touch it.
   * a request finishing. If nothing waits for memory or a seat (no waiting, swapped or inbound
     request) a finish only shrinks the batch and the run goes on with one request fewer; else
-    the finishing step is the run's last, so that the policy decides the next step normally.
+    the finishing step is the run's last, so that the policy decides the next step normally;
+    so it is where a client waits for the finish to send its next one (`Worker.serve_clients`).
   * a KV block boundary: a decode whose last block is full takes a new one. The run stops
     before free blocks could run short (preemption); blocks filling up and entering the prefix
     cache are applied in the order step by step applies them (`DecodeRun._advance`).
@@ -207,7 +208,7 @@ def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
         return None
     limit = min(horizon, limit)
     run = DecodeRun(worker, list(running), c0, rem, blocks, allocated=0 if batch is None else 1)
-    blocked = bool(engine.waiting or engine.swapped or worker.inbox)
+    blocked = bool(engine.waiting or engine.swapped or worker.inbox) or worker.finish_ends_run
     if run.plan(limit, blocked, policy.decode_kv_margin) < 2:
         return None
     run.absorbs = worker.absorbs

@@ -206,6 +206,31 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     assert "weight" not in sglang and (sglang.index >= 0).all()
 
 
+@pytest.mark.parametrize(("policy", "start", "prompts", "kv_tokens"), [
+    ("vllm", "even", 0, 0), ("vllm", "together", 0, 0), ("vllm", "even", 4, 0),
+    ("sglang", "together", 0, 0), ("vllm-v0", "random", 0, 0), ("vllm", "even", 0, 3000),
+])  # fmt: skip
+def test_a_closed_loop_at_event_speed_is_the_step_by_step_one(
+        tmp_path: Path, policy: str, start: str, prompts: int, kv_tokens: int) -> None:  # fmt: skip
+    # One instance takes its runs of decode steps at once, each run ending at a finish (where a
+    # client sends again): every request, segment, step and token time as step by step, with
+    # prefix-cache hits, clients in lockstep, and preemptions (3,000 KV tokens for 8 clients).
+    from test_fastforward import assert_same_run
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8)
+    config = fr.with_overrides(fr.SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
+                                                             **run.settings})  # fmt: skip
+    if kv_tokens:
+        config = fr.with_overrides(config, {"kv_capacity_tokens": kv_tokens})
+    args = (config, run.isl, 200, 8, 40)
+    fast = fr.closed_loop(*args, start=start, prompts=prompts)
+    step = fr.closed_loop(*args, start=start, prompts=prompts, step_by_step=True)
+    assert_same_run(fast, step)
+    if kv_tokens:
+        assert step.requests["preemptions"].sum() > 0
+
+
 def test_sglang_clients_start_together(tmp_path: Path) -> None:
     # aiperf sends all N requests at once; under SGLang's prefill-first scheduler they stay one
     # wave (the replay of an SGLang run starts them together, a vLLM run's evenly).
