@@ -19,8 +19,11 @@ Why
   process was made first), so it takes nothing. An idle worker is woken by an arrival, after
   the client sent it, so it takes everything sent up to its wake-up time (`wake`); a group sent
   at the very instant it goes idle (a tie it did not take) wakes it at once.
-- Used for a colocated run at event speed only (Cluster.fast_feed); step by step keeps the
-  client, so tests/test_fastforward.py compares the two ways of delivering arrivals as well.
+- Used for a colocated run at event speed only (`simulate` sets it up). The worker is then
+  alone in the simulation and moves the clock itself (`Environment.jump`, sim/fastforward.py)
+  instead of yielding timeouts. Step by step keeps the client, so tests/test_fastforward.py
+  compares the two ways of delivering arrivals as well (ties included: arrivals that land
+  exactly on step ends).
 """
 
 from __future__ import annotations
