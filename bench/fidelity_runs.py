@@ -125,7 +125,7 @@ FIT_RULES: dict[str, Callable[[PublicRun], bool]] = {
 # serving frontend): the simulator models the engine only, so this is added to the simulated
 # TTFT (and E2E) of that GPU's closed-loop runs. Fitted with each GPU's profile, on its fit runs
 # only (bench/fit_profiles.py). LLMServingSim's traces time TTFT from the engine's queue: 0.
-CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.080, "H200": 0.040, "B200": 0.085}
+CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.085, "H200": 0.050, "B200": 0.090}
 
 
 def _mark(runs: list[PublicRun]) -> list[PublicRun]:
