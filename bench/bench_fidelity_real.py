@@ -30,18 +30,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs, _replay
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from fidelity_runs import (  # noqa: E402
-    CLIENT_LATENCY_S,
-    load_runs,
-    replay,
-    score,
-    score_failed,
-    select,
-)
+from fidelity_replay import replay, score, score_failed  # noqa: E402
+from fidelity_runs import CLIENT_LATENCY_S, load_runs, select  # noqa: E402
 
 from sim.profiles import fitted_profile  # noqa: E402
 
@@ -63,7 +57,7 @@ def _score_one(args: tuple) -> dict:
 def score_runs(runs, overrides: dict | None = None, jobs: int = 1,
                prompt_pool: int = 0) -> pd.DataFrame:  # fmt: skip
     """One row per run: measured and predicted means, signed % errors (closed loops drawing
-    from `prompt_pool` prompts when > 0: fidelity_runs.AIPERF_PROMPTS)."""
+    from `prompt_pool` prompts when > 0: fidelity_replay.AIPERF_PROMPTS)."""
     work = [(r, overrides, prompt_pool) for r in runs]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:

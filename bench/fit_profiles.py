@@ -4,7 +4,7 @@ Notable features
 - For every GPU with public runs, takes ONLY the runs `fidelity_runs.FIT_RULES` marks fit (one
   model, or one model's shorter outputs; everything else stays held out for the report) and
   searches the profile that makes the simulator reproduce them: the same replay the report
-  uses (`fidelity_runs.replay`), so the fit sees scheduling, batching and queueing, not just
+  uses (`fidelity_replay.replay`), so the fit sees scheduling, batching and queueing, not just
   isolated step times.
 - Objective: the mean squared log error of each run's measured figures (per-request traces:
   mean, median and p90 TTFT, mean and p90 TPOT, mean E2E; closed-loop points: mean TPOT and
@@ -33,19 +33,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs, _replay
 
 from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
-from fidelity_runs import (  # noqa: E402
-    FIT_RULES,
-    PublicRun,
-    load_runs,
-    mean_of,
-    replay,
-    select,
-)
+from fidelity_replay import mean_of, replay  # noqa: E402
+from fidelity_runs import FIT_RULES, PublicRun, load_runs, select  # noqa: E402
 
 from sim.hardware import get_model  # noqa: E402
 from sim.profiles import FITTED  # noqa: E402
@@ -113,7 +107,7 @@ def _pairs(args):
 # serving frontend): searched on this grid for each profile, seconds.
 LATENCY_GRID = np.linspace(0.0, 0.3, 61)
 # Closed-loop TTFTs are fitted at every concurrency. Until the replay weighed in the burst
-# that starts the benchmark's measured phase (fidelity_runs.burst_wave) they were fitted only
+# that starts the benchmark's measured phase (fidelity_replay.burst_wave) they were fitted only
 # up to 8 clients: above that the measured TTFT grew far faster than the simulated queueing,
 # and fitting it dragged MFU to implausible values. The burst is most of that growth.
 

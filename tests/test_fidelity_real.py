@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_fidelity_real as bench  # noqa: E402
+import fidelity_replay as rp  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
 
+from sim.config import SimConfig, with_overrides  # noqa: E402
 from sim.hardware import get_gpu, get_model, kv_capacity_tokens  # noqa: E402
 from ui.charts_fidelity import fidelity_scatter, fidelity_table  # noqa: E402
 
@@ -113,7 +115,7 @@ def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
     assert bf16.config().hardware.model == "Qwen3-32B"
     assert fp8.group == "H100-SXM | Qwen3-32B:fp8 | vLLM"  # the report names the weights
     # The replay holds twice the KV tokens the same FP8 weights would leave room for in BF16.
-    got = fr.closed_loop(fp8.config(), 512, 8, 1, 1).meta["workers"]["I0"]["kv_capacity_tokens"]
+    got = rp.closed_loop(fp8.config(), 512, 8, 1, 1).meta["workers"]["I0"]["kv_capacity_tokens"]
     gpu = get_gpu("H100-SXM")
     assert 0 <= kv_capacity_tokens(gpu, get_model("Qwen3-32B:fp8:kv-fp8"), 2) - got < 16  # blocks
     assert got == pytest.approx(2 * kv_capacity_tokens(gpu, get_model("Qwen3-32B:fp8"), 2), 1e-5)
@@ -122,7 +124,7 @@ def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
 def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    res = fr.closed_loop(run.config(), run.isl, run.osl, 8, 24)
+    res = rp.closed_loop(run.config(), run.isl, run.osl, 8, 24)
     req = res.requests.sort_values("arrival_s")
     # Never more than 8 in flight: each arrival finds at most 7 others unfinished.
     for _, r in req.iterrows():
@@ -166,11 +168,11 @@ def test_closed_loop_reuses_aiperfs_prompts(tmp_path: Path, policy: str) -> None
     # the prefix cache (vLLM V1 and SGLang cache by default); with its own prompts nothing hits.
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    config = fr.with_overrides(fr.SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
+    config = with_overrides(SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
                                                              **run.settings})  # fmt: skip
-    own = fr.closed_loop(config, run.isl, run.osl, 8, 48).requests
+    own = rp.closed_loop(config, run.isl, run.osl, 8, 48).requests
     assert own["cached_tokens"].sum() == 0
-    shared = fr.closed_loop(config, run.isl, run.osl, 8, 48, prompts=4).requests
+    shared = rp.closed_loop(config, run.isl, run.osl, 8, 48, prompts=4).requests
     repeats = shared.sort_values("request_id").iloc[8:]  # every prompt was sent by then ...
     assert (repeats["cached_tokens"] >= run.isl - 16).mean() > 0.9  # ... all but its last block
     assert shared["ttft_s"].iloc[8:].mean() < 0.5 * own["ttft_s"].iloc[8:].mean()
@@ -180,10 +182,10 @@ def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
     # Every prompt its own: three requests per client, the first one warm-up. From aiperf's
     # pool (the cache fills along the way): aiperf measures 20 x N requests after 2 x N warm-up
     # ones, the replay 2 x N around request 12 x N, or once all 100 prompts were sent (~460).
-    assert fr.closed_loop_size(4, 100) == (12, 4)
-    assert fr.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 8, 44)
-    assert fr.closed_loop_size(64, 100, prompt_pool=100) == (460 + 128, 460)
-    assert fr.closed_loop_size(512, 100, 100) == (1024 + 1024, 1024)  # never under aiperf's
+    assert rp.closed_loop_size(4, 100) == (12, 4)
+    assert rp.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 8, 44)
+    assert rp.closed_loop_size(64, 100, prompt_pool=100) == (460 + 128, 460)
+    assert rp.closed_loop_size(512, 100, 100) == (1024 + 1024, 1024)  # never under aiperf's
 
 
 def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
@@ -192,17 +194,17 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     # once: 1 of each client's 20 measured requests queues behind the others' prefills.
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
-    pred = fr.replay(run)
+    pred = rp.replay(run)
     burst, steady = pred[pred.index < 0], pred[pred.index >= 0]
-    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(fr.AIPERF_MEASURED * 8)
+    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.AIPERF_MEASURED * 8)
     assert burst["ttft_s"].mean() > 2 * steady["ttft_s"].mean()  # eight prompts in one step
-    mean = (burst["ttft_s"].sum() + (fr.AIPERF_MEASURED - 1) * 8 * steady["ttft_s"].mean()) / (
-        fr.AIPERF_MEASURED * 8)  # fmt: skip
-    assert fr.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
-    assert fr.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
-        mean + fr.CLIENT_LATENCY_S.get(run.gpu, 0.0), rel=1e-9)  # fmt: skip
+    mean = (burst["ttft_s"].sum() + (rp.AIPERF_MEASURED - 1) * 8 * steady["ttft_s"].mean()) / (
+        rp.AIPERF_MEASURED * 8)  # fmt: skip
+    assert rp.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
+    assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
+        mean + rp.CLIENT_LATENCY_S.get(run.gpu, 0.0), rel=1e-9)  # fmt: skip
     # SGLang's replay starts its clients together anyway: no separate burst there.
-    sglang = fr.replay(dataclasses.replace(run, policy="sglang"))
+    sglang = rp.replay(dataclasses.replace(run, policy="sglang"))
     assert "weight" not in sglang and (sglang.index >= 0).all()
 
 
@@ -219,13 +221,13 @@ def test_a_closed_loop_at_event_speed_is_the_step_by_step_one(
 
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    config = fr.with_overrides(fr.SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
+    config = with_overrides(SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
                                                              **run.settings})  # fmt: skip
     if kv_tokens:
-        config = fr.with_overrides(config, {"kv_capacity_tokens": kv_tokens})
+        config = with_overrides(config, {"kv_capacity_tokens": kv_tokens})
     args = (config, run.isl, 200, 8, 40)
-    fast = fr.closed_loop(*args, start=start, prompts=prompts)
-    step = fr.closed_loop(*args, start=start, prompts=prompts, step_by_step=True)
+    fast = rp.closed_loop(*args, start=start, prompts=prompts)
+    step = rp.closed_loop(*args, start=start, prompts=prompts, step_by_step=True)
     assert_same_run(fast, step)
     if kv_tokens:
         assert step.requests["preemptions"].sum() > 0
@@ -236,16 +238,16 @@ def test_sglang_clients_start_together(tmp_path: Path) -> None:
     # wave (the replay of an SGLang run starts them together, a vLLM run's evenly).
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    config = fr.with_overrides(fr.SimConfig(policy="sglang"), {"gpu": run.gpu, "model": run.model,
+    config = with_overrides(SimConfig(policy="sglang"), {"gpu": run.gpu, "model": run.model,
                                                                **run.settings})  # fmt: skip
-    res = fr.closed_loop(config, run.isl, run.osl, 8, 24, start="together")
+    res = rp.closed_loop(config, run.isl, run.osl, 8, 24, start="together")
     req = res.requests.sort_values("request_id")
     assert (req["arrival_s"].iloc[:8] == 0).all()
     # The waves stay whole: each later request arrives with 7 others at the same instant.
     assert (req.groupby("arrival_s").size() == 8).all()
-    assert fr.CLOSED_LOOP_START == {"sglang": "together"}
+    assert rp.CLOSED_LOOP_START == {"sglang": "together"}
     with pytest.raises(ValueError, match="start"):
-        fr.closed_loop(config, run.isl, run.osl, 8, 8, start="ramp")
+        rp.closed_loop(config, run.isl, run.osl, 8, 8, start="ramp")
 
 
 def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
@@ -277,8 +279,16 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     assert newest.config().knobs.reserve_fixed_output  # 0.5.23: in full, the default
 
 
-@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "fidelity").is_dir(),
-                    reason="public runs not present")  # fmt: skip
+def _public_runs_present() -> bool:
+    """Where bench/fidelity_runs.py looks: $PDLAB_FIDELITY_DATA, else beside the checkout."""
+    try:
+        fr.data_dir()
+    except SystemExit:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _public_runs_present(), reason="public runs not present")
 def test_real_runs_replay() -> None:
     runs, _ = fr.load_runs()
     some = [next(r for r in runs if r.kind == "trace"),

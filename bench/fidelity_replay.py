@@ -1,0 +1,268 @@
+"""Replaying a public run in the simulator, and scoring the replay against what was measured.
+
+Notable features
+- `replay(run)`: a trace run (`bench/fidelity_runs.py`) request by request, with its arrivals
+  and lengths; a closed-loop run as the benchmark client drives it (`closed_loop`):
+  `concurrency` clients, each sending its next request when its last one finishes, started as
+  the engine keeps them (`CLOSED_LOOP_START`), with the burst that opens aiperf's measured
+  phase weighed in for vLLM (`burst_wave`).
+- `score(run, predicted)`: signed % errors of the mean (and, for traces, the p90) TTFT, TPOT
+  and E2E, + = the simulator is slower; a closed loop's simulated TTFT gets the benchmark's
+  client latency (`fidelity_runs.CLIENT_LATENCY_S`), fitted with the GPU's profile.
+- What-if: `prompt_pool` > 0 draws every closed-loop request from that many prompts, as aiperf's
+  synthetic dataset does (`AIPERF_PROMPTS`), so repeats hit the prefix cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from fidelity_runs import CLIENT_LATENCY_S, PublicRun
+
+from sim.budget import num_workers
+from sim.cluster import Cluster
+from sim.config import SimConfig
+from sim.request import Request, RequestSpec, RequestState
+from sim.trace import RunResult
+
+# How the closed-loop replays start their clients (see `closed_loop`): the benchmark client sends
+# all N at once; whether they stay together is the engine's doing. SGLang's prefill-first
+# scheduler keeps them together; vLLM's mixed steps let jitter spread them, which "even" stands
+# for (the vLLM fit runs were fitted that way: bench/fit_profiles.py). SGLang with
+# --enable-mixed-chunk (rows >= 0.5.6 below) spreads the first wave over the prefill batches it
+# needs, by itself; those replays also start together, as the client does.
+CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
+
+
+def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
+                num_requests: int, start: str = "even", seed: int = 0,
+                prompts: int = 0, step_by_step: bool = False) -> RunResult:  # fmt: skip
+    """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
+    one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
+
+    `start` says when the clients send their first request:
+    - "even" (default): staggered evenly over one request's estimated lifetime. Started together
+      they would stay in lockstep forever in a deterministic simulator (every wave prefilling in
+      the same step), which the vLLM measurements rule out: at concurrency 4 the measured TTFT is
+      about one prefill, not four. vLLM puts new prompts into the running decodes' steps, so a
+      real benchmark's jitter (HTTP, detokenizing) shifts each client a little and the shifts
+      add up: the clients spread out.
+    - "together": all at t = 0, as the benchmark client does it. aiconfigurator's benchmark
+      (src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2, commit
+      095f58a) runs `aiperf profile --concurrency N` with no `--concurrency-ramp-duration`, and
+      aiperf's default timing is CONCURRENCY_BURST, credits "issued with zero delay" up to N in
+      flight (ai-dynamo/aiperf docs/timing-modes.md, docs/tutorials/ramping.md "Without ramping"
+      at commit 159f90b). Under SGLang's default scheduler the clients then STAY together: every
+      waiting prompt is prefilled before any decode runs (scheduler.py get_next_batch_to_run,
+      "Run prefill first if possible"), so a request that arrives a little late joins the same
+      prefill wave instead of lagging behind it, and with equal output lengths (ignore_eos) the
+      wave finishes on one step and comes back as one. Jitter is absorbed, not accumulated.
+    - "random": uniformly over one lifetime (seeded).
+
+    `prompts` > 0: every request's prompt is one of that many, drawn at random (seeded), so a
+    repeated prompt can be served from the prefix cache, as aiperf's synthetic dataset does it
+    (see AIPERF_PROMPTS). 0: every prompt is its own.
+
+    One instance runs at event speed (sim/fastforward.py), its runs ending at each finish,
+    where a client sends its next request (`Worker.serve_clients`): the same trace as
+    `step_by_step` (tests/test_fidelity_real.py compares them); 3.7x faster over ten of H100's
+    fit runs (1.5-8x each, most where outputs are long). Several
+    instances go step by step: a client's send reads every instance's finished requests, and a
+    run keeps the finishes it has not reached yet.
+    """
+    draw = np.random.default_rng(seed + 1)
+    one = not step_by_step and num_workers(config) == 1
+    cluster = Cluster(config, step_by_step=not one)
+    if one:
+        cluster.workers[0].serve_clients()
+    env, live = cluster.env, []
+    per_instance = max(1, concurrency // len(cluster.workers))
+    life = cluster.cost.prefill_s(isl) + osl * cluster.cost.decode_step_s(
+        per_instance, isl + osl // 2
+    )
+
+    def send() -> None:
+        if prompts:
+            which = int(draw.integers(prompts))
+            spec = RequestSpec(len(live), env.now, isl, osl, prefix_group=f"prompt-{which}",
+                               prefix_tokens=isl)  # fmt: skip
+        else:
+            spec = RequestSpec(len(live), env.now, isl, osl)
+        req = Request(spec)
+        live.append(req)
+        cluster.route(req)
+
+    def after_step(_worker) -> None:  # top up the clients whose request just finished
+        in_flight = sum(r.state not in (RequestState.FINISHED, RequestState.REJECTED)
+                        for r in live)  # fmt: skip
+        while in_flight < started[0] and len(live) < num_requests:
+            send()
+            in_flight += 1
+
+    started = [0]  # clients started so far
+
+    def starter():
+        n = min(concurrency, num_requests)
+        if start == "even":
+            times = [i * life / concurrency for i in range(n)]
+        elif start == "random":
+            times = sorted(np.random.default_rng(seed).uniform(0, life, n))
+        elif start == "together":
+            times = [0.0] * n
+        else:
+            raise ValueError(f"start must be even, together or random, got {start!r}")
+        for t in times:
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            started[0] += 1
+            send()
+
+    for w in cluster.workers:
+        w.on_step = after_step
+    env.process(starter())
+    env.run()
+    return cluster.recorder.result(live, cluster.meta(live))
+
+
+# aiperf's synthetic dataset: 100 distinct prompts ("conversations"), each request drawing one at
+# random, "reused until benchmarking is complete" (ai-dynamo/aiperf at db4f639:
+# aiperf/common/config/config_defaults.py ConversationDefaults.NUM = 100; conversation_config.py
+# --num-dataset-entries; dataset_manager.py `self._conversation_query_random.choice`).
+# aiconfigurator's benchmark keeps that default (bench_run.sh.j2: no --num-dataset-entries) and
+# its generator leaves vLLM's prefix caching and SGLang's radix cache at their defaults, on
+# (rule_plugin/*.rule set disable_prefix_cache only to false). Yet the measurements disagree
+# among themselves, so the report replays every prompt as its own (prompt_pool 0) and this stays
+# a what-if (`bench_fidelity_real.py --prompt-pool 100`): the Llama-3.1-70B FP8 points on one
+# H200 take a whole prefill's TTFT at 4 clients (8192 tokens: 1.34 s), which a cache hit would
+# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need up to 0.90 of the H200's FP8 peak
+# if every prompt were prefilled (0.74-0.90 at 1000-4000 tokens in on one GPU), which only
+# cache hits make possible.
+AIPERF_PROMPTS = 100
+# The benchmark's measured requests: after 2 x N warm-up ones, 20 x N of them (bench_run.sh.j2:
+# --warmup-request-count, --num-requests with BENCH_MULTI_ROUND = 20). With a prompt pool, which
+# prompts the cache holds changes along that window (each is cached from its first send on), so
+# the replay measures 2 x N requests around its middle (request 12 x N), after a warm-up of
+# 11 x N; but no more than SETTLED_SENDS: by then 99% of 100 prompts have been sent once
+# (1 - 0.99^460), and the cache holds what it will hold.
+AIPERF_WARMUP, AIPERF_MEASURED, SETTLED_SENDS = 2, 20, 460
+
+
+def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[int, int]:
+    """(requests to send, warm-up requests to leave out). Every prompt its own: three per
+    client, the first one warm-up (it starts on an idle or filling server). From a prompt
+    pool: 2 x N measured where the benchmark's measured window has its middle (see
+    AIPERF_MEASURED), after at least the benchmark's own warm-up."""
+    if not prompt_pool:
+        return 3 * concurrency, concurrency
+    middle = AIPERF_WARMUP + AIPERF_MEASURED // 2  # requests sent, per client, by the middle
+    warm = max(AIPERF_WARMUP * concurrency, min((middle - 1) * concurrency, SETTLED_SENDS))
+    return warm + 2 * concurrency, warm
+
+
+# The benchmark's measured phase STARTS WITH A BURST. aiperf runs its phases one after the other
+# and waits for every request of one to come back before it starts the next (ai-dynamo/aiperf at
+# db4f639: aiperf/timing/credit_issuing_strategy.py `_execute_phases`, "Wait for the credits to
+# be returned before continuing to the next phase"), so the profiling phase finds the server
+# drained and sends its first N requests at once (CONCURRENCY_BURST, see `closed_loop`). Those
+# N of its AIPERF_MEASURED x N requests wait for each other's prefills (at 64 clients of 1024
+# tokens, eight steps of 8192 prompt tokens); the rest see the steady state that the "even"
+# start stands for. So a vLLM replay weighs that first wave in, replayed on its own (N requests
+# at t = 0): it is why the measured mean TTFT grows with the number of clients (H100, Qwen3-32B
+# on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. (SGLang's
+# replays start together anyway and their waves persist; a prompt pool's what-if keeps the
+# steady state only.)
+def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.DataFrame:
+    """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server."""
+    from sim.cluster import simulate
+
+    specs = [RequestSpec(i, 0.0, isl, osl) for i in range(concurrency)]
+    return simulate(specs, config).requests[["ttft_s", "tpot_s", "e2e_s"]]
+
+
+def replay(run: PublicRun, profile_overrides: dict | None = None,
+           prompt_pool: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count, and for a
+    vLLM closed loop a `weight` each (its burst wave's N requests 1, the steady state's share
+    the other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
+    `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS)."""
+    config = run.config(profile_overrides)
+    if run.specs:
+        from sim.cluster import simulate
+
+        res = simulate(run.specs, config)
+        return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
+    n, warm = closed_loop_size(run.concurrency, run.osl, prompt_pool)
+    start = CLOSED_LOOP_START.get(run.policy, "even")
+    res = closed_loop(config, run.isl, run.osl, run.concurrency, n, start=start,
+                      prompts=prompt_pool)  # fmt: skip
+    req = res.requests.set_index("request_id")
+    steady = req.loc[req.index >= warm, ["ttft_s", "tpot_s", "e2e_s"]]
+    if start != "even" or prompt_pool:
+        return steady
+    burst = burst_wave(config, run.isl, run.osl, run.concurrency)
+    burst.index = pd.Index(range(-len(burst), 0), name="request_id")  # (before the others)
+    share = (AIPERF_MEASURED - 1) * run.concurrency / len(steady)
+    return pd.concat([burst.assign(weight=1.0), steady.assign(weight=share)])
+
+
+def mean_of(predicted: pd.DataFrame, column: str) -> float:
+    """The mean of a replay's column as the benchmark reports it: weighted by `weight` where the
+    replay has one (see `replay`), NaN rows left out."""
+    values = predicted[column]
+    ok = values.notna().to_numpy()
+    if "weight" not in predicted:
+        return float(values[ok].mean())
+    return float(np.average(values[ok], weights=predicted["weight"][ok]))
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+def signed_pct(predicted: float, measured: float) -> float:
+    """(predicted − measured) / measured, in percent: + means the simulator is slower."""
+    return 100.0 * (predicted - measured) / measured if measured > 0 else math.nan
+
+
+def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
+    """Mean and p90 errors (signed %) of TTFT, TPOT and E2E; for closed-loop runs only the means
+    exist (E2E taken as TTFT + (osl − 1)·TPOT on both sides)."""
+    out = {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
+           "engine": run.engine, "parallel": run.parallel, "kind": run.kind,
+           "fit": run.fit, "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl,
+           "requests": len(run.specs) or run.concurrency}  # fmt: skip
+    if run.specs:
+        meas = run.measured
+        for m in ("ttft_s", "tpot_s", "e2e_s"):
+            a, b = predicted[m].dropna(), meas[m].dropna()
+            out[f"{m[:-2]}_measured_mean"], out[f"{m[:-2]}_predicted_mean"] = b.mean(), a.mean()
+            out[f"{m[:-2]}_mean_err"] = signed_pct(a.mean(), b.mean())
+            out[f"{m[:-2]}_p90_err"] = signed_pct(np.percentile(a, 90), np.percentile(b, 90))
+    else:
+        latency = CLIENT_LATENCY_S.get(run.gpu, 0.0)
+        out["client_latency_s"] = latency
+        for m in ("ttft_s", "tpot_s"):
+            p, q = mean_of(predicted, m), run.measured_means[m]
+            p += latency if m == "ttft_s" else 0.0
+            out[f"{m[:-2]}_measured_mean"], out[f"{m[:-2]}_predicted_mean"] = q, p
+            out[f"{m[:-2]}_mean_err"] = signed_pct(p, q)
+            out[f"{m[:-2]}_p90_err"] = math.nan
+        e2e = [run.measured_means["ttft_s"] + (run.osl - 1) * run.measured_means["tpot_s"],
+               out["ttft_predicted_mean"] + (run.osl - 1) * out["tpot_predicted_mean"]]  # fmt: skip
+        out["e2e_measured_mean"], out["e2e_predicted_mean"] = e2e
+        out["e2e_mean_err"] = signed_pct(e2e[1], e2e[0])
+        out["e2e_p90_err"] = math.nan
+    return out
+
+
+def score_failed(run: PublicRun) -> dict:
+    """The row of a run the simulator could not replay (its errors are NaN)."""
+    nan = math.nan
+    row = {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
+           "engine": run.engine, "parallel": run.parallel, "kind": run.kind, "fit": run.fit,
+           "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl}  # fmt: skip
+    for m in ("ttft", "tpot", "e2e"):
+        for k in ("measured_mean", "predicted_mean", "mean_err", "p90_err"):
+            row[f"{m}_{k}"] = nan
+    return row
