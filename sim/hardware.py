@@ -13,7 +13,8 @@ Notable features
   many distinct experts does a batch of T tokens touch?" (top-k at batch 1, all at large batch).
 - A catalog (`GPUS`, `MODELS`, read-only, in display order; every entry cites its source) with
   case-insensitive lookup. `get_model` also takes a path to a Hugging Face `config.json` (or its
-  folder), and a `:fp8` / `:fp4` suffix for quantized weights (`Llama-3.1-70B:fp8`).
+  folder: read by `sim/hf_config.py`), and a `:fp8` / `:fp4` suffix for quantized weights
+  (`Llama-3.1-70B:fp8`).
   `custom_gpu` builds any other device, e.g. a CPU for the live page.
 - `kv_capacity_tokens` answers "how many tokens of KV fit next to the weights?" (tensor parallel
   splits weights and KV heads; expert parallel splits the experts) and `kv_transfer_s` answers
@@ -23,8 +24,6 @@ Notable features
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -557,123 +556,11 @@ def _get_model(text: str) -> ModelSpec:
             raise ValueError(
                 f"{unknown}; or give a path to a Hugging Face config.json (or its folder)"
             ) from None
+        from sim.hf_config import read_model_file  # (it builds on this module's specs)
+
         config = path / "config.json" if path.is_dir() else path
-        model = _model_from_file(str(config.resolve()), config.stat().st_mtime_ns)
+        model = read_model_file(str(config.resolve()), config.stat().st_mtime_ns)
     return with_dtype(model, suffix) if suffix else model
-
-
-@functools.lru_cache(maxsize=64)
-def _model_from_file(path: str, _mtime_ns: int) -> ModelSpec:
-    """Parse a config.json once per (path, modification time)."""
-    try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {path} as a JSON config: {err}") from None
-    p = Path(path)
-    folder = p.parent.name if p.name == "config.json" else p.stem
-    return model_from_hf_config(config, name=None, default_name=folder or "hf-model",
-                                source=path)  # fmt: skip
-
-
-# Architectures whose config.json fields model_from_hf_config understands (others with the same
-# fields load too: Hugging Face decoders mostly share them).
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
-                  "deepseek_v2", "deepseek_v3")  # fmt: skip
-
-
-def _weight_bytes(config: Mapping) -> float:
-    """Bytes per weight from `quantization_config` (FP8, FP4, 4/8-bit) or `torch_dtype`."""
-    q = config.get("quantization_config") or {}
-    method = str(q.get("quant_method", "")).lower()
-    if q:
-        if method == "fp8" or "fp8" in str(q.get("quant_algo", "")).lower():
-            return 1
-        if method in ("mxfp4", "nvfp4") or "fp4" in str(q.get("quant_algo", "")).lower():
-            return 0.5
-        bits = q.get("bits") or q.get("w_bit")
-        if method == "compressed-tensors":  # the first weight group's width
-            for group in (q.get("config_groups") or {}).values():
-                bits = (group.get("weights") or {}).get("num_bits", bits)
-                break
-        if isinstance(bits, int | float) and bits > 0:
-            return bits / 8
-        raise ValueError(
-            f"config.json: unsupported quantization {method or q!r}; weights must be BF16/FP16, "
-            "FP8, FP4 or a 4/8-bit method that states its bits"
-        )
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
-    # vLLM's dtype=auto serves FP32 checkpoints in 16 bits, so only 8-bit floats change b_w.
-    return 1 if "float8" in dtype else 2
-
-
-def model_from_hf_config(
-    config: Mapping, name: str | None = None, default_name: str = "hf-model", source: str = ""
-) -> ModelSpec:
-    """A ModelSpec from a Hugging Face config.json dict (Llama, Mistral, Qwen2/3, Mixtral,
-    Qwen2/3-MoE, DeepSeek-V2/V3 with MLA). ValueError names a missing or bad field."""
-    if not isinstance(config, Mapping):
-        raise ValueError("config.json must hold a JSON object")
-    if "num_hidden_layers" not in config and isinstance(config.get("text_config"), Mapping):
-        config = {**config["text_config"], "torch_dtype": config.get("torch_dtype")}
-
-    def need(key: str) -> int:
-        value = config.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"config.json: {key} must be a whole number >= 1, got {value!r} "
-                             "(is it a decoder-only language model's config?)")  # fmt: skip
-        return value
-
-    def opt(*keys: str, default: int = 0) -> int:
-        for key in keys:
-            value = config.get(key)
-            if value is not None:
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise ValueError(f"config.json: {key} must be a whole number, got {value!r}")
-                return value
-        return default
-
-    layers, hidden, heads = (
-        need("num_hidden_layers"),
-        need("hidden_size"),
-        need("num_attention_heads"),
-    )
-    kv_heads = opt("num_key_value_heads", default=heads) or heads
-    head_dim = opt("head_dim") or hidden // heads
-    vocab = need("vocab_size")
-    intermediate = opt("intermediate_size")
-    mla = None
-    if config.get("kv_lora_rank"):
-        mla = MlaSpec(need("kv_lora_rank"), need("qk_nope_head_dim"), need("qk_rope_head_dim"),
-                      need("v_head_dim"), opt("q_lora_rank"))  # fmt: skip
-        kv_heads, head_dim = heads, mla.v_head_dim
-    moe = None
-    experts = opt("num_local_experts", "num_experts", "n_routed_experts")
-    if experts > 1:
-        top_k = need("num_experts_per_tok")
-        width = opt("moe_intermediate_size") or need("intermediate_size")
-        shared = opt("shared_expert_intermediate_size")
-        if config.get("n_shared_experts"):
-            shared = opt("n_shared_experts") * width
-        if "first_k_dense_replace" in config:  # DeepSeek: the first k layers are dense
-            dense = min(layers, opt("first_k_dense_replace"))
-        else:  # Qwen-MoE: layer i is sparse if (i + 1) % decoder_sparse_step == 0, unless listed
-            step = opt("decoder_sparse_step", default=1) or 1
-            listed = set(config.get("mlp_only_layers") or ())
-            dense = sum(1 for i in range(layers) if i in listed or (i + 1) % step)
-        if dense and not intermediate:
-            raise ValueError("config.json: intermediate_size is needed for the dense layers")
-        moe = MoeSpec(experts, top_k, width, shared, dense)
-        intermediate = intermediate or width
-    if not intermediate:
-        intermediate = need("intermediate_size")
-    label = (
-        name or str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1] or default_name
-    )
-    return ModelSpec(
-        label, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
-        bool(config.get("tie_word_embeddings", False)), _weight_bytes(config), 2, moe, mla,
-        source=source or label,
-    )  # fmt: skip
 
 
 def kv_capacity_tokens(

@@ -22,8 +22,8 @@ from sim.hardware import (
     get_gpu,
     get_model,
     kv_capacity_tokens,
-    model_from_hf_config,
 )
+from sim.hf_config import model_from_hf_config
 from sim.profiles import FITTED, GENERIC, fitted_profile, resolve_profile
 from sim.request import RequestSpec
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from sim.hardware import model_from_hf_config
+from sim.hf_config import model_from_hf_config
 
 UPLOADS = Path(tempfile.gettempdir()) / "pdlab_models"
 MAX_BYTES = 200_000  # a config.json is a few kB; anything bigger is not one
