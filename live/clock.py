@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.cluster import Worker
 from sim.cost import StepCostModel
 from sim.engine import Batch, StepTiming
 from sim.request import Request, RequestState
+from sim.worker import Worker
 
 
 class MeasuredClock:

@@ -49,11 +49,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sim.cluster import Cluster, Worker
+from sim.cluster import Cluster
 from sim.config import SimConfig, with_overrides
 from sim.recorder import TraceRecorder
 from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
+from sim.worker import Worker
 
 ROTATE_AT = 256  # fold the current trace into the archive once this many requests (when idle)
 IN_FLIGHT = (

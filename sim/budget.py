@@ -33,13 +33,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sim.cluster import SimulatedClock, simulate
+from sim.cluster import simulate
 from sim.config import SimConfig
 from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
 from sim.parallel import cpu_jobs, map_points, pool_context, process_cpu_seconds
 from sim.request import RequestSpec
 from sim.sweep import requests_at_rate, sweep_row
 from sim.trace import RunResult
+from sim.worker import SimulatedClock
 
 ENV_PREFIX = "PDLAB_"  # PDLAB_MAX_REQUESTS, PDLAB_MAX_STEPS, ...
 

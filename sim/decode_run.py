@@ -25,7 +25,7 @@ from sim.run_booking import RunBooking
 from sim.run_planning import RunPlanning
 
 if TYPE_CHECKING:
-    from sim.cluster import Worker
+    from sim.worker import Worker
 
 # Steps planned at once: a longer quiet stretch takes several plans. Where nothing bounds a run
 # in advance (routers, P/D: another worker may cut it short) planning far costs for nothing.

@@ -53,8 +53,8 @@ from simpy.events import NORMAL
 from sim.decode_run import DecodeRun
 
 if TYPE_CHECKING:
-    from sim.cluster import Worker
     from sim.engine import Batch
+    from sim.worker import Worker
 
 
 

@@ -178,7 +178,8 @@ def test_closed_form():
 
 def test_step_by_step_is_what_the_live_clock_gets():
     """A clock that must see every step (the live one) is never fast-forwarded."""
-    from sim.cluster import Cluster, SimulatedClock, fast_forward_ok
+    from sim.cluster import Cluster
+    from sim.worker import SimulatedClock, fast_forward_ok
 
     class Counting(SimulatedClock):
         steps = 0
@@ -223,7 +224,7 @@ def azure_conv_300():
 def test_the_run_budget_counts_fast_forwarded_steps():
     """A hosted run's step cap (sim/budget.py) still holds when decode steps go by in runs."""
     from sim.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
-    from sim.cluster import fast_forward_ok
+    from sim.worker import fast_forward_ok
 
     specs = [RequestSpec(i, 0.0, 100, 400) for i in range(4)]
     assert fast_forward_ok(BudgetClock(Budget()))
@@ -271,7 +272,7 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
     admitted into the run, a plain step decided by the policy, a step handed back: a long
     prompt's first chunk, a one-token request; the run ending at KV pressure or an idle
     server), and the trace is still step by step's exactly."""
-    import sim.cluster
+    import sim.worker
     from sim.decode_run import DecodeRun
 
     specs = []
@@ -285,7 +286,7 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
             group, prefix = "system", min(prompt, 600)  # shared prefix: cache hits on admission
         specs.append(RequestSpec(r.request_id, r.arrival_s, prompt, output, 0, group, prefix))
     outcomes = Counter()
-    extend = sim.cluster.extend
+    extend = sim.worker.extend
 
     def counting(run):
         k = run.k
@@ -299,7 +300,7 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
 
     runs = []
     finish = DecodeRun.finish
-    monkeypatch.setattr(sim.cluster, "extend", counting)
+    monkeypatch.setattr(sim.worker, "extend", counting)
     monkeypatch.setattr(DecodeRun, "finish", lambda self: runs.append(self) or finish(self))
     config = with_overrides(SimConfig(), knobs)
     fast = simulate(specs, config)

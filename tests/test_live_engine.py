@@ -9,10 +9,11 @@ import pytest
 pytest.importorskip("torch")
 
 from live.engine import LiveOptions, check_size, run_live  # noqa: E402
-from sim.cluster import SimulatedClock, simulate  # noqa: E402
+from sim.cluster import simulate  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
 from sim.engine import StepTiming  # noqa: E402
 from sim.request import RequestSpec  # noqa: E402
+from sim.worker import SimulatedClock  # noqa: E402
 
 TINY = LiveOptions(model="tiny")  # random weights, real shapes of a small Llama: fast on CPU
 WORKLOAD = [RequestSpec(0, 0.0, 40, 6), RequestSpec(1, 0.01, 90, 4), RequestSpec(2, 0.02, 12, 8),
