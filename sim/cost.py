@@ -152,8 +152,9 @@ class StepCostModel:
         kv = model.kv_bytes_per_token * model.kv_replication(k)
         expert_flops = 2 * model.params_expert * (model.moe.experts_per_token if model.moe else 0)
         dense_flops = model.flops_per_token_body - expert_flops
-        expert_bytes = model.params_expert * model.bytes_per_param  # one expert, all MoE layers
-        body_bytes = (model.params_body - model.params_experts) * model.bytes_per_param
+        w = model.stored_bytes_per_param  # bytes read per weight (block scales included)
+        expert_bytes = model.params_expert * w  # one expert, all MoE layers
+        body_bytes = (model.params_body - model.params_experts) * w
         head_bytes = model.params_lm_head * model.head_bytes_per_param
         head_flop_s = self._flop_s * profile.mfu  # the lm_head stays BF16
         # Collectives over the GPU-to-GPU link, ring algorithm: an all-reduce of B bytes over n
@@ -347,7 +348,7 @@ class StepCostModel:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
         moe = self._moe
         expert_flops = moe[5] * m.moe.experts_per_token if moe else 0
-        body = (m.params_body - m.params_experts) * m.bytes_per_param
+        body = (m.params_body - m.params_experts) * m.stored_bytes_per_param
         dense_flops = m.flops_per_token_body - expert_flops
         linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
         if moe:
@@ -377,7 +378,7 @@ class StepCostModel:
         ratio = self.profile.mfu / self.profile.mbu if effective else 1.0
         peak = self.gpu.matmul_tflops(self.model.bytes_per_param)
         flop_per_byte = peak * 1e12 / (self.gpu.mem_bw_gb_s * 1e9)
-        return self.model.bytes_per_param * flop_per_byte * ratio / 2
+        return self.model.stored_bytes_per_param * flop_per_byte * ratio / 2
 
     def decode_step_s(self, batch: int, context: int) -> float:
         """Seconds for a decode-only step of `batch` requests, each with `context` cached tokens."""

@@ -137,10 +137,14 @@ class ModelSpec:
     intermediate: int  # d_ff, the SwiGLU width of dense MLP layers
     vocab: int  # V
     tied_embeddings: bool  # lm_head shares the embedding matrix
-    bytes_per_param: float = 2  # b_w: 2 for BF16, 1 for FP8, 0.5 for FP4
+    bytes_per_param: float = 2  # b_w: 2 for BF16, 1 for FP8, 0.5 for FP4 (the element width)
     bytes_per_kv: int = 2  # b_kv: bytes per cached K or V element
     moe: MoeSpec | None = None  # None = every layer has a dense MLP
     mla: MlaSpec | None = None  # None = standard (GQA) attention
+    # Block scales stored beside quantized weights, bytes per weight: NVFP4 keeps one FP8 scale
+    # per 16 weights (1/16), MXFP4 one E8M0 scale per 32 (1/32); 0 for BF16 and FP8 (a scale
+    # per tensor, channel or 128x128 block is too few bytes to count).
+    scale_bytes_per_param: float = 0.0
     source: str = field(default="", compare=False)  # where the numbers come from
 
     def __post_init__(self) -> None:
@@ -165,6 +169,10 @@ class ModelSpec:
             raise ValueError(
                 f"ModelSpec {self.name!r}: bytes_per_param must be in (0, 8], got {b!r}"
             )
+        sb = self.scale_bytes_per_param
+        if not (isinstance(sb, int | float) and not isinstance(sb, bool) and 0 <= sb < b):
+            raise ValueError(f"ModelSpec {self.name!r}: scale_bytes_per_param must be in "
+                             f"[0, bytes_per_param), got {sb!r}")  # fmt: skip
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"ModelSpec {self.name!r}: heads ({self.heads}) must be a multiple of kv_heads "
@@ -245,15 +253,21 @@ class ModelSpec:
         return max(self.bytes_per_param, 2)
 
     @property
+    def stored_bytes_per_param(self) -> float:
+        """Bytes a body weight takes in memory, and so per step it is read: its element width
+        plus its share of the block scales (NVFP4: 0.5 + 1/16 = 4.5 bits)."""
+        return self.bytes_per_param + self.scale_bytes_per_param
+
+    @property
     def weight_bytes(self) -> int:
         """Bytes of weights held in device memory (all ranks together)."""
         head = (self.params_total - self.params_body) * self.head_bytes_per_param
-        return int(self.params_body * self.bytes_per_param + head)
+        return int(self.params_body * self.stored_bytes_per_param + head)
 
     @property
     def expert_weight_bytes(self) -> int:
         """Bytes of the routed experts (the part expert parallelism spreads over instances)."""
-        return int(self.params_experts * self.bytes_per_param)
+        return int(self.params_experts * self.stored_bytes_per_param)
 
     def weight_bytes_held(self, expert_shards: int = 1) -> int:
         """Bytes one instance holds when its experts are split over `expert_shards` instances."""
@@ -335,6 +349,12 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5, "int4": 0.5}
 )
 DTYPE_NAMES = {4: "fp32", 2: "bf16", 1: "fp8", 0.5: "fp4"}
+# Block scales per weight (bytes) of the formats that have them. `fp4` is NVFP4, what vLLM
+# serves on Blackwell from ModelOpt checkpoints: E2M1 values with one E4M3 scale per 16 (and one
+# FP32 scale per tensor), 4.5 bits a weight (NVIDIA, "Introducing NVFP4 for Efficient and
+# Accurate Low-Precision Inference", 2025). `int4` is GPTQ/AWQ with one FP16 scale per group of
+# 128 weights (their usual group_size; the 4-bit zero points are left out).
+DTYPE_SCALE_BYTES: Mapping[str, float] = MappingProxyType({"fp4": 1 / 16, "int4": 2 / 128})
 
 
 def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
@@ -346,7 +366,8 @@ def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
             f"unknown weight format {dtype!r}; choose one of: {', '.join(DTYPE_BYTES)}"
         )
     return dataclasses.replace(model, name=f"{model.name.split(':')[0]}:{key}",
-                               bytes_per_param=DTYPE_BYTES[key])  # fmt: skip
+                               bytes_per_param=DTYPE_BYTES[key],
+                               scale_bytes_per_param=DTYPE_SCALE_BYTES.get(key, 0.0))  # fmt: skip
 
 
 # KV-cache formats (vLLM's --kv-cache-dtype): bytes per cached K or V element.

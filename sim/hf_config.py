@@ -6,8 +6,9 @@ Notable features
   vocabulary, and for mixture-of-experts models the routed experts (`num_local_experts`,
   `num_experts` or `n_routed_experts`), `num_experts_per_tok`, shared experts and the leading
   dense layers. A missing or bad field is a ValueError that names it.
-- Weight bytes from `quantization_config` (FP8, FP4, 4/8-bit methods that state their bits)
-  or `torch_dtype`; anything else is refused by name rather than guessed.
+- Weight bytes from `quantization_config` (FP8, NVFP4/MXFP4 with their block scales, 4/8-bit
+  methods that state their bits) or `torch_dtype`; anything else is refused by name rather
+  than guessed.
 - `read_model_file(path, mtime_ns)`: one parse per file and modification time (the Playground
   and the CLI ask for the same file many times); `sim.hardware.get_model` calls it for a path.
 """
@@ -41,29 +42,38 @@ HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", 
                   "deepseek_v2", "deepseek_v3")  # fmt: skip
 
 
-def _weight_bytes(config: Mapping) -> float:
-    """Bytes per weight from `quantization_config` (FP8, FP4, 4/8-bit) or `torch_dtype`."""
+def _weight_format(config: Mapping) -> tuple[float, float]:
+    """(bytes per weight, bytes of block scales per weight) from `quantization_config` (FP8,
+    NVFP4 / MXFP4, 4/8-bit integer methods) or `torch_dtype`. Scales: NVFP4 one FP8 per 16
+    weights, MXFP4 one E8M0 per 32 (OCP Microscaling Formats v1.0), integer methods one FP16
+    per `group_size` weights (zero points left out)."""
     q = config.get("quantization_config") or {}
     method = str(q.get("quant_method", "")).lower()
     if q:
         if method == "fp8" or "fp8" in str(q.get("quant_algo", "")).lower():
-            return 1
-        if method in ("mxfp4", "nvfp4") or "fp4" in str(q.get("quant_algo", "")).lower():
-            return 0.5
-        bits = q.get("bits") or q.get("w_bit")
+            return 1, 0.0
+        if method == "mxfp4":
+            return 0.5, 1 / 32
+        if method == "nvfp4" or "fp4" in str(q.get("quant_algo", "")).lower():
+            return 0.5, 1 / 16
+        bits, group = q.get("bits") or q.get("w_bit"), q.get("group_size") or q.get("q_group_size")
         if method == "compressed-tensors":  # the first weight group's width
-            for group in (q.get("config_groups") or {}).values():
-                bits = (group.get("weights") or {}).get("num_bits", bits)
+            for scheme in (q.get("config_groups") or {}).values():
+                weights = scheme.get("weights") or {}
+                bits, group = weights.get("num_bits", bits), weights.get("group_size", group)
+                if weights.get("type") == "float" and bits == 4:  # nvfp4-pack-quantized
+                    return 0.5, 1 / 16
                 break
-        if isinstance(bits, int | float) and bits > 0:
-            return bits / 8
+        if isinstance(bits, int | float) and not isinstance(bits, bool) and bits > 0:
+            per_group = isinstance(group, int) and not isinstance(group, bool) and group > 0
+            return bits / 8, (2 / group if per_group and bits < 8 else 0.0)
         raise ValueError(
             f"config.json: unsupported quantization {method or q!r}; weights must be BF16/FP16, "
             "FP8, FP4 or a 4/8-bit method that states its bits"
         )
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
     # vLLM's dtype=auto serves FP32 checkpoints in 16 bits, so only 8-bit floats change b_w.
-    return 1 if "float8" in dtype else 2
+    return (1 if "float8" in dtype else 2), 0.0
 
 
 def model_from_hf_config(
@@ -129,8 +139,9 @@ def model_from_hf_config(
     label = (
         name or str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1] or default_name
     )
+    width, scales = _weight_format(config)
     return ModelSpec(
         label, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
-        bool(config.get("tie_word_embeddings", False)), _weight_bytes(config), 2, moe, mla,
-        source=source or label,
+        bool(config.get("tie_word_embeddings", False)), width, 2, moe, mla,
+        source=source or label, scale_bytes_per_param=scales,
     )  # fmt: skip

@@ -82,6 +82,37 @@ def test_dtype_and_quantization() -> None:
     assert get_gpu("B200").matmul_tflops(0.5) == 9000
 
 
+def test_four_bit_weights_carry_their_block_scales() -> None:
+    # NVFP4 (the catalog's :fp4) stores one FP8 scale per 16 weights: 4.5 bits a body weight,
+    # so its weights are 9/16 of FP8's, not 1/2, and a memory-bound decode step reads that much.
+    fp8, fp4 = get_model("Llama-3.1-70B:fp8"), get_model("Llama-3.1-70B:fp4")
+    head = 2 * fp8.vocab * fp8.hidden * 2  # embeddings + lm_head, BF16 in both
+    assert fp4.stored_bytes_per_param == pytest.approx(0.5 + 1 / 16)
+    assert fp4.weight_bytes - head == pytest.approx((fp8.weight_bytes - head) * 9 / 16, rel=1e-6)
+    b200 = get_gpu("B200")
+    step = {name: StepCostModel(b200, m, 1, FLAT).step_cost((), 1, 0).memory_s
+            for name, m in (("fp8", fp8), ("fp4", fp4))}  # fmt: skip
+    assert step["fp4"] / step["fp8"] == pytest.approx(
+        ((fp8.weight_bytes - head) * 9 / 16 + head / 2) / ((fp8.weight_bytes - head) + head / 2),
+        rel=0.01)  # (a decode reads the lm_head, not the embeddings)  # fmt: skip
+    # Hugging Face configs say which 4-bit format: MXFP4 (gpt-oss) one E8M0 scale per 32,
+    # NVFP4 one FP8 per 16, GPTQ/AWQ one FP16 per group (none when per channel).
+    base = json.loads((HF / "llama-3.1-8b/config.json").read_text())
+    scales = {
+        "mxfp4": {"quant_method": "mxfp4"},
+        "modelopt": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+        "compressed": {"quant_method": "compressed-tensors", "config_groups": {
+            "group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}},
+        "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128},
+        "awq-channel": {"quant_method": "awq", "bits": 4, "group_size": -1},
+    }  # fmt: skip
+    got = {k: model_from_hf_config({**base, "quantization_config": q}).scale_bytes_per_param
+           for k, q in scales.items()}  # fmt: skip
+    assert got == {"mxfp4": 1 / 32, "modelopt": 1 / 16, "compressed": 1 / 16,
+                   "gptq": 2 / 128, "awq-channel": 0.0}  # fmt: skip
+    assert get_model(str(HF / "qwen3-32b-fp8")).scale_bytes_per_param == 0.0
+
+
 def test_bad_configs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="or give a path to a Hugging Face config.json"):
         get_model(str(tmp_path / "missing"))
