@@ -144,7 +144,7 @@ class StepCostModel:
         self.profile = profile = profile or DeviceProfile()
         k = tensor_parallel  # FLOP and bytes split evenly over k GPUs working in parallel
         self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak BF16 FLOP/s of the TP group
-        self._lin_flop_s = gpu.matmul_tflops(model.bytes_per_param) * 1e12 * k  # FP8/FP4 weights
+        self._lin_flop_s = gpu.matmul_tflops(model.matmul_bytes_per_param) * 1e12 * k  # FP8/FP4
         self._byte_s = gpu.mem_bw_gb_s * 1e9 * k  # peak bytes/s of the TP group
         flop_s, mfu_attn_flop_s = self._lin_flop_s * profile.mfu, self._flop_s * profile.mfu_attn
         byte_s = self._byte_s * profile.mbu
@@ -376,7 +376,7 @@ class StepCostModel:
         Model-independent at nominal peaks; `effective=True` scales by MFU/MBU instead.
         """
         ratio = self.profile.mfu / self.profile.mbu if effective else 1.0
-        peak = self.gpu.matmul_tflops(self.model.bytes_per_param)
+        peak = self.gpu.matmul_tflops(self.model.matmul_bytes_per_param)
         flop_per_byte = peak * 1e12 / (self.gpu.mem_bw_gb_s * 1e9)
         return self.model.stored_bytes_per_param * flop_per_byte * ratio / 2
 

@@ -74,10 +74,11 @@ class GpuSpec:
                 raise ValueError(f"GpuSpec {self.name!r}: {key} must be >= 0, got {value!r}")
 
     def matmul_tflops(self, bytes_per_param: float) -> float:
-        """Dense peak for matmuls on weights of this width: FP4 and FP8 weights use the FP4 and
-        FP8 tensor cores where the GPU has them; otherwise they are upcast and run at BF16."""
-        if bytes_per_param <= 0.5 and self.fp4_tflops:
-            return self.fp4_tflops
+        """Dense peak for matmuls at this element width: FP4 and FP8 use the FP4 and FP8 tensor
+        cores where the GPU has them; otherwise the weights are dequantized and multiplied at
+        BF16 (vLLM's Marlin kernels run FP8 on an A100, FP4 on an H100, that way)."""
+        if bytes_per_param <= 0.5:
+            return self.fp4_tflops or self.bf16_tflops
         if bytes_per_param <= 1 and self.fp8_tflops:
             return self.fp8_tflops
         return self.bf16_tflops
@@ -145,6 +146,11 @@ class ModelSpec:
     # per 16 weights (1/16), MXFP4 one E8M0 scale per 32 (1/32); 0 for BF16 and FP8 (a scale
     # per tensor, channel or 128x128 block is too few bytes to count).
     scale_bytes_per_param: float = 0.0
+    # The element width the matmuls multiply at, bytes: the wider of weights and activations.
+    # 0 = the weights' own (FP8 W8A8 and NVFP4 W4A4 quantize the activations too); 2 for
+    # weight-only formats (GPTQ/AWQ W4A16: the kernel dequantizes to BF16, so no FP4 or FP8
+    # tensor cores, whatever the GPU has).
+    matmul_bytes: float = 0.0
     source: str = field(default="", compare=False)  # where the numbers come from
 
     def __post_init__(self) -> None:
@@ -173,6 +179,11 @@ class ModelSpec:
         if not (isinstance(sb, int | float) and not isinstance(sb, bool) and 0 <= sb < b):
             raise ValueError(f"ModelSpec {self.name!r}: scale_bytes_per_param must be in "
                              f"[0, bytes_per_param), got {sb!r}")  # fmt: skip
+        mb = self.matmul_bytes
+        if not (isinstance(mb, int | float) and not isinstance(mb, bool)
+                and (mb == 0 or b <= mb <= 8)):  # fmt: skip
+            raise ValueError(f"ModelSpec {self.name!r}: matmul_bytes must be 0 (the weights' "
+                             f"width) or in [bytes_per_param, 8], got {mb!r}")  # fmt: skip
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"ModelSpec {self.name!r}: heads ({self.heads}) must be a multiple of kv_heads "
@@ -251,6 +262,11 @@ class ModelSpec:
     def head_bytes_per_param(self) -> float:
         """Bytes per embedding / lm_head weight: quantized checkpoints keep them in BF16."""
         return max(self.bytes_per_param, 2)
+
+    @property
+    def matmul_bytes_per_param(self) -> float:
+        """The width the tensor cores run this model's matmuls at (GpuSpec.matmul_tflops)."""
+        return self.matmul_bytes or self.bytes_per_param
 
     @property
     def stored_bytes_per_param(self) -> float:
@@ -353,8 +369,11 @@ DTYPE_NAMES = {4: "fp32", 2: "bf16", 1: "fp8", 0.5: "fp4"}
 # serves on Blackwell from ModelOpt checkpoints: E2M1 values with one E4M3 scale per 16 (and one
 # FP32 scale per tensor), 4.5 bits a weight (NVIDIA, "Introducing NVFP4 for Efficient and
 # Accurate Low-Precision Inference", 2025). `int4` is GPTQ/AWQ with one FP16 scale per group of
-# 128 weights (their usual group_size; the 4-bit zero points are left out).
+# 128 weights (their usual group_size; the 4-bit zero points are left out), and weight-only: its
+# matmuls run at the BF16 rate (`DTYPE_MATMUL_BYTES`). `int8` is W8A8 (INT8 tensor cores, the
+# FP8 rate on Hopper and Blackwell).
 DTYPE_SCALE_BYTES: Mapping[str, float] = MappingProxyType({"fp4": 1 / 16, "int4": 2 / 128})
+DTYPE_MATMUL_BYTES: Mapping[str, float] = MappingProxyType({"int4": 2})
 
 
 def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
@@ -367,7 +386,8 @@ def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
         )
     return dataclasses.replace(model, name=f"{model.name.split(':')[0]}:{key}",
                                bytes_per_param=DTYPE_BYTES[key],
-                               scale_bytes_per_param=DTYPE_SCALE_BYTES.get(key, 0.0))  # fmt: skip
+                               scale_bytes_per_param=DTYPE_SCALE_BYTES.get(key, 0.0),
+                               matmul_bytes=DTYPE_MATMUL_BYTES.get(key, 0.0))  # fmt: skip
 
 
 # KV-cache formats (vLLM's --kv-cache-dtype): bytes per cached K or V element.

@@ -42,38 +42,50 @@ HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", 
                   "deepseek_v2", "deepseek_v3")  # fmt: skip
 
 
-def _weight_format(config: Mapping) -> tuple[float, float]:
-    """(bytes per weight, bytes of block scales per weight) from `quantization_config` (FP8,
-    NVFP4 / MXFP4, 4/8-bit integer methods) or `torch_dtype`. Scales: NVFP4 one FP8 per 16
-    weights, MXFP4 one E8M0 per 32 (OCP Microscaling Formats v1.0), integer methods one FP16
-    per `group_size` weights (zero points left out)."""
+def _weight_format(config: Mapping) -> tuple[float, float, float]:
+    """(bytes per weight, bytes of block scales per weight, the width matmuls run at: 0 = the
+    weights' own) from `quantization_config` or `torch_dtype`.
+
+    - FP8 checkpoints: W8A8 (vLLM quantizes the activations per token), no scales to count.
+    - NVFP4 (ModelOpt, compressed-tensors nvfp4-pack-quantized): W4A4, one FP8 scale per 16.
+    - MXFP4 (gpt-oss): one E8M0 scale per 32 (OCP Microscaling Formats v1.0); weight-only, as
+      vLLM's Marlin and Triton MoE kernels run it on Hopper and Ada (Blackwell's MXFP8 path
+      would be faster).
+    - Integer methods (GPTQ, AWQ, bitsandbytes, compressed-tensors without activation
+      quantization): weight-only (the kernels dequantize to BF16), one FP16 scale per
+      `group_size` weights (zero points left out); compressed-tensors W8A8 / W4A8 multiply at
+      8 bits."""
     q = config.get("quantization_config") or {}
     method = str(q.get("quant_method", "")).lower()
     if q:
         if method == "fp8" or "fp8" in str(q.get("quant_algo", "")).lower():
-            return 1, 0.0
+            return 1, 0.0, 0.0
         if method == "mxfp4":
-            return 0.5, 1 / 32
+            return 0.5, 1 / 32, 2
         if method == "nvfp4" or "fp4" in str(q.get("quant_algo", "")).lower():
-            return 0.5, 1 / 16
+            return 0.5, 1 / 16, 0.0
         bits, group = q.get("bits") or q.get("w_bit"), q.get("group_size") or q.get("q_group_size")
-        if method == "compressed-tensors":  # the first weight group's width
+        matmul = 2.0  # weight-only unless the activations are quantized too
+        if method == "compressed-tensors":  # the first scheme's weights and activations
             for scheme in (q.get("config_groups") or {}).values():
-                weights = scheme.get("weights") or {}
+                weights, acts = scheme.get("weights") or {}, scheme.get("input_activations")
                 bits, group = weights.get("num_bits", bits), weights.get("group_size", group)
                 if weights.get("type") == "float" and bits == 4:  # nvfp4-pack-quantized
-                    return 0.5, 1 / 16
+                    return 0.5, 1 / 16, 0.0
+                if isinstance(acts, Mapping) and isinstance(acts.get("num_bits"), int):
+                    matmul = max(acts["num_bits"], bits or 0) / 8
                 break
         if isinstance(bits, int | float) and not isinstance(bits, bool) and bits > 0:
             per_group = isinstance(group, int) and not isinstance(group, bool) and group > 0
-            return bits / 8, (2 / group if per_group and bits < 8 else 0.0)
+            scales = 2 / group if per_group and bits < 8 else 0.0
+            return bits / 8, scales, (0.0 if matmul == bits / 8 else matmul)
         raise ValueError(
             f"config.json: unsupported quantization {method or q!r}; weights must be BF16/FP16, "
             "FP8, FP4 or a 4/8-bit method that states its bits"
         )
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
     # vLLM's dtype=auto serves FP32 checkpoints in 16 bits, so only 8-bit floats change b_w.
-    return (1 if "float8" in dtype else 2), 0.0
+    return (1 if "float8" in dtype else 2), 0.0, 0.0
 
 
 def model_from_hf_config(
@@ -139,9 +151,9 @@ def model_from_hf_config(
     label = (
         name or str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1] or default_name
     )
-    width, scales = _weight_format(config)
+    width, scales, matmul = _weight_format(config)
     return ModelSpec(
         label, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
         bool(config.get("tie_word_embeddings", False)), width, 2, moe, mla,
-        source=source or label, scale_bytes_per_param=scales,
+        source=source or label, scale_bytes_per_param=scales, matmul_bytes=matmul,
     )  # fmt: skip

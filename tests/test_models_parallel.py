@@ -113,6 +113,36 @@ def test_four_bit_weights_carry_their_block_scales() -> None:
     assert get_model(str(HF / "qwen3-32b-fp8")).scale_bytes_per_param == 0.0
 
 
+def test_weight_only_formats_multiply_at_bf16() -> None:
+    # GPTQ/AWQ (W4A16) dequantize in the kernel: no FP4 tensor cores even where the GPU has
+    # them, so a prefill costs the BF16 rate; NVFP4 (W4A4) gets the FP4 rate on Blackwell, and
+    # on an H100 (no FP4 tensor cores) is dequantized too: the BF16 rate, not FP8's.
+    pro, h100 = get_gpu("RTX-PRO-6000"), get_gpu("H100-SXM")
+    int4, fp4 = get_model("Llama-3.1-8B:int4"), get_model("Llama-3.1-8B:fp4")
+    assert int4.matmul_bytes_per_param == 2 and fp4.matmul_bytes_per_param == 0.5
+    assert pro.matmul_tflops(int4.matmul_bytes_per_param) == pro.bf16_tflops
+    assert pro.matmul_tflops(fp4.matmul_bytes_per_param) == pro.fp4_tflops == 2015
+    assert h100.matmul_tflops(0.5) == h100.bf16_tflops
+    prefill = {m.name: StepCostModel(pro, m, 1, FLAT).prefill_s(8192)
+               for m in (int4, fp4, get_model("Llama-3.1-8B"))}  # fmt: skip
+    assert prefill["Llama-3.1-8B:int4"] == pytest.approx(prefill["Llama-3.1-8B"], rel=0.02)
+    assert prefill["Llama-3.1-8B:fp4"] < prefill["Llama-3.1-8B"] / 2
+    base = json.loads((HF / "llama-3.1-8b/config.json").read_text())
+
+    def matmul(q: dict) -> float:
+        return model_from_hf_config({**base, "quantization_config": q}).matmul_bytes_per_param
+
+    w4a8 = {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 128},
+        "input_activations": {"num_bits": 8, "type": "float"}}}}  # fmt: skip
+    assert matmul({"quant_method": "gptq", "bits": 4, "group_size": 128}) == 2
+    assert matmul({"quant_method": "gptq", "bits": 8, "group_size": 128}) == 2
+    assert matmul({"quant_method": "mxfp4"}) == 2
+    assert matmul(w4a8) == 1
+    assert matmul({"quant_method": "fp8"}) == 1
+    assert matmul({"quant_method": "modelopt", "quant_algo": "NVFP4"}) == 0.5
+
+
 def test_bad_configs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="or give a path to a Hugging Face config.json"):
         get_model(str(tmp_path / "missing"))
