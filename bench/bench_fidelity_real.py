@@ -8,6 +8,11 @@ Notable features
 - Errors are signed: (simulated − measured) / measured, + = the simulator is too slow. Per run:
   mean and p90 of TTFT, TPOT and E2E where the source has requests; the mean only where it
   publishes means (closed-loop points).
+- A physics check of the measurements themselves: `prompt_load`, the share of the GPUs' matmul
+  peak that a run's measured throughput needs for its prompts' linear layers alone (the table's
+  "load" column: the most of any run in the group). Near 1, the measured server cannot have
+  prefilled every prompt (prefix-cache hits the source does not state), and no replay that
+  prefills them all can match it.
 - Every run is marked fit (its GPU's profile was fitted on it, `bench/fit_profiles.py`) or
   held out; the summary keeps them apart, per GPU, model and engine.
 - Writes `assets/fidelity/report.json`, which the app's "How far to trust these numbers"
@@ -78,6 +83,9 @@ def summarize(scores: pd.DataFrame) -> pd.DataFrame:
         row["runs"] = len(g)
         row["source"] = ", ".join(sorted(set(g["source"])))
         row["parallel"] = ", ".join(sorted(set(g["parallel"])))
+        # The most compute any of its runs' measurements need for the prompts alone, as a share
+        # of peak (fidelity_replay.prompt_load): near 1, a cache-free replay cannot match them.
+        row["prompt_load_max"] = float(g["prompt_load"].max()) if "prompt_load" in g else math.nan
         for m in METRICS:
             e = g[f"{m}_mean_err"].dropna()
             row[f"{m}_bias"] = float(e.mean()) if len(e) else math.nan
@@ -109,12 +117,12 @@ def _fmt(v: float) -> str:
 def print_summary(summary: pd.DataFrame) -> None:
     print(f"{'GPU':13s} {'model':20s} {'engine':7s} {'set':8s} {'runs':>4s} | "
           f"{'TTFT bias':>9s} {'|err|':>5s} {'p90':>5s} | {'TPOT bias':>9s} {'|err|':>5s} "
-          f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s}")  # fmt: skip
+          f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s}")  # fmt: skip
     for _, r in summary.iterrows():
         print(f"{r.gpu:13s} {r.model:20s} {r.engine:7s} {'fit' if r.fit else 'held-out':8s} "
               f"{r.runs:4d} | {_fmt(r.ttft_bias):>9s} {r.ttft_mape:5.0f} {_fmt(r.ttft_p90_err)} | "
               f"{_fmt(r.tpot_bias):>9s} {r.tpot_mape:5.0f} {_fmt(r.tpot_p90_err)} | "
-              f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f}")  # fmt: skip
+              f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f} | {r.prompt_load_max:4.2f}")  # fmt: skip
 
 
 def points(scores: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from fidelity_runs import CLIENT_LATENCY_S, PublicRun
 from sim.budget import num_workers
 from sim.cluster import Cluster
 from sim.config import SimConfig
+from sim.hardware import get_gpu, get_model
 from sim.request import Request, RequestSpec, RequestState
 from sim.trace import RunResult
 
@@ -136,9 +137,9 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
 # among themselves, so the report replays every prompt as its own (prompt_pool 0) and this stays
 # a what-if (`bench_fidelity_real.py --prompt-pool 100`): the Llama-3.1-70B FP8 points on one
 # H200 take a whole prefill's TTFT at 4 clients (8192 tokens: 1.34 s), which a cache hit would
-# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need up to 0.90 of the H200's FP8 peak
-# if every prompt were prefilled (0.74-0.90 at 1000-4000 tokens in on one GPU), which only
-# cache hits make possible.
+# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need up to 0.83 of the H200's FP8 peak
+# for their prompts' linear layers alone if every prompt were prefilled (`prompt_load`: 0.67-0.83
+# at 1000-4000 tokens in on one GPU), which only cache hits make possible.
 AIPERF_PROMPTS = 100
 # The benchmark's measured requests: after 2 x N warm-up ones, 20 x N of them (bench_run.sh.j2:
 # --warmup-request-count, --num-requests with BENCH_MULTI_ROUND = 20). With a prompt pool, which
@@ -225,13 +226,41 @@ def signed_pct(predicted: float, measured: float) -> float:
     return 100.0 * (predicted - measured) / measured if measured > 0 else math.nan
 
 
+def prompt_load(run: PublicRun) -> float:
+    """The share of its GPUs' dense matmul peak that a run's MEASURED throughput needs for its
+    prompts' linear layers alone: prompt tokens per second x 2 x active parameters, over peak
+    FLOP/s x GPUs. Throughput of a closed loop by Little's law (clients / mean E2E, which the
+    clients' own gaps only lower); of a trace, its prompt tokens over its span. Attention,
+    decode and every other cost come on top, so a run near 1 (real GEMMs reach 0.6-0.8 of peak)
+    cannot have prefilled every prompt: prefix-cache hits its source does not state."""
+    model, gpu = get_model(run.model), get_gpu(run.gpu)
+    gpus = int(run.settings.get("tensor_parallel", 1)) * int(run.settings.get("num_instances", 1))
+    peak = gpu.matmul_tflops(model.matmul_bytes_per_param) * 1e12 * gpus
+    if run.specs:
+        arrivals = np.array([s.arrival_s for s in run.specs])
+        ids = [s.request_id for s in run.specs]
+        ends = arrivals + run.measured["e2e_s"].reindex(ids).to_numpy()
+        span = float(np.nanmax(ends) - arrivals.min())
+        tokens_s = sum(s.prompt_tokens for s in run.specs) / span if span > 0 else math.nan
+    else:
+        m = run.measured_means
+        e2e = m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
+        tokens_s = run.concurrency / e2e * run.isl if e2e > 0 else math.nan
+    return tokens_s * model.flops_per_token_body / peak
+
+
+def _describe(run: PublicRun) -> dict:
+    """A score row's first columns: what the run is, and what its measurements need."""
+    return {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
+            "engine": run.engine, "parallel": run.parallel, "kind": run.kind, "fit": run.fit,
+            "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl,
+            "requests": len(run.specs) or run.concurrency, "prompt_load": prompt_load(run)}
+
+
 def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
     """Mean and p90 errors (signed %) of TTFT, TPOT and E2E; for closed-loop runs only the means
     exist (E2E taken as TTFT + (osl − 1)·TPOT on both sides)."""
-    out = {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
-           "engine": run.engine, "parallel": run.parallel, "kind": run.kind,
-           "fit": run.fit, "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl,
-           "requests": len(run.specs) or run.concurrency}  # fmt: skip
+    out = _describe(run)
     if run.specs:
         meas = run.measured
         for m in ("ttft_s", "tpot_s", "e2e_s"):
@@ -259,9 +288,7 @@ def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
 def score_failed(run: PublicRun) -> dict:
     """The row of a run the simulator could not replay (its errors are NaN)."""
     nan = math.nan
-    row = {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
-           "engine": run.engine, "parallel": run.parallel, "kind": run.kind, "fit": run.fit,
-           "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl}  # fmt: skip
+    row = _describe(run)
     for m in ("ttft", "tpot", "e2e"):
         for k in ("measured_mean", "predicted_mean", "mean_err", "p90_err"):
             row[f"{m}_{k}"] = nan

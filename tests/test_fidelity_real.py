@@ -105,6 +105,31 @@ def test_loads_replays_scores_and_summarises(tmp_path: Path) -> None:
     assert any(tr.name and "Qwen3-32B" in tr.name for tr in fig.data)
 
 
+def test_prompt_load_is_what_the_measurements_need_of_the_gpus(tmp_path: Path) -> None:
+    # A closed loop of 4 clients, 512 tokens in, 64 out, TTFT 120 ms and TPOT 20 ms: each
+    # request lives 0.12 + 63 x 0.02 = 1.38 s, so (Little) 4 / 1.38 req/s x 512 prompt tokens,
+    # each 2 x Qwen3-32B's active parameters, against 2 H100s' BF16 peak.
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    closed = next(r for r in runs if r.key == "a")
+    model = get_model("Qwen3-32B")
+    want = 4 / 1.38 * 512 * 2 * model.params_active / (2 * 989e12)
+    assert rp.prompt_load(closed) == pytest.approx(want, rel=1e-9)
+    # A trace: its prompt tokens (300..410, 12 requests) over its span, first arrival to last
+    # finish (2.2 s of arrivals + 0.05 + 39 x 0.02 s), on one RTX PRO 6000 at BF16.
+    trace = next(r for r in runs if r.kind == "trace")
+    span = 0.2 * 11 + 0.05 + 39 * 0.02
+    tokens = sum(300 + 10 * i for i in range(12))
+    want = tokens / span * 2 * get_model("Llama-3.1-8B").params_active / 503.8e12
+    assert rp.prompt_load(trace) == pytest.approx(want, rel=1e-6)
+    # The report carries it per run and, per group, its largest.
+    scores = bench.score_runs(runs)
+    assert scores.set_index("key").loc["a", "prompt_load"] == pytest.approx(rp.prompt_load(closed))
+    summary = bench.summarize(scores)
+    h100 = summary[summary["gpu"] == "H100-SXM"].iloc[0]
+    assert h100["prompt_load_max"] == pytest.approx(scores[scores.gpu == "H100-SXM"]
+                                                    ["prompt_load"].max())  # fmt: skip
+
+
 def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
     # aiconfigurator deploys FP8/FP4 models with an FP8 KV cache; BF16 ones keep BF16.
     runs, _ = fr.load_runs(_fake_data(tmp_path, fp8=True))
