@@ -35,7 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_runs, _replay
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

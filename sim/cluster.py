@@ -41,8 +41,8 @@ from sim.worker import (
     LockstepWorker,
     SimulatedClock,
     Worker,
-    _never,
     fast_forward_ok,
+    no_limit,
 )
 
 
@@ -171,7 +171,7 @@ class Cluster:
             target = self._pick_disaggregated(req)
             if target is None:
                 return  # refused: it could never decode anywhere
-        if target.limit_s is _never:  # (else its run ended before this arrival anyway)
+        if target.limit_s is no_limit:  # (else its run ended before this arrival anyway)
             target.cut()  # mid-run: its next step must see the new request
         target.engine.add_request(req, now)
         target.notify()

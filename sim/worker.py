@@ -69,7 +69,8 @@ def fast_forward_ok(clock) -> bool:
     )
 
 
-def _never() -> float:
+def no_limit() -> float:
+    """A worker's `limit_s` when nothing bounds its runs: no step is ever too late."""
     return math.inf
 
 
@@ -95,7 +96,7 @@ class Worker:
         # Event speed (sim/fastforward.py): runs of decode steps taken at once, unless the Cluster
         # asks for step by step. `limit_s()`: no step of a run may start at or after it.
         self.fast = False
-        self.limit_s = _never
+        self.limit_s = no_limit
         self.run = None  # the DecodeRun in progress
         self.decode_terms = None  # sim.fastforward.DecodeTerms of its cost model, once needed
         self.run_steps_cap = 64  # how far a run is planned (adapts to how far runs get here)
@@ -131,7 +132,7 @@ class Worker:
         event speed, a run stops after the step in flight when one comes (`cut`), ends at its
         first finish (so that `on_step` sees it then, as it would after that step), and takes
         no admission steps in (`on_step` must see every step that ends a request)."""
-        self.limit_s = _never
+        self.limit_s = no_limit
         self.absorbs = False
         self.finish_ends_run = True
 
