@@ -24,8 +24,12 @@ Request fields: `max_tokens` (completions default 16, as OpenAI's; chat default 
 context up to --default-max-tokens), `stream`, `stream_options.include_usage` (a last chunk with
 `usage`) and `.continuous_usage_stats` (usage in every chunk, as vLLM), vLLM's `ignore_eos` and
 `min_tokens`, `priority`. Decoding is greedy whatever `temperature` says. Fields a greedy
-single-answer server cannot honour (`n` > 1, `echo`, `logprobs`, `best_of` > 1) get a 400.
-Errors are OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+single-answer server cannot honour (`n` > 1, `echo`, `logprobs`, `best_of` > 1, stop strings)
+get a 400. Errors are OpenAI's shape: {"error": {"message", "type", "param", "code"}}: 400 for
+bad input (typed bodies, live/serve_schema.py), 429 with Retry-After when full.
+
+The app is live/serve_app.py (answers: live/serve_stream.py); what bounds a connection (header,
+body and keep-alive timeouts, abort on disconnect, the trace cache) is live/serve_http.py.
 
 Each answer carries `id` "cmpl-<n>" / "chatcmpl-<n>" and the header X-PDLab-Request-Id: n, the
 request's row in /pdlab/trace. Time in the trace is the server's monotonic clock, t = 0 at start.
@@ -34,11 +38,8 @@ request's row in /pdlab/trace. Time in the trace is the server's monotonic clock
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (Request),
 # imported inside create_app so that the CLI can build its parser without FastAPI installed.
 import argparse
-import asyncio
-import json
 import socket
 import sys
-import time
 
 DEFAULT_PORT = 8000
 TRACE_TTL_S = 0.25  # /pdlab/trace answers are reused this long (see create_app)
@@ -94,381 +95,69 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trace-requests", type=int, default=d.trace_requests, help="requests kept in /pdlab/trace"
     )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="s for a request's line and headers to arrive (slow clients are cut off)",
+    )
+    p.add_argument("--body-timeout", type=float, default=30.0, help="s for a body (then 408)")
+    p.add_argument(
+        "--timeout-keep-alive",
+        type=float,
+        default=5.0,
+        help="s an idle keep-alive connection stays open",
+    )
+    p.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=16384,
+        help="request line + headers, bytes (more get 400)",
+    )
+    p.add_argument(
+        "--trace-cache-mb",
+        type=float,
+        default=64.0,
+        help="MB of rendered /pdlab/trace answers kept for reuse (0.25 s each)",
+    )
     p.add_argument("--log-level", default="warning", help="uvicorn's log level")
 
 
-# ---- request parsing ----------------------------------------------------------------------
+def parser_defaults(**overrides) -> argparse.Namespace:
+    """serve's options at their defaults (for tests and the benchmark), with `overrides`."""
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args([])
+    for name, value in overrides.items():
+        if not hasattr(args, name):
+            raise TypeError(f"serve has no option {name}")
+        setattr(args, name, value)
+    return args
 
 
-def _error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
-    from fastapi.responses import JSONResponse
+def uvicorn_config(app, args):
+    """uvicorn's configuration for the app: the timeouts and sizes that bound a connection."""
+    import uvicorn
 
-    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
-    return JSONResponse(body, status_code=status)
+    from live.serve_http import guarded_protocol
 
-
-async def _read_json(request, limit: int) -> dict:
-    """The body as a JSON object, refusing more than `limit` bytes before reading them all."""
-    from live.serve_engine import LimitError
-
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise LimitError(
-            413, f"the request body has {declared} bytes; at most {limit}", "RequestTooLargeError"
-        )
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise LimitError(413, f"the request body is over {limit} bytes", "RequestTooLargeError")
-    try:
-        data = json.loads(body or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LimitError(400, f"the body is not valid JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise LimitError(400, "the body must be a JSON object")
-    return data
-
-
-def _int(data: dict, name: str, default: int | None, low: int = 0) -> int | None:
-    from live.serve_engine import LimitError
-
-    value = data.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise LimitError(400, f"{name} must be a whole number >= {low}, got {value!r}", param=name)
-    return value
-
-
-def _unsupported(data: dict) -> None:
-    """Refuse what a greedy, one-answer server cannot do, rather than silently ignore it."""
-    from live.serve_engine import LimitError
-
-    if data.get("n", 1) not in (1, None):
-        raise LimitError(400, "n must be 1 (one answer per request)", param="n")
-    if data.get("best_of", 1) not in (1, None):
-        raise LimitError(400, "best_of must be 1", param="best_of")
-    if data.get("echo"):
-        raise LimitError(400, "echo is not supported", param="echo")
-    if data.get("logprobs") not in (None, False, 0) or data.get("top_logprobs"):
-        raise LimitError(400, "logprobs are not supported", param="logprobs")
-
-
-def _prompt_ids(data: dict, codec) -> list[int]:
-    """A completion prompt: text, token ids, or a list holding exactly one of them."""
-    from live.serve_engine import LimitError
-
-    prompt = data.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-        prompt = prompt[0]  # a batch of one
-    if isinstance(prompt, str):
-        return codec.encode(prompt)
-    if isinstance(prompt, list) and all(
-        isinstance(i, int) and not isinstance(i, bool) for i in prompt
-    ):
-        return list(prompt)
-    raise LimitError(
-        400,
-        "prompt must be a string or a list of token ids (one prompt per request)",
-        param="prompt",
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(args.header_timeout),
+        log_level=args.log_level,
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=args.timeout_keep_alive,  # vLLM's TIMEOUT_KEEP_ALIVE is 5 s too
+        h11_max_incomplete_event_size=args.max_header_bytes,
+        # No limit_concurrency: uvicorn counts idle keep-alive connections against it and answers
+        # a plain-text 503 to everyone else (see live/serve_http.py). vLLM sets none either.
     )
 
 
-def _messages(data: dict) -> list[dict]:
-    from live.serve_engine import LimitError
+def create_app(engine, served_name: str, args=None):
+    """The FastAPI app around a started ServeEngine (live/serve_app.py)."""
+    from live.serve_app import create_app as make
 
-    messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise LimitError(400, "messages must be a non-empty list", param="messages")
-    out = []
-    for m in messages:
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise LimitError(400, "each message needs a role and a content", param="messages")
-        content = m.get("content")
-        if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
-            content = "".join(
-                p.get("text", "")
-                for p in content
-                if isinstance(p, dict) and p.get("type") == "text"
-            )
-        if not isinstance(content, str):
-            raise LimitError(400, "message content must be text", param="messages")
-        out.append({"role": m["role"], "content": content})
-    return out
-
-
-# ---- the app ------------------------------------------------------------------------------
-
-
-def create_app(engine, served_name: str):
-    """The FastAPI app around a started ServeEngine."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-
-    from live.replay_trace import json_safe, records
-    from live.serve_engine import LimitError
-    from live.serve_text import StreamText
-
-    app = FastAPI(title="PD Lab live serve", docs_url=None, redoc_url=None)
-    codec, limits = engine.codec, engine.limits
-    names = {served_name, engine.options.model}
-    created = int(time.time())
-
-    @app.exception_handler(LimitError)
-    async def limit_error(_request, err: LimitError):
-        return _error(err.status, err.message, err.kind, err.param)
-
-    def check_model(data: dict) -> None:
-        model = data.get("model")
-        if model not in (None, "") and model not in names:
-            raise LimitError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
-
-    @app.get("/health")
-    async def health():
-        if not engine.alive:
-            return _error(503, f"the engine stopped: {engine.failure}", "ServiceUnavailableError")
-        return Response(status_code=200)
-
-    @app.get("/v1/models")
-    async def models():
-        card = {
-            "id": served_name,
-            "object": "model",
-            "created": created,
-            "owned_by": "pdlab",
-            "root": engine.options.model,
-            "max_model_len": limits.max_model_len,
-        }
-        return {"object": "list", "data": [card]}
-
-    @app.post("/tokenize")
-    async def tokenize(request: Request):
-        data = await _read_json(request, limits.max_body_bytes)
-        check_model(data)
-        if "messages" in data:  # vLLM's chat form: the prompt a chat request would get
-            opening = data.get("add_generation_prompt", True)
-            if not isinstance(opening, bool):
-                raise LimitError(400, "add_generation_prompt must be true or false",
-                                 param="add_generation_prompt")  # fmt: skip
-            ids = codec.encode(codec.chat_text(_messages(data), opening))
-        elif isinstance(data.get("prompt"), str):
-            ids = codec.encode(data["prompt"])
-        else:
-            raise LimitError(400, "give prompt (text) or messages", param="prompt")
-        return {"count": len(ids), "max_model_len": limits.max_model_len, "tokens": ids}
-
-    @app.post("/detokenize")
-    async def detokenize(request: Request):
-        data = await _read_json(request, limits.max_body_bytes)
-        check_model(data)
-        ids = data.get("tokens")
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-            raise LimitError(400, "tokens must be a list of token ids", param="tokens")
-        return {"prompt": codec.decode(ids)}
-
-    @app.get("/metrics")
-    async def metrics():
-        from live.metrics_prom import CONTENT_TYPE
-
-        return Response(engine.metrics.exposition(), media_type=CONTENT_TYPE)
-
-    @app.get("/pdlab/clock")
-    async def clock():
-        return {"now_s": engine.now(), "t0_unix": engine.t0_unix}
-
-    # A classroom of pages polls the trace every second: build each (format, table, last)
-    # answer at most every TRACE_TTL_S, so viewers do not take the engine's lock 30 times a
-    # second (snapshot() holds it while it copies the tables).
-    cache: dict[tuple, tuple[float, Response]] = {}
-
-    def render(format: str, table: str, last: int | None) -> Response:
-        run = engine.snapshot(last)
-        if format == "csv":
-            frames = {"requests": run.requests, "segments": run.segments, "steps": run.steps}
-            return PlainTextResponse(frames[table].to_csv(index=False), media_type="text/csv")
-        body = {
-            "meta": json_safe(run.meta),
-            "requests": records(run.requests),
-            "segments": records(run.segments),
-            "steps": records(run.steps),
-            "token_times": {str(k): json_safe(v) for k, v in run.token_times.items()},
-        }
-        return JSONResponse(body)
-
-    @app.get("/pdlab/trace")
-    async def trace(format: str = "json", table: str = "segments", last: int | None = None):
-        if last is not None and last < 1:
-            raise LimitError(400, "last must be >= 1", param="last")
-        if format not in ("json", "csv"):
-            raise LimitError(400, "format must be json or csv", param="format")
-        if format == "csv" and table not in ("requests", "segments", "steps"):
-            raise LimitError(400, "table must be requests, segments or steps", param="table")
-        key = (format, table if format == "csv" else "", last)
-        hit = cache.get(key)
-        if hit is not None and time.monotonic() - hit[0] < TRACE_TTL_S:
-            return hit[1]
-        response = await asyncio.to_thread(render, format, table, last)
-        if len(cache) > 64:
-            cache.clear()
-        cache[key] = (time.monotonic(), response)
-        return response
-
-    async def submit(prompt_ids, data: dict, default_max: int):
-        """Queue the request; (handle, event queue) once the engine took it, or an error."""
-        _unsupported(data)
-        max_tokens = _int(data, "max_completion_tokens", None, 1)
-        max_tokens = _int(data, "max_tokens", max_tokens, 1) or default_max
-        min_tokens = _int(data, "min_tokens", 0)
-        priority = data.get("priority", 0)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise LimitError(400, "priority must be a whole number", param="priority")
-        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
-
-        def sink(event):  # runs on the engine thread
-            loop.call_soon_threadsafe(queue.put_nowait, event)
-
-        handle = engine.submit(
-            prompt_ids, max_tokens, sink, min_tokens, bool(data.get("ignore_eos", False)), priority
-        )
-        try:
-            first = await queue.get()  # accepted, or rejected by the engine (e.g. the policy)
-        except asyncio.CancelledError:
-            engine.abort(handle)
-            raise
-        if first[0] == "rejected":
-            raise LimitError(400, f"the engine refused the request: {first[1]}")
-        return handle, queue
-
-    def usage(handle, completion: int) -> dict:
-        prompt = handle.spec.prompt_tokens
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-
-    async def serve(request: Request, chat: bool):
-        data = await _read_json(request, limits.max_body_bytes)
-        check_model(data)
-        if chat:
-            prompt_ids = codec.encode(codec.chat_text(_messages(data)))
-            default_max = min(
-                limits.default_max_tokens, max(1, limits.max_model_len - len(prompt_ids))
-            )
-        else:
-            prompt_ids = _prompt_ids(data, codec)
-            default_max = 16  # OpenAI's (legacy) completions default
-        handle, queue = await submit(prompt_ids, data, default_max)
-        rid = handle.request_id
-        ident = f"{'chatcmpl' if chat else 'cmpl'}-{rid}"
-        kind = "chat.completion" if chat else "text_completion"
-        headers = {"X-PDLab-Request-Id": str(rid)}
-        options = data.get("stream_options") or {}
-        text = StreamText(codec)
-
-        def choice(delta: str, reason: str | None) -> dict:
-            if chat:
-                return {
-                    "index": 0,
-                    "delta": {"content": delta} if delta or reason is None else {},
-                    "logprobs": None,
-                    "finish_reason": reason,
-                }
-            return {"index": 0, "text": delta, "logprobs": None, "finish_reason": reason}
-
-        if not data.get("stream"):
-            reason = None
-            try:
-                while reason is None:
-                    event = await queue.get()
-                    if event[0] != "token":
-                        raise LimitError(500, f"the engine failed: {event[1]}", "InternalError")
-                    text.add(event[1], last=event[3] is not None)
-                    reason = event[3]
-            except asyncio.CancelledError:
-                engine.abort(handle)
-                raise
-            n = len(text.ids)
-            body_text = text.text
-            message = (
-                {"message": {"role": "assistant", "content": body_text}}
-                if chat
-                else {"text": body_text}
-            )
-            body = {
-                "id": ident,
-                "object": kind,
-                "created": int(time.time()),
-                "model": served_name,
-                "choices": [{"index": 0, **message, "logprobs": None, "finish_reason": reason}],
-                "usage": usage(handle, n),
-            }
-            return JSONResponse(body, headers=headers)
-
-        chunk_kind = "chat.completion.chunk" if chat else "text_completion"
-        include_usage = bool(options.get("include_usage"))
-        continuous = include_usage and bool(options.get("continuous_usage_stats"))
-
-        def sse(choices: list, usage_now: dict | None = None) -> str:
-            chunk = {
-                "id": ident,
-                "object": chunk_kind,
-                "created": int(time.time()),
-                "model": served_name,
-                "choices": choices,
-            }
-            if usage_now is not None:
-                chunk["usage"] = usage_now
-            return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
-
-        async def events():
-            done = False
-            try:
-                if chat:  # the role first, as OpenAI and vLLM do
-                    role = {
-                        "index": 0,
-                        "delta": {"role": "assistant", "content": ""},
-                        "logprobs": None,
-                        "finish_reason": None,
-                    }
-                    yield sse([role], usage(handle, 0) if continuous else None)
-                while not done:
-                    event = await queue.get()
-                    if event[0] != "token":
-                        err = {
-                            "message": f"the engine failed: {event[1]}",
-                            "type": "InternalError",
-                            "param": None,
-                            "code": 500,
-                        }
-                        yield f"data: {json.dumps({'error': err})}\n\n"
-                        break
-                    _tag, token, _t, reason = event
-                    done = reason is not None
-                    delta = text.add(token, last=done)
-                    yield sse(
-                        [choice(delta, reason)],
-                        usage(handle, len(text.ids)) if continuous else None,
-                    )
-                if include_usage and done:
-                    yield sse([], usage(handle, len(text.ids)))
-                yield "data: [DONE]\n\n"
-            finally:
-                if not done:  # the client went away (or the engine failed): stop its work
-                    engine.abort(handle)
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
-
-    @app.post("/v1/completions")
-    async def completions(request: Request):
-        return await serve(request, chat=False)
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request):
-        return await serve(request, chat=True)
-
-    return app
+    return make(engine, served_name, args)
 
 
 # ---- the command --------------------------------------------------------------------------
@@ -507,6 +196,13 @@ def cmd_serve(args) -> None:
 
     import uvicorn
 
+    from live.serve_http import raise_open_files_limit
+
+    for name in ("header_timeout", "body_timeout", "timeout_keep_alive", "max_header_bytes"):
+        if not getattr(args, name) > 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be > 0")
+    if args.trace_cache_mb < 0:
+        raise ValueError("--trace-cache-mb must be >= 0")
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port must be 0..65535, got {args.port}")
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -548,13 +244,8 @@ def cmd_serve(args) -> None:
             )
     except ValueError:
         pass
-    config = uvicorn.Config(
-        app,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=2,
-        limit_concurrency=max(64, 4 * limits.max_num_requests),
-    )
+    raise_open_files_limit()
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        uvicorn.Server(uvicorn_config(app, args)).run(sockets=[sock])
     finally:
         engine.stop()
