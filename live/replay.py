@@ -3,7 +3,8 @@
     result = replay(requests, ReplayOptions("http://127.0.0.1:8000"))  # result.run: the tables
 
 Around it: live/replay_preflight.py (the endpoint, the model, the server's clock) and
-live/replay_prompts.py (prompts of exact lengths) before the clock starts;
+live/replay_prompts.py (prompts of exact lengths) before the clock starts; live/replay_stream.py
+(one streamed answer: its tokens, and whether it really ended);
 live/replay_report.py (the summary, the simulator's prediction and its errors) after;
 live/replay_cli.py, the `python -m live replay` command.
 
@@ -18,6 +19,9 @@ Notable features
   every chunk (`continuous_usage_stats`), so a chunk carrying several tokens counts as several.
   Before the clock starts, the client lists the models (imports, connection pool) and the SDK
   parses one canned stream offline, so that the first request is not timed late.
+- A request fails alone: an HTTP error, a timeout, a stream cut short (no `[DONE]`), a stream
+  with no tokens, or a chunk that is not JSON (the error names the URL; the run goes on, its
+  tables are written, and the command exits 2 naming the first failed request).
 - Bounded: connect and read timeouts (a read timeout is the longest wait for the next chunk),
   at most `max_concurrency` open streams, and Ctrl-C cancels every stream and returns what
   was measured so far (`interrupted`).
@@ -26,10 +30,8 @@ Notable features
 from __future__ import annotations
 
 import asyncio
-import json
-import math
+import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,11 +39,10 @@ from urllib.parse import urlsplit
 
 from live.replay_preflight import ReplayError, _clock_offset, _preflight, root_url
 from live.replay_prompts import _prompts
+from live.replay_stream import _count, _ending, _message, _warm_streaming, _watch_for_done
 from live.replay_trace import Measured, tables
 from sim.request import RequestSpec
 from sim.trace import RunResult
-
-ID_PATTERN = re.compile(r"(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -86,49 +87,6 @@ class ReplayResult:
         return [m for m in self.measured if m.status in ("failed", "rejected")]
 
 
-async def _warm_streaming(api: str) -> None:
-    """Parse one canned stream with the SDK, offline, so the first real one is not slower.
-
-    Measured: without this the first request's first token was timed 6-11 ms late (the SDK
-    builds its chunk types and SSE decoder on first use); the others within ~0.3 ms.
-    """
-    import httpx2
-    import openai
-
-    chunk = {
-        "id": "warm",
-        "object": "text_completion",
-        "created": 0,
-        "model": "warm",
-        "choices": [
-            {
-                "index": 0,
-                "text": "x",
-                "delta": {"content": "x"},
-                "logprobs": None,
-                "finish_reason": None,
-            }
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
-
-    def handler(_request):
-        return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
-
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
-        client = openai.AsyncOpenAI(base_url="http://warm/v1", api_key="x", http_client=http)
-        common = {"model": "warm", "max_tokens": 1, "stream": True}
-        if api == "chat":
-            stream = await client.chat.completions.create(
-                messages=[{"role": "user", "content": "x"}], **common
-            )
-        else:
-            stream = await client.completions.create(prompt=[1], **common)
-        async for _chunk in stream:
-            pass
-
-
 async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, t0: float):
     """Send one request, stream its answer, record each token's arrival time."""
     import openai
@@ -148,6 +106,10 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
     }
     m.sent_s = time.perf_counter() - t0
     seen = 0  # tokens counted so far
+    url = (
+        f"{str(client.base_url).rstrip('/')}/{'chat/' if options.api == 'chat' else ''}completions"
+    )
+    stream = None
     try:
         if options.api == "chat":
             stream = await client.chat.completions.create(
@@ -156,35 +118,8 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
         else:
             stream = await client.completions.create(prompt=prompt, **common)
         async for chunk in stream:
-            t = time.perf_counter() - t0
-            usage = getattr(chunk, "usage", None)
-            if usage is not None and usage.prompt_tokens is not None:
-                m.prompt_tokens_server = usage.prompt_tokens
-                details = getattr(usage, "prompt_tokens_details", None)
-                if details is not None and details.cached_tokens is not None:
-                    m.cached_tokens = details.cached_tokens  # vLLM, with prompt details on
-            if usage is not None and usage.completion_tokens is not None:
-                new = usage.completion_tokens - seen
-            elif chunk.choices:
-                c = chunk.choices[0]
-                text = getattr(c.delta, "content", None) if options.api == "chat" else c.text
-                new = 1 if text or (options.api != "chat" and c.finish_reason is None) else 0
-                # (a fallback: vLLM, SGLang and live serve all report usage in every chunk)
-            else:
-                new = 0
-            if new > 0:
-                m.token_times += [t] * new
-                seen += new
-            if chunk.choices:
-                c = chunk.choices[0]
-                m.text += (
-                    getattr(c.delta, "content", None) if options.api == "chat" else c.text
-                ) or ""
-            if chunk.id and math.isnan(m.server_request_id):
-                found = ID_PATTERN.search(chunk.id)
-                if found and len(found.group(1)) < 12:
-                    m.server_request_id = int(found.group(1))
-        m.status = "finished"
+            seen = _count(m, chunk, seen, options.api, t0)
+        m.status, m.error = _ending(stream, seen, s.output_tokens, url)
     except asyncio.CancelledError:
         m.status, m.error = "cancelled", "cancelled (Ctrl-C)"
         raise
@@ -197,17 +132,15 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
         m.status, m.error = "failed", f"connection error: {err.__cause__ or err}"
     except openai.OpenAIError as err:
         m.status, m.error = "failed", f"{type(err).__name__}: {err}"
+    except Exception as err:  # noqa: BLE001 - a chunk the SDK could not parse fails this request only
+        what = "malformed SSE chunk" if isinstance(err, ValueError) else type(err).__name__
+        first = (str(err).splitlines() or [""])[0][:200]
+        m.status, m.error = "failed", f"{what} from {url} after {seen} tokens: {first}"
     finally:
         m.done_s = time.perf_counter() - t0
-
-
-def _message(err) -> str:
-    body = getattr(err, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"]).splitlines()[0]
-    return str(err).splitlines()[0]
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await stream.response.aclose()
 
 
 async def replay_async(
@@ -232,7 +165,10 @@ async def replay_async(
             max_connections=options.max_concurrency + 4,
             max_keepalive_connections=options.max_concurrency,
         )
-        async with httpx2.AsyncClient(timeout=timeout, limits=limits) as stream_http:
+        hooks = {"response": [_watch_for_done]}
+        async with httpx2.AsyncClient(
+            timeout=timeout, limits=limits, event_hooks=hooks
+        ) as stream_http:
             client = openai.AsyncOpenAI(
                 base_url=f"{root}/v1",
                 api_key=key,
