@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -589,27 +590,53 @@ def test_serve_refuses_bad_settings_in_one_line():
             assert last.startswith("error:") and words in last, done.stderr
 
 
+def _sigint_deliverable() -> None:
+    """In the child: SIGINT as a terminal's Ctrl-C delivers it. A test run started in the
+    background by a non-interactive shell inherits SIGINT *ignored*, and then Python installs no
+    KeyboardInterrupt handler, nor asyncio its own: the replay slept through the SIGINT until its
+    last request (this test's 30 s timeout on a CI machine)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _die_with_parent()
+
+
 def test_ctrl_c_keeps_what_was_measured(tmp_path, tiny):
-    rows = [(0, 16, 10), (0.1, 16, 10), (30, 16, 10), (31, 16, 10)]
+    # Timing-free: the SIGINT is sent once the replay itself reports two requests done (its
+    # progress line on stderr), and the last two arrive an hour later, so however slow this
+    # machine, they are still waiting (cancelled) when it comes.
+    rows = [(0, 16, 10), (0.1, 16, 10), (3600, 16, 10), (3601, 16, 10)]
     proc = subprocess.Popen(
         [PY, "-m", "live", "replay", "--endpoint", tiny.url, "--workload",
          str(write_csv(tmp_path / "w.csv", rows)), "--out", str(tmp_path / "o")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_deliverable,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until the first two are done
-        time.sleep(0.3)
-        data = tiny.trace()
-        if sum(r["status"] == "finished" and r["prompt_tokens"] == 16 and
-               r["output_tokens"] == 10 for r in data["requests"]) >= 2:  # fmt: skip
-            break
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    err: list[str] = []
+    two_done = threading.Event()
+
+    def read_stderr() -> None:  # one character at a time: a progress line has no end of line
+        while ch := proc.stderr.read(1):
+            err.append(ch)
+            if "".join(err[-20:]).endswith("2/4 requests done"):
+                two_done.set()
+        two_done.set()  # ended early: let the assertions below say why
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert two_done.wait(240), "the replay did not finish two requests in 240 s"
+        proc.send_signal(signal.SIGINT)
+        proc.stdout.read()
+        proc.wait(120)  # generous: it writes its tables on a loaded machine
+        reader.join(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = "".join(err)
+    assert proc.returncode == 130, text
     table = pd.read_csv(tmp_path / "o" / "requests.csv")
     assert table["status"].tolist() == ["finished", "finished", "cancelled", "cancelled"]
-    assert "interrupted: 2 of 4 requests measured" in err
+    assert "interrupted: 2 of 4 requests measured" in text
 
 
 # ---- real weights: text in, text out ---------------------------------------------------------
