@@ -39,7 +39,14 @@ from urllib.parse import urlsplit
 
 from live.replay_preflight import ReplayError, _clock_offset, _preflight, root_url
 from live.replay_prompts import _prompts
-from live.replay_stream import _count, _ending, _message, _warm_streaming, _watch_for_done
+from live.replay_stream import (
+    StreamError,
+    _count,
+    _ending,
+    _message,
+    _warm_streaming,
+    _watch_for_done,
+)
 from live.replay_trace import Measured, tables
 from sim.request import RequestSpec
 from sim.trace import RunResult
@@ -132,6 +139,8 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
         m.status, m.error = "failed", f"connection error: {err.__cause__ or err}"
     except openai.OpenAIError as err:
         m.status, m.error = "failed", f"{type(err).__name__}: {err}"
+    except StreamError as err:
+        m.status, m.error = "failed", f"{url}: {err}"
     except Exception as err:  # noqa: BLE001 - a chunk the SDK could not parse fails this request only
         what = "malformed SSE chunk" if isinstance(err, ValueError) else type(err).__name__
         first = (str(err).splitlines() or [""])[0][:200]

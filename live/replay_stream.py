@@ -66,6 +66,10 @@ async def _warm_streaming(api: str) -> None:
             pass
 
 
+class StreamError(Exception):
+    """A stream that says something impossible (the request fails, the run goes on)."""
+
+
 def _count(m: Measured, chunk, seen: int, api: str, t0: float) -> int:
     """Record the tokens one chunk brings (their arrival time: now); the new count."""
     t = time.perf_counter() - t0
@@ -77,6 +81,9 @@ def _count(m: Measured, chunk, seen: int, api: str, t0: float) -> int:
             m.cached_tokens = details.cached_tokens  # vLLM, with prompt details on
     if usage is not None and usage.completion_tokens is not None:
         new = usage.completion_tokens - seen
+        if usage.completion_tokens > m.spec.output_tokens:  # a token time each: bound the list
+            raise StreamError(f"the server reported {usage.completion_tokens} completion tokens, "
+                              f"more than the {m.spec.output_tokens} asked")  # fmt: skip
     elif chunk.choices:
         c = chunk.choices[0]
         text = getattr(c.delta, "content", None) if api == "chat" else c.text

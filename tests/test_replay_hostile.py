@@ -40,6 +40,7 @@ BEHAVIOUR = {  # max_tokens -> the SSE body the server sends
     5: _tokens(2, finish=False),  # two tokens, then the connection closes: no [DONE]
     6: _tokens(1, finish=False) + b"data: {this is not json\n\n" + b"data: [DONE]\n\n",
     7: b"data: [DONE]\n\n",  # [DONE] and not a single token of the 7 asked
+    8: _chunk("a", 10**12, "length") + b"data: [DONE]\n\n",  # claims 10**12 tokens of 8
 }
 
 
@@ -114,3 +115,13 @@ def test_a_malformed_chunk_fails_only_its_request_and_the_run_is_written(url, tm
     assert table["status"].tolist() == ["finished", "failed", "finished"]
     assert table["output_tokens_received"].tolist() == [3, 1, 3]
     assert (out / "summary.json").exists() and (out / "trace.json").exists()
+
+
+def test_a_server_claiming_more_tokens_than_asked_fails_that_request(url, tmp_path):
+    """A lying usage count once meant a list of 10**12 token times (MemoryError, nothing kept)."""
+    done, out = replay(url, tmp_path, [3, 8])
+    assert done.returncode == 2, done.stderr
+    assert "1 of 2 requests failed; request 1:" in done.stderr, done.stderr
+    assert "more than the 8 asked" in done.stderr, done.stderr
+    table = pd.read_csv(out / "requests.csv")
+    assert table["status"].tolist() == ["finished", "failed"]

@@ -155,6 +155,15 @@ def test_abusive_values_are_refused_with_the_field_named(tiny, body, param):
     assert answer.json()["error"]["param"] == param, answer.text[:300]
 
 
+def test_a_huge_priority_leaves_the_trace_working(tiny):
+    # priority is any whole number (vLLM's too): one far beyond 64 bits must not break the
+    # trace's tables, which every viewer of the class downloads.
+    body = {"prompt": "x", "max_tokens": 2, "priority": 10**30}
+    assert tiny.post("/v1/completions", body).status_code == 200
+    assert tiny.get("/pdlab/trace").status_code == 200
+    assert tiny.get("/pdlab/trace?format=csv&table=requests").status_code == 200
+
+
 def test_any_unicode_prompt_is_served_and_counted_in_bytes(tiny):
     prompt = "naïve 日本語 🚀 \u202eRTL\u0000 end"  # accents, CJK, emoji, bidi override, NUL
     answer = tiny.post("/v1/completions", {"prompt": prompt, "max_tokens": 3})
@@ -299,3 +308,36 @@ def test_huge_headers_are_refused(fake):
     status, _headers, _body = raw(server.port, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: "
                                   + b"a" * 200_000 + b"\r\n\r\n")  # fmt: skip
     assert status in (400, 431)
+
+
+def test_bad_query_parameters_get_a_400_error_object_not_422(fake):
+    _engine, server = fake
+    for query in (b"last=abc", b"last=" + b"9" * 5000, b"format=xml"):
+        status, _h, body = raw(server.port, b"GET /pdlab/trace?%s HTTP/1.1\r\nHost: x\r\n"
+                               b"Connection: close\r\n\r\n" % query)  # fmt: skip
+        assert status == 400 and json.loads(body)["error"]["code"] == 400, (query[:20], body)
+
+
+def test_the_trace_cache_stays_within_its_bytes_and_renders_once_per_key():
+    from types import SimpleNamespace
+
+    from live.serve_http import TraceCache
+
+    renders = []
+
+    def render(n: int):
+        renders.append(n)
+        time.sleep(0.05)  # long enough for the other callers to find the render under way
+        return SimpleNamespace(body=b"x" * n)
+
+    async def main() -> TraceCache:
+        cache = TraceCache(max_bytes=1000, ttl_s=60)
+        same = await asyncio.gather(*(cache.get(("a",), lambda: render(300)) for _ in range(20)))
+        assert len({id(r) for r in same}) == 1  # twenty callers, one answer
+        for key in range(10):  # 300 bytes each: at most three fit
+            await cache.get((key,), lambda: render(300))
+        assert await cache.get(("big",), lambda: render(5000))  # answered, never kept
+        return cache
+
+    cache = asyncio.run(main())
+    assert renders.count(300) == 11 and cache.nbytes <= 1000 and len(cache.entries) == 3
