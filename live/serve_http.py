@@ -51,6 +51,10 @@ def guarded_protocol(header_timeout_s: float):
                 self._disarm()
 
         def on_response_complete(self) -> None:
+            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+                # Answered before the body was all read (/health, a 408 or 413): nobody will
+                # read the rest, and each byte of it would reset uvicorn's keep-alive timer.
+                self.transport.close()
             super().on_response_complete()
             self._disarm()  # idle now: uvicorn's keep-alive timer takes over
 

@@ -341,3 +341,22 @@ def test_the_trace_cache_stays_within_its_bytes_and_renders_once_per_key():
 
     cache = asyncio.run(main())
     assert renders.count(300) == 11 and cache.nbytes <= 1000 and len(cache.entries) == 3
+
+
+def test_a_body_nobody_reads_cannot_hold_the_connection(fake):
+    """/health ignores bodies: one dribbled a byte at a time reset uvicorn's keep-alive timer."""
+    _engine, server = fake
+    with server.connect() as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        start, closed = time.monotonic(), False
+        while time.monotonic() - start < 30 and not closed:
+            try:
+                s.sendall(b"X")
+                s.settimeout(0.3)
+                closed = s.recv(1) == b""
+            except TimeoutError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+        assert closed
