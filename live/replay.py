@@ -124,8 +124,13 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
             )
         else:
             stream = await client.completions.create(prompt=prompt, **common)
+        chunks, most = 0, 4 * s.output_tokens + 64  # a real server sends ~1 chunk per token
         async for chunk in stream:
             seen = _count(m, chunk, seen, options.api, t0)
+            chunks += 1
+            if chunks > most:  # chunks forever, and no tokens: the read timeout never fires
+                raise StreamError(f"more than {most} chunks for {s.output_tokens} tokens "
+                                  f"({seen} received): stopped reading")  # fmt: skip
         m.status, m.error = _ending(stream, seen, s.output_tokens, url)
     except asyncio.CancelledError:
         m.status, m.error = "cancelled", "cancelled (Ctrl-C)"
