@@ -23,8 +23,9 @@ Notable features
   with no tokens, or a chunk that is not JSON (the error names the URL; the run goes on, its
   tables are written, and the command exits 2 naming the first failed request).
 - Bounded: connect and read timeouts (a read timeout is the longest wait for the next chunk),
-  at most `max_concurrency` open streams, and Ctrl-C cancels every stream and returns what
-  was measured so far (`interrupted`).
+  at most `max_concurrency` open streams, at most 4 chunks per token asked (+64) and never more
+  tokens than asked (a lying server fails its request, not the client's memory), and Ctrl-C
+  cancels every stream and returns what was measured so far (`interrupted`).
 """
 
 from __future__ import annotations
