@@ -103,11 +103,19 @@ def create_app(engine, served_name: str, args=None):
             ids = await asyncio.to_thread(tokenize_text, data.prompt)
         else:
             raise LimitError(400, "give prompt (text) or messages", param="prompt")
-        return {"count": len(ids), "max_model_len": limits.max_model_len, "tokens": ids}
+        # A 1 MB prompt is a million ids: encode the answer in the thread too (FastAPI's own
+        # encoder would walk them on the event loop).
+        answer = {"count": len(ids), "max_model_len": limits.max_model_len, "tokens": ids}
+        body = await asyncio.to_thread(json.dumps, answer, separators=(",", ":"))
+        return Response(body, media_type="application/json")
 
     @app.post("/detokenize")
     async def detokenize(request: Request):
         data = await body_of(request, schema.DetokenizeRequest)
+        bad = next((i for i in data.tokens if not 0 <= i < codec.vocab), None)
+        if bad is not None:  # (the BPE tokenizer raises OverflowError for 10**30: a 500)
+            raise LimitError(400, f"token id {bad} is outside the vocabulary "
+                             f"(0..{codec.vocab - 1})", param="tokens")  # fmt: skip
         return {"prompt": await asyncio.to_thread(codec.decode, data.tokens)}
 
     @app.get("/metrics")

@@ -121,6 +121,7 @@ BAD_BODIES = [
     ("/v1/completions", NESTED),
     ("/tokenize", b'{"model": {"a": 1}, "prompt": "x"}'),
     ("/detokenize", b'{"tokens": [1, "2"]}'),
+    ("/detokenize", b'{"tokens": [1, 1000000000000000000000000000000]}'),
     ("/v1/completions", b'{"prompt": [[1, 2], [3]], "max_tokens": 1}'),
     ("/v1/completions", b'{"prompt": "x", "max_tokens": 1, "priority": "high"}'),
 ]
