@@ -14,6 +14,7 @@ Notable features
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -67,11 +68,11 @@ async def _preflight(http, root: str, options: ReplayOptions) -> tuple[str, int 
         raise ReplayError(
             f"{url} answered HTTP {response.status_code}; is this an OpenAI-compatible server?"
         )
-    try:
-        cards = response.json()["data"]
-    except (ValueError, KeyError, TypeError):
-        raise ReplayError(f"{url} did not answer a model list") from None
-    names = [c.get("id") for c in cards if isinstance(c, dict)]
+    cards = (json_object(response) or {}).get("data")
+    if not isinstance(cards, list):
+        raise ReplayError(f"{url} did not answer a model list")
+    cards = [c for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    names = [c["id"] for c in cards]
     if options.model and options.model not in names:
         raise ReplayError(
             f"the server has no model {options.model!r}; it serves "
@@ -80,8 +81,19 @@ async def _preflight(http, root: str, options: ReplayOptions) -> tuple[str, int 
     if not names:
         raise ReplayError(f"{url} lists no model")
     model = options.model or names[0]
-    card = next(c for c in cards if c.get("id") == model)
-    return model, card.get("max_model_len")
+    card = next(c for c in cards if c["id"] == model)
+    max_len = card.get("max_model_len")
+    return model, max_len if isinstance(max_len, int) and not isinstance(max_len, bool) else None
+
+
+def json_object(response) -> dict | None:
+    """The answer's JSON object, or None for anything else (HTML from a catch-all route, a list,
+    a string): a server that is not what it seems is treated as one without that endpoint."""
+    try:
+        body = response.json()
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    return body if isinstance(body, dict) else None
 
 
 async def _clock_offset(http, root: str) -> dict:
@@ -98,9 +110,11 @@ async def _clock_offset(http, root: str) -> dict:
             after = time.perf_counter()
         except Exception:  # another server: no clock to align with
             return {}
-        if response.status_code != 200:
+        server = (json_object(response) or {}).get("now_s") if response.status_code == 200 else None
+        if isinstance(server, bool) or not isinstance(server, int | float):
             return {}
-        server = response.json()["now_s"]
+        if not math.isfinite(server):
+            return {}
         if best is None or after - before < best[1]:
             best = (server - (before + after) / 2, after - before)
     return {"server_clock_offset_s": best[0], "server_clock_rtt_s": best[1]}

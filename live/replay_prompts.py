@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from live.replay_preflight import ReplayError
+from live.replay_preflight import ReplayError, json_object
 from sim.request import RequestSpec
 
 if TYPE_CHECKING:
@@ -52,8 +52,10 @@ async def _tokenize(http, root: str, model: str, text: str) -> list[int] | None:
         return None
     if response.status_code != 200:
         return None
-    tokens = response.json().get("tokens")
-    return tokens if isinstance(tokens, list) else None
+    tokens = (json_object(response) or {}).get("tokens")
+    if not isinstance(tokens, list) or not all(type(i) is int for i in tokens):
+        return None
+    return tokens
 
 
 async def _detokenize(http, root: str, model: str, ids: list[int]) -> str | None:
@@ -63,8 +65,9 @@ async def _detokenize(http, root: str, model: str, ids: list[int]) -> str | None
         return None
     if response.status_code != 200:
         return None
-    body = response.json()
-    return body.get("prompt", body.get("text"))  # vLLM says prompt, others text
+    body = json_object(response) or {}
+    text = body.get("prompt", body.get("text"))  # vLLM says prompt, others text
+    return text if isinstance(text, str) else None
 
 
 def _spell(number: int, alphabet: Sequence[int]) -> list[int]:
@@ -134,11 +137,11 @@ async def _chat_count(http, root: str, model: str, content: str) -> int | None:
         return None
     if response.status_code != 200:
         return None
-    answer = response.json()
+    answer = json_object(response) or {}
     tokens, count = answer.get("tokens"), answer.get("count")
     if isinstance(tokens, list):
         return len(tokens)
-    return count if isinstance(count, int) else None
+    return count if type(count) is int else None
 
 
 async def _exact_chat_text(

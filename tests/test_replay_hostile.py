@@ -79,14 +79,14 @@ def url():
     server.shutdown()
 
 
-def replay(url: str, tmp_path: Path, outputs: list[int]):
+def replay(url: str, tmp_path: Path, outputs: list[int], *args: str):
     workload = tmp_path / "w.csv"
     rows = [f"{0.05 * i},8,{n}" for i, n in enumerate(outputs)]
     workload.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "live", "replay", "--endpoint", url, "--workload", str(workload),
-         "--out", str(out), "--read-timeout", "30"],
+         "--out", str(out), "--read-timeout", "30", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return done, out
@@ -129,3 +129,52 @@ def test_a_server_claiming_more_tokens_or_sending_endless_chunks_fails_that_requ
     # A server that streams chunks without tokens would hold the replay forever (each chunk
     # resets the read timeout): it is cut off after 4 chunks per token asked (+ 64).
     assert "more than 100 chunks for 9 tokens (0 received)" in table.loc[2, "reject_reason"]
+
+
+class LiarHandler(Handler):
+    """Answers 200 to everything, as a catch-all proxy or web app may: HTML, or JSON of the
+    wrong shape, where live serve's /pdlab/clock, /tokenize and /detokenize would be."""
+
+    models = {"object": "list", "data": [{"id": "fake"}]}
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(200, json.dumps(self.models).encode())
+        else:
+            self._send(200, b"<html>hello</html>", "text/html")
+
+    def do_POST(self) -> None:
+        if self.path == "/v1/completions":
+            super().do_POST()
+        else:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._send(200, b"[1, 2, 3]" if self.path == "/tokenize" else b'"text"')
+
+
+@pytest.fixture
+def liar():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LiarHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    LiarHandler.models = {"object": "list", "data": [{"id": "fake"}]}
+
+
+@pytest.mark.parametrize("mode", ["auto", "text"])
+def test_answers_of_the_wrong_shape_are_taken_as_no_such_endpoint(liar, tmp_path, mode):
+    done, out = replay(liar, tmp_path, [3, 3], "--prompt-mode", mode)
+    if mode == "text":  # text prompts need a /tokenize: one line saying so
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "/tokenize does not answer" in done.stderr.strip().splitlines()[-1]
+        return
+    assert done.returncode == 0, done.stderr
+    assert pd.read_csv(out / "requests.csv")["status"].tolist() == ["finished", "finished"]
+
+
+def test_a_model_list_of_the_wrong_shape_is_one_line_and_exit_2(liar, tmp_path):
+    LiarHandler.models = {"object": "list", "data": 5}
+    done, _out = replay(liar, tmp_path, [3])
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: "), done.stderr
+    assert "model list" in done.stderr and "Traceback" not in done.stderr, done.stderr
