@@ -6,7 +6,8 @@
 - `DoneWatch`: the SDK ends its iteration quietly when the connection closes, whether `data:
   [DONE]` came or not, so a server that died mid-answer looked finished. An httpx response hook
   passes every streamed body through a DoneWatch, which notes the mark; `_ending` fails a
-  stream without it, or one with no tokens where tokens were asked.
+  stream without it, or one with no tokens where tokens were asked. It also refuses a line
+  over 1 MiB (the SDK would hold an endless line in memory).
 - `_warm_streaming`: the SDK's stream parsing, warmed up offline before the clock starts.
 """
 
@@ -120,14 +121,17 @@ def _ending(stream, seen: int, asked: int, url: str) -> tuple[str, str]:
 
 
 class DoneWatch:
-    """A response body passed through unchanged, noting whether `data: [DONE]` came by.
+    """A response body passed through unchanged, noting whether `data: [DONE]` came by, and
+    refusing a line over MAX_LINE bytes (the SDK would hold an endless line in memory, and its
+    bytes keep the read timeout from firing; a real chunk is a few hundred bytes).
 
     (Made an httpx2.AsyncByteStream by `_watching`, which httpx requires of a body.)"""
 
     MARK = b"data: [DONE]"
+    MAX_LINE = 1 << 20
 
     def __init__(self, stream) -> None:
-        self.stream, self.done, self.tail = stream, False, b""
+        self.stream, self.done, self.tail, self.line = stream, False, b"", 0
 
     async def __aiter__(self):
         async for chunk in self.stream:
@@ -135,6 +139,10 @@ class DoneWatch:
                 seen = self.tail + chunk
                 self.done = self.MARK in seen
                 self.tail = seen[-len(self.MARK) :]
+            end = chunk.rfind(b"\n")
+            self.line = len(chunk) - end - 1 if end >= 0 else self.line + len(chunk)
+            if self.line > self.MAX_LINE:
+                raise StreamError(f"an SSE line over {self.MAX_LINE} bytes: stopped reading")
             yield chunk
 
     async def aclose(self) -> None:

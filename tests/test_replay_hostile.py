@@ -42,6 +42,7 @@ BEHAVIOUR = {  # max_tokens -> the SSE body the server sends
     7: b"data: [DONE]\n\n",  # [DONE] and not a single token of the 7 asked
     8: _chunk("a", 10**12, "length") + b"data: [DONE]\n\n",  # claims 10**12 tokens of 8
     9: _chunk("", 0, None) * 5000 + b"data: [DONE]\n\n",  # chunks without tokens (as forever)
+    10: _tokens(1, finish=False) + b"data: " + b"x" * 3_000_000,  # one line with no end
 }
 
 
@@ -120,12 +121,13 @@ def test_a_malformed_chunk_fails_only_its_request_and_the_run_is_written(url, tm
 
 def test_a_server_claiming_more_tokens_or_sending_endless_chunks_fails_that_request(url, tmp_path):
     """A lying usage count once meant a list of 10**12 token times (MemoryError, nothing kept)."""
-    done, out = replay(url, tmp_path, [3, 8, 9])
+    done, out = replay(url, tmp_path, [3, 8, 9, 10])
     assert done.returncode == 2, done.stderr
-    assert "2 of 3 requests failed; request 1:" in done.stderr, done.stderr
+    assert "3 of 4 requests failed; request 1:" in done.stderr, done.stderr
     assert "more than the 8 asked" in done.stderr, done.stderr
     table = pd.read_csv(out / "requests.csv").set_index("request_id")
-    assert table["status"].tolist() == ["finished", "failed", "failed"]
+    assert table["status"].tolist() == ["finished", "failed", "failed", "failed"]
+    assert "an SSE line over 1048576 bytes" in table.loc[3, "reject_reason"]
     # A server that streams chunks without tokens would hold the replay forever (each chunk
     # resets the read timeout): it is cut off after 4 chunks per token asked (+ 64).
     assert "more than 100 chunks for 9 tokens (0 received)" in table.loc[2, "reject_reason"]
