@@ -209,7 +209,17 @@ def create_app(engine, served_name: str, args=None):
             return JSONResponse(body, headers=headers)
         events = stream_events(engine, queue, handle, text, chat, ident, served_name,
                                data.stream_options)  # fmt: skip
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        # Start the stream here, while a disconnect still cancels this handler: a generator that
+        # never started has no `finally` to run, and Starlette may see the client leave before
+        # it starts one (then nothing would abort the request). Once started, a dropped
+        # generator is closed by asyncio, which runs its `finally`: the abort.
+        try:
+            first = await anext(events)
+        except asyncio.CancelledError:
+            await events.aclose()
+            raise
+        return StreamingResponse(_then(first, events), media_type="text/event-stream",
+                                 headers=headers)  # fmt: skip
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -220,6 +230,13 @@ def create_app(engine, served_name: str, args=None):
         return await serve(request, chat=True)
 
     return app
+
+
+async def _then(first: str, rest):
+    """`first`, then the rest of a started stream."""
+    yield first
+    async for chunk in rest:
+        yield chunk
 
 
 def error_chunk(message: str) -> str:
