@@ -35,7 +35,7 @@ import pandas as pd
 
 from sim.cluster import simulate
 from sim.config import SimConfig
-from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
+from sim.memory import kv_blocks, num_workers  # (here too: the app imports them from here)
 from sim.parallel import cpu_jobs, map_points, pool_context, process_cpu_seconds
 from sim.request import RequestSpec
 from sim.sweep import requests_at_rate, sweep_row
@@ -99,35 +99,6 @@ class BudgetExceeded(ValueError):
 
     def __str__(self) -> str:
         return self.message
-
-
-def num_workers(config: SimConfig) -> int:
-    topo = config.topology
-    if topo.topology == "router":
-        return topo.num_instances
-    if topo.topology == "disaggregated":
-        return topo.num_prefill + topo.num_decode
-    return 1
-
-
-def kv_blocks(config: SimConfig) -> int:
-    """KV blocks of all the run's workers (what the engines allocate before the first step)."""
-    hw, eng, topo = config.hardware, config.engine, config.topology
-    if hw.gpu.lower() == "custom":
-        gpu = custom_gpu(hw.gpu_tflops, hw.gpu_bw_gb_s, hw.gpu_mem_gb)
-    else:
-        gpu = get_gpu(hw.gpu)
-    model = get_model(hw.model)
-
-    def per_worker(g) -> int:
-        tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-            g, model, hw.tensor_parallel, eng.mem_utilization)
-        return tokens // eng.block_size
-
-    if topo.topology == "disaggregated":
-        decode = get_gpu(topo.decode_gpu) if topo.decode_gpu else gpu
-        return topo.num_prefill * per_worker(gpu) + topo.num_decode * per_worker(decode)
-    return num_workers(config) * per_worker(gpu)
 
 
 def check(config: SimConfig, num_requests: int, budget: Budget) -> None:
