@@ -20,7 +20,8 @@ Notable features
   shared counter and stop when it is spent; this process also watches the workers' own CPU time
   (/proc) and terminates them past the budget. The first point over budget stops the sweep: the
   points not started are cancelled, the error is the serial one.
-- The live_* fields bound the Live page (app_pages/live.py), where a run holds the real model.
+- The live_* fields bound the Live page (app_pages/live.py), where a run holds the real model;
+  the serve_* fields the Serve page's replays against a real server (app_pages/serve.py).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class Budget:
     live_seconds: float = 90.0  # wall time of one click, all its runs (a run takes 5-20 s)
     live_prompt_tokens: int = 128  # tokens kept of each typed prompt line
     live_kv_tokens: int = 16_384  # KV rows preallocated, all workers (SmolLM2: ~46 KB each)
+    # The Serve page's replays (app_pages/serve.py), which hold a session's thread in real time:
+    serve_requests: int = 32  # requests per replay (an upload is read up to one more row)
+    serve_seconds: float = 120.0  # the arrivals' span, and the replay's wall time, at most
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
