@@ -98,7 +98,7 @@ with watch_tab:
             st.code(SERVE_CMD, language="bash")
             return
         meta, load = run.meta, run.meta.get("load", {})
-        esc = w.escape_markdown  # the server's own words: any server, when the operator says any
+        esc = w.as_code  # the server's own words (any server, where the operator says any)
         try:
             up = float(meta.get("now_s", 0.0))
         except (TypeError, ValueError):

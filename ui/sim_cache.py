@@ -31,7 +31,7 @@ from sim.request import RequestSpec
 from sim.scenarios import get_scenario
 from sim.trace import RunResult
 from sim.workload import WorkloadConfig, generate
-from ui.errors import escape_markdown
+from ui.errors import as_code
 from ui.i18n import t
 from ui.labels import sim_label
 from ui.language import lang, translator
@@ -94,7 +94,7 @@ def _simulate_or_refuse(key: str, lang: str, _workload: Workload,
     except BudgetExceeded as err:
         return budget_message(err)
     except ValueError as err:  # the simulator refused the configuration (a WorkloadError too)
-        line = escape_markdown(str(err).splitlines()[0])  # quotes the visitor's knobs: as text
+        line = as_code(str(err).splitlines()[0])  # it quotes the visitor's knobs: as text
         return t("common.config_error", lang, message=line)
 
 
@@ -150,7 +150,7 @@ def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfi
     except BudgetExceeded as err:
         return budget_message(err)
     except ValueError as err:
-        line = escape_markdown(str(err).splitlines()[0])  # quotes the visitor's knobs: as text
+        line = as_code(str(err).splitlines()[0])  # it quotes the visitor's knobs: as text
         return t("common.config_error", lang, message=line)
 
 

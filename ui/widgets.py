@@ -31,7 +31,7 @@ import streamlit as st
 
 from sim.budget import BudgetExceeded
 from ui.engine_notes import TOPOLOGY_CAVEATS, VERIFIED, engine_note, policy_note, topology_caveats
-from ui.errors import escape_markdown, say
+from ui.errors import as_code, escape_markdown, say
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
 from ui.language import KOREAN_TEXT_CSS, lang, language_picker, text_style, translator
 from ui.model_upload import check_model
@@ -68,7 +68,7 @@ __all__ = [
     # ui/engine_notes.py
     "TOPOLOGY_CAVEATS", "VERIFIED", "engine_note", "policy_note", "topology_caveats",
     # ui/errors.py
-    "escape_markdown", "say",
+    "as_code", "escape_markdown", "say",
     # here
     "config_error", "formula", "goodput_table", "number_table", "parse_knobs",
     "runs_table", "show_code",
@@ -83,7 +83,7 @@ def config_error(err: Exception, where=None) -> None:
     elif isinstance(err, BudgetExceeded):
         message = budget_message(err)
     else:  # the simulator's sentence quotes the visitor's knob text: shown as text
-        message = T("common.config_error", message=escape_markdown(str(err).splitlines()[0]))
+        message = T("common.config_error", message=as_code(str(err).splitlines()[0]))
     (where or st).error(message)
 
 
