@@ -22,12 +22,18 @@ from pathlib import Path
 
 from sim.hardware import MlaSpec, ModelSpec, MoeSpec
 
+MAX_CONFIG_BYTES = 16 << 20  # the largest real config.json files are tens of kB
+
 
 @functools.lru_cache(maxsize=64)
 def read_model_file(path: str, _mtime_ns: int) -> ModelSpec:
     """Parse a config.json once per (path, modification time)."""
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as f:  # a config.json is kB: a huge file (or /dev/zero) is not one
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ValueError(f"{path} has more than {MAX_CONFIG_BYTES >> 20} MB: not a config.json")
+        config = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read {path} as a JSON config: {err}") from None
     except RecursionError:  # JSON nested thousands deep: no config.json is

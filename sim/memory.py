@@ -55,12 +55,13 @@ def kv_blocks(config: SimConfig) -> int:
     return num_workers(config) * per_worker(gpu)
 
 
-def needed_bytes(config: SimConfig) -> int:
-    """Roughly the most memory one run of `config` holds (the KV books dominate past ~1 GB)."""
+def needed_bytes(config: SimConfig, copies: int = 1) -> int:
+    """Roughly the most memory `copies` runs of `config` at once hold (a sweep's processes: the
+    interpreter's pages are shared by the forked workers, each builds its own KV books)."""
     from sim.policies import make_policy
 
     caching = make_policy(config.policy, config.knobs).prefix_caching
-    return BASE_BYTES + (kv_blocks(config) * KV_BLOCK_BYTES if caching else 0)
+    return BASE_BYTES + max(1, copies) * (kv_blocks(config) * KV_BLOCK_BYTES if caching else 0)
 
 
 def available_bytes() -> int:
@@ -85,7 +86,7 @@ def available_bytes() -> int:
 def check_memory(config: SimConfig, copies: int = 1) -> None:
     """ValueError (one line, what to change) when `copies` runs of `config` at once (a sweep's
     worker processes) would need more memory than this machine has free."""
-    need = needed_bytes(config) * max(1, copies)
+    need = needed_bytes(config, copies)
     have = available_bytes()
     if need <= have:
         return

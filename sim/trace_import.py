@@ -252,7 +252,7 @@ def load_mooncake(source: Source, max_rows: int | None = None) -> list[RequestSp
             hashes = tuple(int(h) for h in row.get("hash_ids", ()))
         except RecursionError:  # a row nested thousands deep is no Mooncake row
             raise WorkloadError(line, "json", "the JSON is nested too deep") from None
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, OverflowError) as e:  # (int(1e400): Overflow)
             problem = f"expected timestamp, input_length, output_length, hash_ids ({e})"
             raise WorkloadError(line, "json", problem) from None
         arrivals.append(_arrival(str(stamp / 1000 if _is_number(stamp) else stamp), line))

@@ -213,3 +213,36 @@ def test_workers_die_with_a_killed_sweep():
     proc.kill()
     proc.wait(timeout=30)
     assert gone(workers), "SIGKILL left the sweep's workers running"
+
+
+# ---- found on a further pass ---------------------------------------------------------------
+
+
+def test_a_hash_id_too_large_for_an_integer_names_its_line(capsys, tmp_path):
+    trace = tmp_path / "h.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 5, '
+                     '"hash_ids": [1e400]}\n')  # fmt: skip
+    code, _, err = cli(capsys, "run", "--workload", str(trace), "--json")
+    assert "line 1" in one_line_error(code, err)
+
+
+def test_a_model_file_of_gigabytes_is_not_read_in_full(capsys, tmp_path):
+    huge = tmp_path / "config.json"
+    with open(huge, "wb") as f:
+        f.truncate(17 << 20)  # (sparse: 17 MB of zeros, written in no time)
+    code, _, err = cli(capsys, "run", "--scenario", "c2", "--model", str(huge))
+    assert "MB" in one_line_error(code, err)
+
+
+def test_a_parallel_sweep_counts_each_workers_kv_books(monkeypatch):
+    from sim.config import SimConfig, with_overrides
+    from sim.memory import check_memory, needed_bytes
+
+    config = with_overrides(SimConfig(), {"topology": "router", "num_instances": "16",
+                                          "model": "SmolLM2-135M", "gpu": "B200"})  # fmt: skip
+    one, eight = needed_bytes(config), needed_bytes(config, copies=8)
+    assert 7 * (one - 300 * 2**20) < eight - 300 * 2**20 < 9 * (one - 300 * 2**20)
+    monkeypatch.setenv("PDLAB_CLI_MEMORY_GB", str(2 * one / 2**30))
+    check_memory(config)
+    with pytest.raises(ValueError, match="--jobs"):
+        check_memory(config, copies=8)
