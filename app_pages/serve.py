@@ -97,6 +97,11 @@ with watch_tab:
             w.say("warning", "serve.no_server", url=endpoint.url, message=str(err))
             st.code(SERVE_CMD, language="bash")
             return
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+            # Any server can answer (PDLAB_ALLOW_ENDPOINTS=any): JSON nested too deep, columns
+            # of the wrong type... are its fault, said in one line, not the page's error.
+            w.say("warning", "serve.no_server", url=endpoint.url, message=type(err).__name__)
+            return
         meta, load = run.meta, run.meta.get("load", {})
         esc = w.as_code  # the server's own words (any server, where the operator says any)
         try:
@@ -132,7 +137,8 @@ with watch_tab:
         watch()
         st.markdown(f"**{T('serve.chat')}**")
         max_tokens = w.slider("chat_tokens", T("serve.chat_tokens"), 8, 256, 64)
-    question = None if down else st.chat_input(T("serve.chat_placeholder"), key="chat")
+    question = None if down else st.chat_input(T("serve.chat_placeholder"), key="chat",
+                                               max_chars=2000)  # (a chat message, not a book)
     if question:
         from live.serve_client import stream_chat
 
@@ -145,6 +151,9 @@ with watch_tab:
                 )
             except EndpointError as err:
                 w.say("error", "serve.chat_error", message=str(err))
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+                w.say("error", "serve.chat_error", message=type(err).__name__)  # a hostile
+                #                                  server's stream: its fault, one line
 
 # ---- (b) replay a workload, measured beside predicted -----------------------------------------
 

@@ -65,6 +65,8 @@ class Budget:
     # The Serve page's replays (app_pages/serve.py), which hold a session's thread in real time:
     serve_requests: int = 32  # requests per replay (an upload is read up to one more row)
     serve_seconds: float = 120.0  # the arrivals' span, and the replay's wall time, at most
+    serve_tokens: int = 16_384  # prompt + output tokens of one replayed request (the prompts
+    #                             are built in the app's memory before the clock starts)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

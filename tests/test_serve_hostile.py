@@ -90,3 +90,39 @@ def test_a_replay_is_cut_at_its_wall_time_limit():
     started = time.monotonic()
     assert run_stoppable(sleeps_then_says_it_was_cut, 0.3, lambda s: None, 0.05) == "interrupted"
     assert time.monotonic() - started < 10
+
+
+def test_an_upload_with_a_request_of_a_million_tokens_is_refused():
+    at = upload_to_serve(b"arrival_s,prompt_tokens,output_tokens\n0,1000000,4\n")
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "PDLAB_SERVE_TOKENS" in errors[0], errors
+
+
+@pytest.fixture
+def hostile_server():
+    """A loopback HTTP server whose /pdlab/trace is JSON nested 100,000 deep."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"[" * 100_000 + b"]" * 100_000
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_hostile_servers_trace_is_one_warning_not_the_pages_error(hostile_server):
+    at = open_page(SERVE, {"url": hostile_server})
+    assert not at.exception, at.exception
+    assert at.warning and hostile_server.removeprefix("http://") in at.warning[0].value

@@ -80,7 +80,8 @@ GRACE_S = 60.0  # after the last arrival, time for the last requests to finish (
 def replay_workload(workload: str, upload, limits):
     """The requests the page would replay: a built-in live workload, or the upload read only up
     to one row past `limits.serve_requests` (a 20 MB file is not parsed in full to be refused).
-    BudgetExceeded (serve_requests, serve_seconds) or WorkloadError (a bad line) if refused."""
+    BudgetExceeded (serve_requests, serve_tokens, serve_seconds) or WorkloadError (a bad line)
+    if refused."""
     from sim.budget import BudgetExceeded
 
     if upload is not None:
@@ -94,6 +95,10 @@ def replay_workload(workload: str, upload, limits):
     if len(requests) > limits.serve_requests:
         raise BudgetExceeded("serve_requests", limits.serve_requests,
                              f"more than {limits.serve_requests} requests")  # fmt: skip
+    longest = max((r.prompt_tokens + r.output_tokens for r in requests), default=0)
+    if longest > limits.serve_tokens:
+        raise BudgetExceeded("serve_tokens", limits.serve_tokens,
+                             f"a request of {longest:,} tokens")  # fmt: skip
     last = max((r.arrival_s for r in requests), default=0.0)
     if last > limits.serve_seconds:  # the replay sleeps until each arrival, in real time
         raise BudgetExceeded("serve_seconds", limits.serve_seconds,
