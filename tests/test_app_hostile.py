@@ -138,3 +138,18 @@ def test_a_public_address_is_still_allowed_when_the_operator_says_any():
     assert checked_endpoint("http://203.0.113.7:8000", "any").url == "http://203.0.113.7:8000"
     with pytest.raises(ValueError):
         checked_endpoint("http://[::ffff:127.0.0.1]:8000", "loopback")
+
+
+# ---- found on a further pass ---------------------------------------------------------------
+
+
+def test_an_uploaded_models_name_cannot_carry_html_into_chart_titles():
+    from ui.model_upload import save_config
+
+    crafted = QLIST.replace(b', "quantization_config": [1, 2]',
+                            b', "_name_or_path": "<a href=\'https://evil.example\'>x</a>"')
+    with pytest.raises(ValueError, match="_name_or_path"):
+        save_config(crafted, "m")
+    good = crafted.replace(b"<a href='https://evil.example'>x</a>", b"org/My-Model_1.5")
+    path = save_config(good, "../../" + "n" * 300 + "<b>")  # a browser's file name: any text
+    assert path.parent.parent.name == "pdlab_models" and len(path.parent.name) < 80

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from ui.language import translator
 
 UPLOADS = Path(tempfile.gettempdir()) / "pdlab_models"
 MAX_BYTES = 200_000  # a config.json is a few kB; anything bigger is not one
+SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
 def save_config(data: bytes, name: str = "") -> Path:
@@ -46,9 +48,15 @@ def save_config(data: bytes, name: str = "") -> Path:
         raise ValueError(f"not a JSON file: {err}") from None
     except RecursionError:  # 200 kB of "[[[[...": Python's parser gives up, with a traceback
         raise ValueError("the JSON is nested too deep for a config.json") from None
-    model_from_hf_config(config)  # raises ValueError naming the missing or bad field
+    spec = model_from_hf_config(config)  # raises ValueError naming the missing or bad field
+    # The model's name (from _name_or_path) becomes chart titles, where plotly reads <a href>,
+    # and captions: a Hugging Face repo id is letters, digits and . _ - only.
+    if not SAFE_NAME.fullmatch(spec.name):
+        raise ValueError("_name_or_path may hold only letters, digits and . _ - / (a Hugging "
+                         "Face repo id)")  # fmt: skip
     digest = hashlib.sha256(data).hexdigest()[:16]
-    folder = UPLOADS / (f"{Path(name).stem}-{digest}" if name else digest)
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).stem)[:40].lstrip(".")  # the browser's
+    folder = UPLOADS / (f"{stem}-{digest}" if stem else digest)  # file name: any text at all
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.json"
     if not path.is_file():
@@ -81,6 +89,6 @@ def uploaded_model(label: str, help: str | None = None, key: str = "hfcfg") -> s
         return None
     try:
         return str(save_config(upload.getvalue(), Path(upload.name).stem))
-    except ValueError as err:  # quotes the file's own fields: shown as text
+    except (ValueError, OSError) as err:  # (OSError: the server's disk) quoted as text
         say("error", "errors.bad_config", message=str(err).splitlines()[0])
         return None
