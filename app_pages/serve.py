@@ -54,8 +54,8 @@ except EndpointError as err:
 # work: say what the page needs, in the visitor's language, and leave those out (issue 26).
 down = probe(endpoint)
 if down:
-    w.say("warning", "errors.serve_down", url=endpoint.url, why=T(f"errors.serve_{down}"))
-    st.code(SERVE_CMD + "   # then this page finds it by itself", language="bash")
+    st.warning(T("errors.serve_down", url=w.as_code(endpoint.url), why=T(f"errors.serve_{down}")))
+    st.code(SERVE_CMD, language="bash")
 
     @st.fragment(run_every=2.0)
     def wait_for_server() -> None:  # the page comes back whole once something answers
@@ -69,7 +69,8 @@ watch_tab, replay_tab = st.tabs([T("serve.tab_watch"), T("serve.tab_replay")])
 # ---- (a) watch a live serve ------------------------------------------------------------------
 
 with watch_tab:
-    last = w.slider("last", T("serve.last"), 4, 60, 20, help=T("serve.last_help"))
+    if not down:  # (no timeline to size without a server)
+        last = w.slider("last", T("serve.last"), 4, 60, 20, help=T("serve.last_help"))
     with st.expander(T("serve.howto")):
         st.markdown(T("serve.howto_text"))
         st.code(
