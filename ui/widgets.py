@@ -9,6 +9,7 @@ job each, and this module imports their public names (__all__ lists them):
 - ui/sim_cache.py      simulations cached for all sessions, within a budget (`limits()`)
 - ui/figure_cache.py   timelines and charts built once and sent to the browser cheaply
 - ui/engine_notes.py   which real engine each policy mirrors, and what the checks leave out
+- ui/errors.py         text a visitor, a file or a server wrote, shown as text (`say`, `as_code`)
 
 What stays here is how a page shows text and tables:
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
@@ -16,7 +17,8 @@ What stays here is how a page shows text and tables:
 - `show_code`, `formula`: the source a lesson demonstrates, a formula with its caption.
 - `runs_table`, `goodput_table`: the headline numbers of some runs, column names translated;
   `number_table` shows any table of numbers, formatted in the browser.
-- `parse_knobs` reads typed knobs; `escape_markdown` shows typed text as it is.
+- `parse_knobs` reads typed knobs (a `model=` only from the catalog or an upload:
+  ui/model_upload.check_model).
 - Labels the simulator makes (variant names, request ids) reach a page only through
   `ui.labels` (`sim_label`, `request_label`): sim/ keeps them as English ids, the page shows them
   in the visitor's language.
