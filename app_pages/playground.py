@@ -53,7 +53,7 @@ else:
     try:  # parsing stops after MAX_REQUESTS + 1 rows: a huge file costs no more than that
         requests = load_csv(upload, max_rows=MAX_REQUESTS + 1)
     except WorkloadError as err:
-        st.error(T("play.bad_csv", message=str(err)))
+        w.say("error", "play.bad_csv", message=str(err))  # it quotes the file: as text
         st.stop()
     if len(requests) > MAX_REQUESTS:
         st.warning(T("play.truncated_rows", limit=MAX_REQUESTS))

@@ -4,22 +4,31 @@
 class can send requests from their laptops and watch them queue, prefill, decode and stall.
 (b) A small workload replayed against any OpenAI-compatible server (live/replay.py), measured
 beside the simulator's prediction. URLs are fetched only as the operator allows
-(PDLAB_ALLOW_ENDPOINTS, live/serve_client.py).
+(PDLAB_ALLOW_ENDPOINTS, live/serve_client.py, and ui/endpoints.py's stricter checks).
+
+Bounded for a hosted app: a replay takes at most `serve_requests` requests whose arrivals span
+at most `serve_seconds` (sim/budget.py; PDLAB_SERVE_REQUESTS, PDLAB_SERVE_SECONDS), an upload is
+read only up to one row past that, and the replay runs where leaving the page stops it
+(ui/replay_runner.py). Whatever the visitor, the server or a file wrote is shown as text.
 """
 
 import importlib.util
 
 import streamlit as st
 
-from live.serve_client import ALLOW_ENV, EndpointError, allowed_mode, check_endpoint
+from live.serve_client import ALLOW_ENV, EndpointError, allowed_mode
+from sim.budget import BudgetExceeded
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.hardware import GPUS, MODELS
 from sim.policies import POLICIES
 from ui import widgets as w
+from ui.endpoints import checked_endpoint, probe
+from ui.replay_runner import GRACE_S, replay_workload, run_stoppable
 
 T = w.translator()
 REFRESH_S = 1.0
-MAX_REPLAY_REQUESTS = 32  # the page's replays stay small; the CLI takes any size
+LIMITS = w.limits()  # serve_requests, serve_seconds: the page's replays stay small (the CLI
+#                      takes any size)
 SERVE_CMD = "python -m live serve --model tiny --port 8000"
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -36,17 +45,32 @@ url = st.text_input(
     T("serve.url"), DEFAULT_URL, key="url", bind="query-params", help=T(f"serve.url_help_{mode}")
 )
 try:
-    endpoint = check_endpoint(url, mode)
+    endpoint = checked_endpoint(url, mode)
 except EndpointError as err:
-    st.error(T("serve.bad_url", message=str(err)))
+    w.say("error", "serve.bad_url", message=str(err))
     st.stop()
+
+# Is anything listening there? Without a server the timeline, the chat and the replay cannot
+# work: say what the page needs, in the visitor's language, and leave those out (issue 26).
+down = probe(endpoint)
+if down:
+    st.warning(T("errors.serve_down", url=w.as_code(endpoint.url), why=T(f"errors.serve_{down}")))
+    st.code(SERVE_CMD, language="bash")
+
+    @st.fragment(run_every=2.0)
+    def wait_for_server() -> None:  # the page comes back whole once something answers
+        if probe(endpoint) is None:
+            st.rerun(scope="app")
+
+    wait_for_server()
 
 watch_tab, replay_tab = st.tabs([T("serve.tab_watch"), T("serve.tab_replay")])
 
 # ---- (a) watch a live serve ------------------------------------------------------------------
 
 with watch_tab:
-    last = w.slider("last", T("serve.last"), 4, 60, 20, help=T("serve.last_help"))
+    if not down:  # (no timeline to size without a server)
+        last = w.slider("last", T("serve.last"), 4, 60, 20, help=T("serve.last_help"))
     with st.expander(T("serve.howto")):
         st.markdown(T("serve.howto_text"))
         st.code(
@@ -71,20 +95,23 @@ with watch_tab:
         try:
             run = fetch_trace(endpoint, last)
         except EndpointError as err:
-            st.warning(T("serve.no_server", url=endpoint.url, message=str(err)))
+            w.say("warning", "serve.no_server", url=endpoint.url, message=str(err))
             st.code(SERVE_CMD, language="bash")
             return
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+            # Any server can answer (PDLAB_ALLOW_ENDPOINTS=any): JSON nested too deep, columns
+            # of the wrong type... are its fault, said in one line, not the page's error.
+            w.say("warning", "serve.no_server", url=endpoint.url, message=type(err).__name__)
+            return
         meta, load = run.meta, run.meta.get("load", {})
-        st.caption(
-            T(
-                "serve.server_info",
-                model=meta.get("model", "?"),
-                device=str(meta.get("gpu", "?")),
-                policy=meta.get("policy", "?"),
-                topology=meta.get("topology", "?"),
-                up=float(meta.get("now_s", 0.0)),
-            )
-        )
+        esc = w.as_code  # the server's own words (any server, where the operator says any)
+        try:
+            up = float(meta.get("now_s", 0.0))
+        except (TypeError, ValueError):
+            up = 0.0
+        st.caption(T("serve.server_info", model=esc(meta.get("model", "?")),
+                     device=esc(meta.get("gpu", "?")), policy=esc(meta.get("policy", "?")),
+                     topology=esc(meta.get("topology", "?")), up=up))  # fmt: skip
         if meta.get("policy") in POLICIES:  # the server's own scheduler, as on every lesson
             w.engine_note(meta["policy"], caveat_key=w.topology_caveats(meta.get("topology", "")))
         c1, c2, c3, c4 = st.columns(4)
@@ -107,11 +134,12 @@ with watch_tab:
         )
         st.caption(T("serve.timeline_caption"))
 
-    watch()
-
-    st.markdown(f"**{T('serve.chat')}**")
-    max_tokens = w.slider("chat_tokens", T("serve.chat_tokens"), 8, 256, 64)
-    question = st.chat_input(T("serve.chat_placeholder"), key="chat")
+    if not down:
+        watch()
+        st.markdown(f"**{T('serve.chat')}**")
+        max_tokens = w.slider("chat_tokens", T("serve.chat_tokens"), 8, 256, 64)
+    question = None if down else st.chat_input(T("serve.chat_placeholder"), key="chat",
+                                               max_chars=2000)  # (a chat message, not a book)
     if question:
         from live.serve_client import stream_chat
 
@@ -123,7 +151,10 @@ with watch_tab:
                     w.escape_markdown(part) for part in stream_chat(endpoint, question, max_tokens)
                 )
             except EndpointError as err:
-                st.error(T("serve.chat_error", message=str(err)))
+                w.say("error", "serve.chat_error", message=str(err))
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+                w.say("error", "serve.chat_error", message=type(err).__name__)  # a hostile
+                #                                  server's stream: its fault, one line
 
 # ---- (b) replay a workload, measured beside predicted -----------------------------------------
 
@@ -159,6 +190,16 @@ with replay_tab:
         upload = st.file_uploader(T("play.upload"), type=["csv"], help=T("play.upload_help"))
     else:
         st.caption(T(f"live.about_{workload}"))
+    requests = None  # read as soon as it is chosen, within the limits (ui/replay_runner.py)
+    if workload == "upload" and upload is None:
+        st.caption(T("serve.no_file"))
+    else:
+        try:
+            requests = replay_workload(workload, upload, LIMITS)
+        except BudgetExceeded as err:
+            w.config_error(err)
+        except ValueError as err:  # a WorkloadError: the line and what is wrong with it
+            w.say("error", "play.bad_csv", message=str(err))
 
     try:
         config = with_overrides(
@@ -171,32 +212,16 @@ with replay_tab:
     # The prediction's policy: which engine it mirrors, and what the checks cover.
     w.engine_note(config.policy, caveat_key=w.topology_caveats(config.topology.topology))
 
-    if st.button(T("serve.run"), type="primary"):
+    if st.button(T("serve.run"), type="primary", disabled=bool(down) or requests is None):
         if importlib.util.find_spec("openai") is None:
             st.warning(T("serve.needs_live"))
             st.code("pip install -r requirements-live.txt")
             st.stop()
-        from live.replay import ReplayError, ReplayOptions, replay
+        import asyncio
+
+        from live.replay import ReplayError, ReplayOptions, replay_async
         from live.replay_report import predict, summary_of
 
-        if workload == "upload":
-            if upload is None:
-                st.error(T("serve.no_file"))
-                st.stop()
-            from sim.workload import load_csv
-
-            try:
-                requests = load_csv(upload)
-            except ValueError as err:
-                st.error(T("play.bad_csv", message=str(err)))
-                st.stop()
-        else:
-            from live.workloads import live_workload
-
-            requests = live_workload(workload)
-        if len(requests) > MAX_REPLAY_REQUESTS:
-            st.error(T("serve.too_many", n=len(requests), limit=MAX_REPLAY_REQUESTS))
-            st.stop()
         options = ReplayOptions(
             endpoint.root,
             read_timeout_s=30.0,
@@ -204,12 +229,25 @@ with replay_tab:
             ttft_slo_s=config.slo.ttft_slo_s,
             tpot_slo_s=config.slo.tpot_slo_s,
         )
-        with st.spinner(T("serve.replaying", n=len(requests))):
-            try:
-                result = replay(requests, options)
-            except (ReplayError, ValueError, OSError) as err:
-                st.error(T("serve.replay_failed", message=str(err).splitlines()[0]))
-                st.stop()
+        limit_s = LIMITS.serve_seconds + GRACE_S
+        st.button(T("errors.serve_stop"))  # any click reruns the page, which stops the replay
+        bar = st.progress(0.0, text=T("serve.replaying", n=len(requests)))
+
+        def tick(elapsed: float) -> None:  # an st call: where Streamlit stops a visitor's run
+            bar.progress(min(1.0, elapsed / limit_s),
+                         text=T("errors.serve_progress", s=elapsed, limit=limit_s))  # fmt: skip
+
+        try:
+            result = run_stoppable(lambda: replay_async(requests, options), limit_s, tick)
+        except (ReplayError, ValueError, OSError) as err:
+            w.say("error", "serve.replay_failed", message=str(err).splitlines()[0])
+            st.stop()
+        except asyncio.CancelledError:  # cut before the first request was sent
+            w.say("warning", "errors.serve_cut", limit=limit_s)
+            st.stop()
+        bar.empty()
+        if result.interrupted:
+            w.say("warning", "errors.serve_cut", limit=limit_s)
         st.session_state["serve_replay"] = {
             "result": result,
             "summary": summary_of(result),
@@ -231,8 +269,8 @@ with replay_tab:
                 failed=summary["failed"] + summary["rejected"],
             )
         )
-        for m in result.failed[:3]:
-            st.warning(T("serve.request_failed", id=m.spec.request_id, message=m.error))
+        for m in result.failed[:3]:  # the server's words: as text
+            w.say("warning", "serve.request_failed", id=m.spec.request_id, message=m.error)
         w.timeline_runs(
             [
                 (T("serve.measured", url=endpoint.host), result.run),

@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import os
+import signal
 import sys
 
 # OpenBLAS starts a pool of worker threads when numpy is imported, and they spin while they
@@ -23,7 +24,26 @@ from sim.cli import main  # noqa: E402  (after the environment above)
 # line's own process: the app and the library keep the interpreter's defaults.)
 gc.set_threshold(50_000, 20, 20)
 
-code = main()
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (`kill`, a batch scheduler's time limit): unwinds like Ctrl-C, so a
+    sweep's clean-up stops its workers (sim/parallel.py), and ends in one line."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated
+
+
+signal.signal(signal.SIGTERM, _on_sigterm)
+try:
+    code = main()
+except KeyboardInterrupt:  # Ctrl-C is the user's choice: one line, not a traceback
+    print("stopped (Ctrl-C); a run stopped here writes nothing", file=sys.stderr)
+    code = 130  # 128 + SIGINT, what a shell reports for it
+except Terminated:
+    print("stopped (SIGTERM); a run stopped here writes nothing", file=sys.stderr)
+    code = 143  # 128 + SIGTERM
 if "ray" in sys.modules or "multiprocessing" in sys.modules:
     sys.exit(code)  # (a sweep: let Ray's exit hooks disconnect, and the pool's join its workers)
 # Everything is written by now (the JSON or the --out files, each closed). Tearing the

@@ -20,7 +20,8 @@ Notable features
   shared counter and stop when it is spent; this process also watches the workers' own CPU time
   (/proc) and terminates them past the budget. The first point over budget stops the sweep: the
   points not started are cancelled, the error is the serial one.
-- The live_* fields bound the Live page (app_pages/live.py), where a run holds the real model.
+- The live_* fields bound the Live page (app_pages/live.py), where a run holds the real model;
+  the serve_* fields the Serve page's replays against a real server (app_pages/serve.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import pandas as pd
 
 from sim.cluster import simulate
 from sim.config import SimConfig
-from sim.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
+from sim.memory import kv_blocks, num_workers  # (here too: the app imports them from here)
 from sim.parallel import cpu_jobs, map_points, pool_context, process_cpu_seconds
 from sim.request import RequestSpec
 from sim.sweep import requests_at_rate, sweep_row
@@ -61,6 +62,11 @@ class Budget:
     live_seconds: float = 90.0  # wall time of one click, all its runs (a run takes 5-20 s)
     live_prompt_tokens: int = 128  # tokens kept of each typed prompt line
     live_kv_tokens: int = 16_384  # KV rows preallocated, all workers (SmolLM2: ~46 KB each)
+    # The Serve page's replays (app_pages/serve.py), which hold a session's thread in real time:
+    serve_requests: int = 32  # requests per replay (an upload is read up to one more row)
+    serve_seconds: float = 120.0  # the arrivals' span, and the replay's wall time, at most
+    serve_tokens: int = 16_384  # prompt + output tokens of one replayed request (the prompts
+    #                             are built in the app's memory before the clock starts)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -99,35 +105,6 @@ class BudgetExceeded(ValueError):
 
     def __str__(self) -> str:
         return self.message
-
-
-def num_workers(config: SimConfig) -> int:
-    topo = config.topology
-    if topo.topology == "router":
-        return topo.num_instances
-    if topo.topology == "disaggregated":
-        return topo.num_prefill + topo.num_decode
-    return 1
-
-
-def kv_blocks(config: SimConfig) -> int:
-    """KV blocks of all the run's workers (what the engines allocate before the first step)."""
-    hw, eng, topo = config.hardware, config.engine, config.topology
-    if hw.gpu.lower() == "custom":
-        gpu = custom_gpu(hw.gpu_tflops, hw.gpu_bw_gb_s, hw.gpu_mem_gb)
-    else:
-        gpu = get_gpu(hw.gpu)
-    model = get_model(hw.model)
-
-    def per_worker(g) -> int:
-        tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-            g, model, hw.tensor_parallel, eng.mem_utilization)
-        return tokens // eng.block_size
-
-    if topo.topology == "disaggregated":
-        decode = get_gpu(topo.decode_gpu) if topo.decode_gpu else gpu
-        return topo.num_prefill * per_worker(gpu) + topo.num_decode * per_worker(decode)
-    return num_workers(config) * per_worker(gpu)
 
 
 def check(config: SimConfig, num_requests: int, budget: Budget) -> None:

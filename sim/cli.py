@@ -23,8 +23,9 @@ from sim.cluster import simulate
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.export import json_text, to_json_dict, write_outputs
 from sim.hardware import GPUS, MODELS
+from sim.memory import check_memory
 from sim.metrics import summarize
-from sim.parallel import BACKENDS, ClusterError
+from sim.parallel import BACKENDS, ClusterError, cpu_jobs
 from sim.policies import POLICIES, get_policy_class, make_policy
 from sim.slo import SLO_PRESETS, get_slo
 from sim.workload import PRESETS, load_workload
@@ -171,6 +172,7 @@ def _notes(config: SimConfig) -> None:
 def cmd_run(args) -> None:
     requests, base, label = _workload_and_base(args)
     config = _config(args, base)
+    check_memory(config)  # before anything is allocated: one line, not a swapped machine
     _notes(config)
     run = simulate(requests, config, step_by_step=args.step_by_step)
     summary = emit_files_and_json(run, args)
@@ -202,6 +204,7 @@ def cmd_compare(args) -> None:
     sets = _parse_sets(args.set or [])
     for v in scenario.variants:
         config = with_overrides(v.config, sets)
+        check_memory(config)
         run = simulate(scenario.requests(v), config)
         runs[v.label] = run
         s = summarize(run)
@@ -230,6 +233,8 @@ def cmd_sweep(args) -> None:
     if args.slo:
         slo = get_slo(args.slo)
         config = with_overrides(config, {"ttft_slo_s": slo.ttft_s, "tpot_slo_s": slo.tpot_s})
+    if args.backend == "processes":  # each worker process holds one run at a time
+        check_memory(config, copies=min(cpu_jobs(args.jobs), len(rates)))
     table = sweep_rates(workload, config, rates, jobs=args.jobs, backend=args.backend,
                         address=args.address)
     print(f"SLO: TTFT <= {config.slo.ttft_slo_s:g} s and TPOT <= {config.slo.tpot_slo_s:g} s")
@@ -297,5 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, ValueError, OSError, ClusterError) as err:  # WorkloadError: a ValueError
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"error: {message}", file=sys.stderr)
+        return 2
+    except (RecursionError, OverflowError) as err:  # a crafted input's last resort: one line
+        print(f"error: an input is too deep or too large to read ({type(err).__name__})",
+              file=sys.stderr)  # fmt: skip
         return 2
     return 0

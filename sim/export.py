@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.atomic_out import write_folder
 from sim.metrics import summarize
 from sim.trace import RunResult
 
@@ -274,20 +275,20 @@ def write_outputs(
     """Write requests.csv, segments.csv, steps.csv, summary.json and trace.json into out_dir.
 
     summary.json is {"summary": summary or summarize(run), "meta": run.meta}; trace.json is
-    `chrome_trace(run)`. Returns {file name: path}.
+    `chrome_trace(run)`. Returns {file name: path}. The folder is replaced whole or not at all,
+    and a second writer of it at the same time fails (OutputBusy, sim/atomic_out.py).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        name: out / name
-        for name in ("requests.csv", "segments.csv", "steps.csv", "summary.json", "trace.json")
-    }
-    run.requests.to_csv(paths["requests.csv"], index=False)
-    run.segments.to_csv(paths["segments.csv"], index=False)
-    run.steps.to_csv(paths["steps.csv"], index=False)
+    names = ("requests.csv", "segments.csv", "steps.csv", "summary.json", "trace.json")
     summary = summarize(run) if summary is None else summary
-    document = {"summary": _json_safe(summary), "meta": _json_safe(run.meta)}
-    paths["summary.json"].write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-    with paths["trace.json"].open("w") as f:
-        json.dump(chrome_trace(run), f, allow_nan=False, separators=(",", ":"))
-    return paths
+
+    def write(folder: Path) -> None:  # a fresh folder, put in place whole (sim/atomic_out.py)
+        run.requests.to_csv(folder / "requests.csv", index=False)
+        run.segments.to_csv(folder / "segments.csv", index=False)
+        run.steps.to_csv(folder / "steps.csv", index=False)
+        document = {"summary": _json_safe(summary), "meta": _json_safe(run.meta)}
+        (folder / "summary.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+        with (folder / "trace.json").open("w") as f:
+            json.dump(chrome_trace(run), f, allow_nan=False, separators=(",", ":"))
+
+    out = write_folder(out_dir, names, write)
+    return {name: out / name for name in names}

@@ -22,14 +22,22 @@ from pathlib import Path
 
 from sim.hardware import MlaSpec, ModelSpec, MoeSpec
 
+MAX_CONFIG_BYTES = 16 << 20  # the largest real config.json files are tens of kB
+
 
 @functools.lru_cache(maxsize=64)
 def read_model_file(path: str, _mtime_ns: int) -> ModelSpec:
     """Parse a config.json once per (path, modification time)."""
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as f:  # a config.json is kB: a huge file (or /dev/zero) is not one
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ValueError(f"{path} has more than {MAX_CONFIG_BYTES >> 20} MB: not a config.json")
+        config = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read {path} as a JSON config: {err}") from None
+    except RecursionError:  # JSON nested thousands deep: no config.json is
+        raise ValueError(f"{path}: the JSON is nested too deep for a config.json") from None
     p = Path(path)
     folder = p.parent.name if p.name == "config.json" else p.stem
     return model_from_hf_config(config, name=None, default_name=folder or "hf-model",
@@ -56,6 +64,8 @@ def _weight_format(config: Mapping) -> tuple[float, float, float]:
       `group_size` weights (zero points left out); compressed-tensors W8A8 / W4A8 multiply at
       8 bits."""
     q = config.get("quantization_config") or {}
+    if not isinstance(q, Mapping):
+        raise ValueError(f"config.json: quantization_config must be a JSON object, got {q!r:.40}")
     method = str(q.get("quant_method", "")).lower()
     if q:
         if method == "fp8" or "fp8" in str(q.get("quant_algo", "")).lower():
@@ -93,6 +103,20 @@ def model_from_hf_config(
 ) -> ModelSpec:
     """A ModelSpec from a Hugging Face config.json dict (Llama, Mistral, Qwen2/3, Mixtral,
     Qwen2/3-MoE, DeepSeek-V2/V3 with MLA). ValueError names a missing or bad field."""
+    try:
+        return _model_from_hf_config(config, name, default_name, source)
+    except (TypeError, AttributeError, OverflowError) as err:
+        # A crafted file's other shapes (a list where an object goes, an object where a
+        # number goes): one sentence, not a traceback (the app shows it beside the uploader).
+        raise ValueError(f"config.json: a field has the wrong type ({err})") from None
+
+
+# Whole-number fields above this are no model's (the largest have ~1e5 layers x width): a
+# bound, so that a crafted 10**100 cannot overflow the cost model's floats.
+MAX_FIELD = 2**31
+
+
+def _model_from_hf_config(config, name, default_name, source) -> ModelSpec:
     if not isinstance(config, Mapping):
         raise ValueError("config.json must hold a JSON object")
     if "num_hidden_layers" not in config and isinstance(config.get("text_config"), Mapping):
@@ -100,8 +124,8 @@ def model_from_hf_config(
 
     def need(key: str) -> int:
         value = config.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"config.json: {key} must be a whole number >= 1, got {value!r} "
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < MAX_FIELD:
+            raise ValueError(f"config.json: {key} must be a whole number >= 1, got {value!r:.40} "
                              "(is it a decoder-only language model's config?)")  # fmt: skip
         return value
 
@@ -109,8 +133,11 @@ def model_from_hf_config(
         for key in keys:
             value = config.get(key)
             if value is not None:
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise ValueError(f"config.json: {key} must be a whole number, got {value!r}")
+                if not isinstance(value, int) or isinstance(value, bool) or not (
+                    0 <= value < MAX_FIELD
+                ):
+                    raise ValueError(f"config.json: {key} must be a whole number, got "
+                                     f"{value!r:.40}")  # fmt: skip
                 return value
         return default
 
@@ -140,8 +167,11 @@ def model_from_hf_config(
             dense = min(layers, opt("first_k_dense_replace"))
         else:  # Qwen-MoE: layer i is sparse if (i + 1) % decoder_sparse_step == 0, unless listed
             step = opt("decoder_sparse_step", default=1) or 1
-            listed = set(config.get("mlp_only_layers") or ())
-            dense = sum(1 for i in range(layers) if i in listed or (i + 1) % step)
+            listed = {i for i in config.get("mlp_only_layers") or () if isinstance(i, int)}
+            # (counted, not looped over: a crafted num_hidden_layers would make a loop hang)
+            listed_sparse = sum(1 for i in listed if 0 <= i < layers and not (i + 1) % step)
+            sparse = layers // step - listed_sparse
+            dense = layers - sparse
         if dense and not intermediate:
             raise ValueError("config.json: intermediate_size is needed for the dense layers")
         moe = MoeSpec(experts, top_k, width, shared, dense)

@@ -20,8 +20,9 @@ Notable features
   the worker processes are terminated (a point still running is not waited for) and the error is
   raised. `watch(pids)` is called in this process while points run (every `poll_s`); it may raise
   to stop the map the same way, e.g. when the workers' CPU time (`process_cpu_seconds`) is over a
-  budget. `initializer(*initargs)` runs in each worker first (e.g. to hand it a shared counter
-  made from `pool_context()`).
+  budget. Workers die with this process, however it ends (even SIGKILL: `_worker_start`), and
+  leave Ctrl-C to it. `initializer(*initargs)` runs in each worker first (e.g. to hand it a
+  shared counter made from `pool_context()`).
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ def _in_processes(fn, items, jobs, progress, context, initializer, initargs, wat
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     out: list = [None] * len(items)
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=initializer,
-                               initargs=initargs)  # fmt: skip
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
+                               initargs=(initializer, initargs))  # fmt: skip
     try:
         futures = {pool.submit(fn, *item): i for i, item in enumerate(items)}
         pending, done = set(futures), 0
@@ -127,6 +128,42 @@ def _in_processes(fn, items, jobs, progress, context, initializer, initargs, wat
         raise
     pool.shutdown(wait=True)
     return out
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+def _worker_start(initializer: Callable | None, initargs: tuple) -> None:
+    """First thing in every worker process: die with the parent, leave Ctrl-C to it.
+
+    A worker is a child process. If the sweep is killed (SIGKILL, the OOM killer, a closed
+    terminal) nothing in Python runs to stop its workers, and they would go on computing
+    points nobody reads, holding the terminal's pipes. Linux can tie a child's life to its
+    parent's: prctl(PR_SET_PDEATHSIG, SIGKILL) asks the kernel to kill this process when the
+    parent exits, however it exits. (If the parent died before the call, we are already an
+    orphan: exit.) Ctrl-C in a terminal signals the whole process group; the workers ignore it
+    and the parent, which gets it too, stops them (`_stop`) and prints one line. SIGTERM gets
+    back its default (die) in case the parent installed a handler before forking."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # (no prctl to call: a worker may outlive us)
+            pass
+    from multiprocessing import parent_process
+
+    parent = parent_process()
+    if parent is not None and not parent.is_alive():
+        os._exit(1)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def _stop(pool) -> None:

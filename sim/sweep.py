@@ -39,9 +39,12 @@ def parse_rates(text: str) -> list[float]:
         raise ValueError(f"--rate needs finite numbers A:B:STEP, e.g. 1:10:1; got {text!r}")
     if not (0 < start <= stop and step > 0):
         raise ValueError(f"--rate needs 0 < A <= B and STEP > 0; got {text!r}")
-    count = int(np.floor((stop - start) / step + 1e-9)) + 1
-    if count > 200:
-        raise ValueError(f"--rate {text!r} gives {count} points; use at most 200")
+    # Counted as a float first: (B - A) / STEP can overflow to infinity (1:1e308:1e-300), and
+    # int(inf) would be an OverflowError, not a sentence.
+    points = np.floor((stop - start) / step + 1e-9) + 1
+    if not (np.isfinite(points) and points <= 200):
+        raise ValueError(f"--rate {text!r} gives {points:.3g} points; use at most 200")
+    count = int(points)
     return [round(start + i * step, 10) for i in range(count)]
 
 

@@ -250,7 +250,9 @@ def load_mooncake(source: Source, max_rows: int | None = None) -> list[RequestSp
             row = json.loads(text)
             stamp, n_in, n_out = row["timestamp"], row["input_length"], row["output_length"]
             hashes = tuple(int(h) for h in row.get("hash_ids", ()))
-        except (ValueError, KeyError, TypeError) as e:
+        except RecursionError:  # a row nested thousands deep is no Mooncake row
+            raise WorkloadError(line, "json", "the JSON is nested too deep") from None
+        except (ValueError, KeyError, TypeError, OverflowError) as e:  # (int(1e400): Overflow)
             problem = f"expected timestamp, input_length, output_length, hash_ids ({e})"
             raise WorkloadError(line, "json", problem) from None
         arrivals.append(_arrival(str(stamp / 1000 if _is_number(stamp) else stamp), line))

@@ -31,6 +31,7 @@ from sim.request import RequestSpec
 from sim.scenarios import get_scenario
 from sim.trace import RunResult
 from sim.workload import WorkloadConfig, generate
+from ui.errors import as_code
 from ui.i18n import t
 from ui.labels import sim_label
 from ui.language import lang, translator
@@ -93,7 +94,8 @@ def _simulate_or_refuse(key: str, lang: str, _workload: Workload,
     except BudgetExceeded as err:
         return budget_message(err)
     except ValueError as err:  # the simulator refused the configuration (a WorkloadError too)
-        return t("common.config_error", lang, message=str(err).splitlines()[0])
+        line = as_code(str(err).splitlines()[0])  # it quotes the visitor's knobs: as text
+        return t("common.config_error", lang, message=line)
 
 
 def simulate_cached(workload: Workload, config: SimConfig) -> RunResult:
@@ -148,7 +150,8 @@ def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfi
     except BudgetExceeded as err:
         return budget_message(err)
     except ValueError as err:
-        return t("common.config_error", lang, message=str(err).splitlines()[0])
+        line = as_code(str(err).splitlines()[0])  # it quotes the visitor's knobs: as text
+        return t("common.config_error", lang, message=line)
 
 
 def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):

@@ -9,6 +9,7 @@ job each, and this module imports their public names (__all__ lists them):
 - ui/sim_cache.py      simulations cached for all sessions, within a budget (`limits()`)
 - ui/figure_cache.py   timelines and charts built once and sent to the browser cheaply
 - ui/engine_notes.py   which real engine each policy mirrors, and what the checks leave out
+- ui/errors.py         text a visitor, a file or a server wrote, shown as text (`say`, `as_code`)
 
 What stays here is how a page shows text and tables:
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
@@ -16,7 +17,8 @@ What stays here is how a page shows text and tables:
 - `show_code`, `formula`: the source a lesson demonstrates, a formula with its caption.
 - `runs_table`, `goodput_table`: the headline numbers of some runs, column names translated;
   `number_table` shows any table of numbers, formatted in the browser.
-- `parse_knobs` reads typed knobs; `escape_markdown` shows typed text as it is.
+- `parse_knobs` reads typed knobs (a `model=` only from the catalog or an upload:
+  ui/model_upload.check_model).
 - Labels the simulator makes (variant names, request ids) reach a page only through
   `ui.labels` (`sim_label`, `request_label`): sim/ keeps them as English ids, the page shows them
   in the visitor's language.
@@ -31,8 +33,10 @@ import streamlit as st
 
 from sim.budget import BudgetExceeded
 from ui.engine_notes import TOPOLOGY_CAVEATS, VERIFIED, engine_note, policy_note, topology_caveats
+from ui.errors import as_code, escape_markdown, say
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
 from ui.language import KOREAN_TEXT_CSS, lang, language_picker, text_style, translator
+from ui.model_upload import check_model
 from ui.sim_cache import (
     CACHE_MB,
     CACHE_TTL,
@@ -65,8 +69,10 @@ __all__ = [
     "cached_chart", "chart", "plain", "timeline", "timeline_of", "timeline_runs",
     # ui/engine_notes.py
     "TOPOLOGY_CAVEATS", "VERIFIED", "engine_note", "policy_note", "topology_caveats",
+    # ui/errors.py
+    "as_code", "escape_markdown", "say",
     # here
-    "config_error", "escape_markdown", "formula", "goodput_table", "number_table", "parse_knobs",
+    "config_error", "formula", "goodput_table", "number_table", "parse_knobs",
     "runs_table", "show_code",
 ]  # fmt: skip
 
@@ -75,11 +81,11 @@ def config_error(err: Exception, where=None) -> None:
     """Show why the simulator refused a configuration, and what to change."""
     T = translator()
     if isinstance(err, RunRefused):
-        message = str(err)
+        message = str(err)  # (its quoted values were escaped where it was made: ui/sim_cache)
     elif isinstance(err, BudgetExceeded):
         message = budget_message(err)
-    else:
-        message = T("common.config_error", message=str(err).splitlines()[0])
+    else:  # the simulator's sentence quotes the visitor's knob text: shown as text
+        message = T("common.config_error", message=as_code(str(err).splitlines()[0]))
     (where or st).error(message)
 
 
@@ -150,15 +156,9 @@ def parse_knobs(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"write knobs as key=value pairs separated by commas, not {part!r}")
+        if key.strip() == "model":  # a catalog name or an upload, never a file of the server
+            check_model(value.strip())
         out[key.strip()] = value.strip()
     return out
 
 
-_MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$:=^&\"'")
-
-
-def escape_markdown(text: str) -> str:
-    """`text` (typed by a visitor, or written by a model) shown by st.markdown/st.write as it is:
-    every ASCII punctuation mark that markdown, LaTeX ($), Streamlit's :directives: or HTML
-    could read is backslash-escaped, so no link, image, formula or colour is ever made of it."""
-    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
