@@ -94,3 +94,16 @@ def test_long_prompts_starvation_table_names_its_columns_in_full():
     assert t("long.starvation_col_chat", "en") in headers
     assert t("long.starvation_col_long", "en") in headers
     assert ls.STARVATION["aging"] == 0.0
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_live_table_names_its_columns_in_words(lang):
+    from live.replay_report import errors
+    from sim.cluster import simulate
+    from sim.scenarios import requests_from_rows
+    from ui.labels import live_error_column
+
+    run = simulate(list(requests_from_rows([(0.0, 100, 10), (0.1, 200, 10)])))
+    columns = [live_error_column(c, lang) for c in errors(run, run).columns]
+    assert all("_" not in c for c in columns), columns
+    assert t("live.col.measured_s", lang, metric="TTFT") in columns
