@@ -38,3 +38,11 @@ def test_the_old_defaults_showed_nothing_where_the_issue_said():
 def test_home_compares_the_same_number_of_gpus():
     runs = effects._runs(ls.home_specs())
     assert len({run.meta["num_gpus"] for run in runs.values()}) == 1
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_disaggregation_verdicts_do_not_hang_on_one_draw_of_requests(seed):
+    holds = {c.page: c.holds for c in effects.CONTRACTS}
+    for preset in ("wins", "loses"):
+        figures = effects.disagg_goodput(preset, seed=seed)
+        assert holds[f"disaggregation/{preset}"](figures), (preset, seed, figures)

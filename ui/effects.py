@@ -121,14 +121,20 @@ def prefix_evict(kv: int = ls.PREFIX_EVICT["kv"]) -> dict:
     return out
 
 
-def disagg_goodput(preset_key: str) -> dict:
-    """Goodput per GPU of the three ways, on the preset's own split (sim.sweep, as the page)."""
+def disagg_goodput(preset_key: str, seed: int | None = None) -> dict:
+    """Goodput per GPU of the three ways on the page's default split (sim.sweep, as the page);
+    `seed` draws the preset's requests anew (does the verdict hang on one draw?)."""
+    import dataclasses
+
     from sim.sweep import goodput_of, sweep_rates
 
     preset = ls.DISAGG_PRESETS[preset_key]
+    workload = preset.workload
+    if seed is not None:
+        workload = dataclasses.replace(workload, seed=seed)
     out = {}
     for run_id, config in ls.preset_configs(preset).items():
-        g = goodput_of(sweep_rates(preset.workload, config, preset.rates))
+        g = goodput_of(sweep_rates(workload, config, preset.rates))
         out[run_id] = g["goodput_per_gpu_per_s"]
     return out
 

@@ -173,8 +173,8 @@ DISAGG_PRESETS = {
     # Chats with a few long documents at interactive targets: colocation shares the prefills.
     "loses": DisaggPreset(
         "loses",
-        WorkloadConfig(rate_per_s=6.0, num_requests=120, prompt="chat+longdoc", seed=11),
-        ttft_slo_s=3.0, tpot_slo_s=0.3, rates=tuple(float(r) for r in range(2, 25, 2)),
+        WorkloadConfig(rate_per_s=6.0, num_requests=200, prompt="chat+longdoc", seed=11),
+        ttft_slo_s=3.0, tpot_slo_s=0.3, rates=tuple(float(r) for r in range(4, 41, 4)),
     ),
 }  # fmt: skip
 DISAGG = {"preset": "wins", "p": 2, "d": 1, "link": "IB NDR", "dgpu": "H100-SXM",
