@@ -2,35 +2,27 @@
 
 import streamlit as st
 
-from sim.config import SimConfig, with_overrides
 from sim.policies.prefill_first import PrefillFirst
 from sim.policies.static import StaticBatching
-from sim.request import RequestSpec
-from sim.workload import WorkloadConfig, generate
+from ui import lesson_setups as ls
 from ui import widgets as w
 
-T = w.translator()
+T, D = w.translator(), ls.BATCHING
 st.title(T("batching.title"))
 st.markdown(T("batching.lead"))
 
 c1, c2, c3, c4 = st.columns(4)
 with c1:
-    batch = w.steps("batch", T("batching.batch_size"), [1, 2, 4, 8, 16, 32, 64], 8)
+    batch = w.steps("batch", T("batching.batch_size"), [1, 2, 4, 8, 16, 32, 64], D["batch"])
 with c2:
-    rate = w.slider("rate", T("common.rate"), 0.5, 16.0, 4.0, step=0.5)
+    rate = w.slider("rate", T("common.rate"), 0.5, 16.0, D["rate"], step=0.5)
 with c3:
-    n = w.slider("n", T("common.num_requests"), 4, 64, 24)
+    n = w.slider("n", T("common.num_requests"), 4, 64, D["n"])
 with c4:
-    long_prompt = w.toggle("long", T("batching.long_prompt"), False)
+    long_prompt = w.toggle("long", T("batching.long_prompt"), D["long"])
 
-requests = generate(WorkloadConfig(rate_per_s=rate, num_requests=n, seed=3))
-if long_prompt:  # C5: one 16k-token prompt arrives while the others stream
-    t_long = requests[len(requests) // 3].arrival_s
-    requests = [*requests, RequestSpec(len(requests), t_long, 16384, 50)]
-workload = tuple(requests)
-try:
-    static = with_overrides(SimConfig(policy="static"), {"batch_size": batch})
-    continuous = SimConfig(policy="prefill-first")
+try:  # the same runs as its effect contract (ui/effects.py)
+    (_, workload, static), (_, _, continuous) = ls.batching_specs(batch, rate, n, long_prompt)
 except ValueError as err:
     w.config_error(err)
     st.stop()

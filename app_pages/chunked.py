@@ -5,7 +5,9 @@ import streamlit as st
 
 from sim.policies.vllm_v1 import Vllm
 from ui import charts
+from ui import lesson_setups as ls
 from ui import widgets as w
+from ui.labels import sim_label
 
 T, L = w.translator(), w.lang()
 SCENARIO = "c6-chunk-size"
@@ -15,21 +17,18 @@ st.markdown(T("chunked.lead"))
 
 c1, c2 = st.columns(2)
 with c1:
-    chunk = w.steps("chunk", T("chunked.chunk"), SIZES, 2048)
+    chunk = w.steps("chunk", T("chunked.chunk"), SIZES, ls.CHUNKED["chunk"])
 with c2:
     gpu = w.select("gpu", T("common.gpu"), ["H100-SXM", "A100-80GB", "H200", "L4", "RTX-4090"],
-                   "H100-SXM")  # fmt: skip
+                   ls.CHUNKED["gpu"])  # fmt: skip
 
 hw = (("gpu", gpu),)
-try:
-    specs = [
-        w.variant_spec("c5-long-prompt-freeze", "prefill-first (V0)", hw),
-        w.variant_spec(SCENARIO, "chunk 2048", (*hw, ("max_num_batched_tokens", chunk))),
-    ]
+try:  # the same runs as its effect contract (ui/effects.py)
+    (_, wl0, v0), (_, wl1, v1) = ls.chunked_specs(chunk, gpu)
 except ValueError as err:
     w.config_error(err)
     st.stop()
-specs[1] = (T("label.v1_chunk", size=chunk), specs[1][1], specs[1][2])
+specs = [(sim_label("prefill-first (V0)", L), wl0, v0), (T("label.v1_chunk", size=chunk), wl1, v1)]
 w.timeline_of(specs)
 st.caption(T("common.legend"))
 w.engine_note("prefill-first", "vllm")

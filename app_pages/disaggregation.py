@@ -1,90 +1,97 @@
-"""Lesson 7 (C9, C10b, C10c, C12, C13): colocated vs length router vs xPyD on the same GPUs."""
+"""Disaggregation: colocated vs length router vs xPyD on the same GPUs, in two regimes (presets):
+one where disaggregation wins goodput per GPU (DistServe's: long prompts, a tight TPOT target)
+and one where it loses (chats at relaxed targets). Defaults: ui/lesson_setups.py."""
 
-import numpy as np
+import dataclasses
+
 import pandas as pd
 import streamlit as st
 
-from sim.config import DISAGG_PROTOCOLS, SimConfig, with_overrides
+from sim.config import DISAGG_PROTOCOLS
 from sim.hardware import GPUS, LINKS_GB_S
-from sim.metrics import summarize
-from sim.workload import WorkloadConfig
+from sim.sweep import goodput_of
 from ui import charts, formulas
+from ui import lesson_setups as ls
 from ui import widgets as w
+from ui.goodput_text import goodput_cell
 
 T, L = w.translator(), w.lang()
-LONG = 8192  # prompt tokens from which a request counts as a long document
+D = ls.DISAGG
 st.title(T("disagg.title"))
 st.markdown(T("disagg.lead"))
 
+preset_key = w.select("preset", T("disagg.preset"), list(ls.DISAGG_PRESETS), D["preset"],
+                      shown=w.option_label("disagg_preset"))  # fmt: skip
+preset = ls.DISAGG_PRESETS[preset_key]
+st.caption(T(f"disagg.preset_text.{preset_key}"))
 c1, c2, c3, c4, c5, c6 = st.columns(6)
 with c1:
-    n_p = w.select("p", T("disagg.num_prefill"), [1, 2, 3], 1)
+    n_p = w.select("p", T("disagg.num_prefill"), [1, 2, 3], D["p"])
 with c2:
-    n_d = w.select("d", T("disagg.num_decode"), [1, 2, 3], 1)
+    n_d = w.select("d", T("disagg.num_decode"), [1, 2, 3], D["d"])
 with c3:
-    link = w.steps("link", T("disagg.link"), list(LINKS_GB_S), "IB NDR")
+    link = w.steps("link", T("disagg.link"), list(LINKS_GB_S), D["link"],
+                   help=T("disagg.link_help"))  # fmt: skip
     st.caption(f"{LINKS_GB_S[link]:g} GB/s")
 with c4:
-    decode_gpu = w.select("dgpu", T("disagg.decode_gpu"), list(GPUS), "H100-SXM")
+    decode_gpu = w.select("dgpu", T("disagg.decode_gpu"), list(GPUS), D["dgpu"])
 with c5:
-    rate = w.slider("rate", T("common.rate"), 1.0, 16.0, 6.0, step=1.0)
+    rate = w.slider("rate", T("common.rate"), 1.0, 16.0, D["rate"], step=1.0)
 with c6:
-    protocol = w.select("protocol", T("disagg.protocol"), list(DISAGG_PROTOCOLS), "vllm",
+    protocol = w.select("protocol", T("disagg.protocol"), list(DISAGG_PROTOCOLS), D["protocol"],
                         help=T("disagg.protocol_help"))  # fmt: skip
 
 gpus = n_p + n_d
-workload = WorkloadConfig(rate_per_s=rate, num_requests=120, prompt="chat+longdoc", seed=11)
+labels = {"colocated": T("disagg.colocated", n=gpus), "router": T("disagg.router", n=gpus),
+          "disaggregated": f"{n_p}P{n_d}D"}  # fmt: skip
 try:
-    configs = {
-        T("disagg.colocated", n=gpus): with_overrides(SimConfig(), {
-            "topology": "router", "router": "least-loaded", "num_instances": gpus}),
-        T("disagg.router", n=gpus): with_overrides(SimConfig(), {
-            "topology": "router", "router": "length", "num_instances": gpus}),
-        f"{n_p}P{n_d}D": with_overrides(SimConfig(), {
-            "topology": "disaggregated", "num_prefill": n_p, "num_decode": n_d,
-            "kv_bandwidth_gb_s": LINKS_GB_S[link], "decode_gpu": decode_gpu,
-            "disagg_protocol": protocol}),
-    }  # fmt: skip
+    configs = ls.disagg_configs(preset, n_p, n_d, LINKS_GB_S[link], decode_gpu, protocol)
 except ValueError as err:
     w.config_error(err)
     st.stop()
-specs = [(label, workload, config) for label, config in configs.items()]
+# The timeline: the preset's first requests at the chosen rate (few enough rows to read)
+shown = dataclasses.replace(preset.workload, rate_per_s=rate,
+                            num_requests=D["timeline_requests"])  # fmt: skip
+specs = [(labels[k], shown, configs[k]) for k in ls.DISAGG_RUNS]
+st.markdown(T("disagg.look"))
 w.timeline_of(specs)
 st.caption(T("common.legend"))
-topologies = [config.topology.topology for config in configs.values()]
-w.engine_note("vllm", caveat_key=w.topology_caveats(*topologies))  # router and P->D: our models
 runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
-rows = {}
-for label, run in runs:  # chats and long documents apart: mixing them hides the story
-    q, long = run.requests, run.requests.prompt_tokens >= LONG
-    gaps = np.concatenate([np.diff(run.token_times[i]) for i in q[~long].request_id] or [[0.0]])
-    rows[label] = {
-        T("disagg.chat_ttft_p99"): q[~long].ttft_s.quantile(0.99),
-        T("disagg.chat_itl_p99"): float(np.quantile(gaps, 0.99)),
-        T("disagg.chat_worst_gap"): float(gaps.max()),
-        T("disagg.long_ttft_p50"): q[long].ttft_s.median(),
-        T("metric.output_tokens_per_s"): summarize(run)["output_tokens_per_s"],
-    }
-w.number_table(pd.DataFrame.from_dict(rows, orient="index"))
-st.markdown(T("disagg.takeaway"))
-
-st.subheader(T("disagg.util_title"))
-st.markdown(T("disagg.util_text"))
-w.cached_chart(charts.worker_utilisation_bars, runs[-1][1], lang=L)
+w.runs_table(runs, ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "max_itl_s",
+                    "slo_attainment"))  # fmt: skip
 
 st.subheader(T("disagg.goodput_title"))
-st.markdown(T("disagg.goodput_text"))
-if w.toggle("sweep", T("disagg.run_sweep"), False):
-    rates = [float(r) for r in range(2, 25, 2)]
-    bar = st.progress(0.0, text=T("disagg.sweeping"))
-    sweeps = {}
-    for done, (label, config) in enumerate(configs.items(), start=1):
-        sweeps[label] = w.sweep_cached(workload, config, tuple(rates))
-        bar.progress(done / len(configs), text=T("disagg.sweeping"))
-    bar.empty()
-    w.chart(charts.goodput_curves(sweeps, lang=L))
-    w.goodput_table(sweeps)
+st.markdown(T("disagg.when_it_pays"))
+rows, sweeps = {}, {}
+with st.spinner(T("disagg.sweeping")):
+    for key, each in ls.DISAGG_PRESETS.items():
+        try:
+            chosen = ls.disagg_configs(each, n_p, n_d, LINKS_GB_S[link], decode_gpu, protocol)
+            tables = {labels[k]: w.sweep_cached(each.workload, chosen[k], each.rates)
+                      for k in ls.DISAGG_RUNS}  # fmt: skip
+        except ValueError as err:
+            w.config_error(err)
+            continue
+        rows[T(f"option.disagg_preset.{key}")] = {
+            label: goodput_cell(goodput_of(table), per_gpu=True) for label, table in tables.items()}
+        if key == preset_key:
+            sweeps = tables
+st.dataframe(pd.DataFrame.from_dict(rows, orient="index"), width="stretch")
+st.caption(T("disagg.goodput_caption"))
+with st.expander(T("disagg.goodput_more")):
+    st.markdown(T("disagg.goodput_text"))
+    if sweeps:
+        w.chart(charts.goodput_curves(sweeps, lang=L))
+        w.goodput_table(sweeps)
 
+with st.expander(T("disagg.more_title")):
+    st.markdown(T("disagg.takeaway"))
+    st.markdown(T("disagg.util_text"))
+    w.cached_chart(charts.worker_utilisation_bars, runs[-1][1], lang=L)
+with st.expander(T("disagg.how_we_know")):
+    w.engine_note("vllm", caveat_key=w.topology_caveats(*(c.topology.topology
+                                                            for c in configs.values())))
+    st.caption(T("disagg.sources"))
 with st.expander(T("disagg.formula_title")):
     w.formula(formulas.KV_TRANSFER, "disagg.formula_caption")
     w.formula(formulas.GOODPUT)

@@ -1,34 +1,33 @@
-"""Home: what prefill and decode are, and the hero: three requests, colocated vs disaggregated."""
+"""Home: the hero first (three requests on the same two GPUs, colocated vs disaggregated), then
+what prefill and decode are. Its runs and defaults: ui/lesson_setups.py (home_specs, HOME)."""
 
 import streamlit as st
 
 from sim.metrics import compare_tokens_in_window
-from sim.scenarios import get_scenario
 from ui import formulas
+from ui import lesson_setups as ls
 from ui import widgets as w
 from ui.charts import tokens_in_window_bars
 from ui.labels import request_label, sim_label
 
 T, L = w.translator(), w.lang()
-SCENARIO = "c12-three-requests"
-LABELS = ("colocated", "disaggregated")
+SPECS = ls.home_specs()  # the same two GPUs either way (ui/lesson_setups.py)
+LABELS = ls.HOME_RUNS
 
 st.title(T("home.title"))
-st.markdown(T("home.lead"))
-left, right = st.columns(2)
-left.markdown(T("home.prefill"))
-right.markdown(T("home.decode"))
-
 st.subheader(T("home.hero_title"))
-st.markdown(T("home.hero_text"))
-w.timeline(SCENARIO, LABELS)
+st.markdown(T("home.look"))
+w.timeline_of([(sim_label(run_id, L), wl, cfg) for run_id, wl, cfg in SPECS])
 st.caption(T("common.legend"))
-topologies = [get_scenario(SCENARIO).variant(label).config.topology.topology for label in LABELS]
-w.engine_note("prefill-first", caveat_key=w.topology_caveats(*topologies))
+with st.expander(T("home.hero_more")):
+    st.markdown(T("home.hero_text"))
+with st.expander(T("home.how_we_know")):
+    topologies = [cfg.topology.topology for _, _, cfg in SPECS]
+    w.engine_note("vllm", caveat_key=w.topology_caveats(*topologies))
 
 st.subheader(T("home.window_title"))
-t1 = w.slider("window", T("home.window"), 1.0, 10.0, 5.0, step=0.5)
-runs = dict(w.run_variants(SCENARIO, LABELS))
+t1 = w.slider("window", T("home.window"), 1.0, 10.0, ls.HOME["window"], step=0.5)
+runs = {run_id: w.simulate_cached(wl, cfg) for run_id, wl, cfg in SPECS}
 table = compare_tokens_in_window(runs, 0.0, t1)
 col_table, col_chart = st.columns([1, 2])
 # Table and chart name requests and runs alike: "request 0" / "요청 0", "colocated" / "colocation"
@@ -38,8 +37,14 @@ col_table.dataframe(shown, width="stretch")
 named = table.rename(columns=lambda c: sim_label(c, L))  # index: request ids, the chart names them
 w.cached_chart(tokens_in_window_bars, named, lang=L, where=col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
-best = request_label(int(gain.idxmax()), L)
-st.info(T("home.window_result", t1=t1, first=int(gain.iloc[0]), best=best))
+gains = ", ".join(T("home.gain", request=request_label(int(i), L), gain=int(g))
+                  for i, g in gain.items())  # fmt: skip
+st.info(T("home.window_result", t1=t1, gains=gains))
+
+st.markdown(T("home.lead"))
+left, right = st.columns(2)
+left.markdown(T("home.prefill"))
+right.markdown(T("home.decode"))
 
 with st.expander(T("home.formula_title")):
     w.formula(formulas.TTFT_TPOT)

@@ -12,7 +12,7 @@ from sim.config import SimConfig, with_overrides
 from sim.request import RequestSpec
 from ui import widgets as w
 from ui.gate import Gate
-from ui.labels import request_row
+from ui.labels import live_error_column, request_row
 
 T = w.translator()
 st.title(T("live.title"))
@@ -47,7 +47,9 @@ def show(result: dict, recorded=None) -> None:
                       help=T("live.err_help"))  # fmt: skip
     tabs = st.tabs([T("live.errors", policy=r.policy) for r in runs])
     for tab, r in zip(tabs, runs, strict=True):
-        w.number_table(r.errors, where=tab)
+        table = r.errors.rename(columns=lambda c: live_error_column(c, w.lang()))  # words
+        table.index.name = T("home.request_col")
+        w.number_table(table, where=tab)
     fit_err = result["info"]["fit"]["median_abs_pct_error"]
     if fit_err > NOISY_FIT_PCT and recorded is None:  # a busy machine while calibrating
         st.warning(T("live.noisy", err=fit_err))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from sim.engine import Engine
 from ui import charts
+from ui import lesson_setups as ls
 from ui import widgets as w
 from ui.labels import sim_label
 
@@ -14,9 +15,9 @@ st.markdown(T("memory.lead"))
 c1, c2 = st.columns(2)
 with c1:
     capacity = w.steps("kv", T("memory.capacity"), [8000, 12000, 16000, 24000, 32000, 48000,
-                                                   64000, 100000], 24000)  # fmt: skip
+                                                   64000, 100000], ls.MEMORY["kv"])  # fmt: skip
 with c2:
-    mode = w.select("mode", T("memory.mode"), ["recompute", "swap"], "recompute",
+    mode = w.select("mode", T("memory.mode"), ["recompute", "swap"], ls.MEMORY["mode"],
                     help=T("memory.mode_help"), shown=w.option_label("mode"))  # fmt: skip
 overrides = (("kv_capacity_tokens", capacity),)
 variant = "recompute" if mode == "recompute" else "swap (V0)"  # swap exists only in vLLM V0
@@ -26,6 +27,8 @@ try:
 except ValueError as err:
     w.config_error(err)
     st.stop()
+if mode == "swap":  # say it: choosing swap also switches the engine to vLLM V0
+    st.info(T("memory.swap_is_v0"))
 label = T("label.memory_run", policy=spec[2].policy, mode=sim_label(variant, L), capacity=capacity)
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))

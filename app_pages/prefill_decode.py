@@ -6,6 +6,7 @@ from sim.hardware import GPUS, MODELS, get_gpu, get_model, kv_capacity_tokens
 from sim.profiles import profile_origin
 from sim.scenarios import get_scenario
 from ui import charts, formulas
+from ui import lesson_setups as ls
 from ui import widgets as w
 from ui.i18n import DEFAULT_LANG, catalog
 from ui.labels import has_label, sim_label
@@ -17,12 +18,12 @@ st.markdown(T("pd.lead"))
 
 c1, c2, c3 = st.columns(3)
 with c1:
-    gpu_name = w.select("gpu", T("common.gpu"), list(GPUS), "H100-SXM")
+    gpu_name = w.select("gpu", T("common.gpu"), list(GPUS), ls.PREFILL_DECODE["gpu"])
 with c2:
-    model_name = w.select("model", T("common.model"), list(MODELS), "Llama-3.1-8B")
+    model_name = w.select("model", T("common.model"), list(MODELS), ls.PREFILL_DECODE["model"])
 with c3:
     context = w.steps("ctx", T("pd.context"), [256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
-                      2048)  # fmt: skip
+                      ls.PREFILL_DECODE["ctx"])  # fmt: skip
 
 with st.expander(T("common.own_model")):
     own = uploaded_model(T("common.own_model_upload"), help=T("common.own_model_help"))
@@ -40,7 +41,7 @@ st.markdown(T("pd.c1_text"))
 left, right = st.columns(2)
 w.cached_chart(charts.step_time_vs_prompt, gpu, model, lang=L, where=left)
 w.cached_chart(charts.step_time_vs_batch, gpu, model, context, lang=L, where=right)
-w.cached_chart(charts.roofline, gpu, model, lang=L)
+w.cached_chart(charts.roofline, gpu, model, lang=L, context_tokens=context)  # the slider's
 with st.expander(T("pd.formula_title")):
     w.formula(formulas.STEP_TIME, "pd.formula_caption")
     w.formula(formulas.KNEE, "pd.knee_caption")

@@ -240,9 +240,11 @@ def cmd_sweep(args) -> None:
     print(f"SLO: TTFT <= {config.slo.ttft_slo_s:g} s and TPOT <= {config.slo.tpot_slo_s:g} s")
     _print_table(table.set_index("rate_per_s"), limit=200)
     g = goodput_of(table)
+    at_least = ">= " if g["all_rates_met"] else ""  # every rate passed: a lower bound only
     print(
-        f"goodput: {g['goodput_per_s']:g} req/s on {g['num_gpus']} GPU(s) = "
-        f"{g['goodput_per_gpu_per_s']:g} req/s per GPU (highest rate with >= 90% attainment)"
+        f"goodput: {at_least}{g['goodput_per_s']:g} req/s on {g['num_gpus']} GPU(s) = "
+        f"{at_least}{g['goodput_per_gpu_per_s']:g} req/s per GPU (highest rate with >= 90% "
+        "attainment" + ("; every rate tried met it: try higher rates)" if at_least else ")")
     )
 
 

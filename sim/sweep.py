@@ -95,7 +95,10 @@ def sweep_rates(
 
 
 def goodput_of(sweep: pd.DataFrame, target: float = 0.9) -> dict:
-    """Goodput (req/s) and goodput per GPU from a sweep table."""
+    """Goodput (req/s) and goodput per GPU from a sweep table. `all_rates_met`: every swept
+    rate met the target, so the goodput is only a lower bound (the top of the range tried)."""
     g = goodput(sweep.rate_per_s.tolist(), sweep.attainment.tolist(), target)
     gpus = int(sweep.num_gpus.iloc[0]) if len(sweep) else 1
-    return {"goodput_per_s": g, "num_gpus": gpus, "goodput_per_gpu_per_s": goodput_per_gpu(g, gpus)}
+    met = bool(len(sweep)) and bool((sweep.attainment >= target).all())
+    return {"goodput_per_s": g, "num_gpus": gpus, "goodput_per_gpu_per_s": goodput_per_gpu(g, gpus),
+            "all_rates_met": met}

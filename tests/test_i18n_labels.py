@@ -280,4 +280,4 @@ def test_home_table_and_chart_name_requests_and_runs_alike():
         assert list(table.index) == chart["data"][0]["x"] == [request_label(i, lang)
                                                                for i in range(3)]  # fmt: skip
         assert list(table.columns) == [trace["name"] for trace in chart["data"]]
-        assert list(table.columns) == [sim_label(c, lang) for c in ("colocated", "disaggregated")]
+        assert list(table.columns) == [sim_label(c, lang) for c in ("colocated x2", "1P1D")]

@@ -267,11 +267,13 @@ def goodput_curves(
         best = goodput(rows["rate_per_s"], rows["attainment"], target)
         at = rows[rows["rate_per_s"] == best]
         best_per_gpu = best / float(at["num_gpus"].iloc[0]) if best > 0 else 0.0
+        # Every rate tried met the target: the goodput is at least the top of the range.
+        floor = "_floor" if len(rows) and bool((rows["attainment"] >= target).all()) else ""
         fig.add_trace(
             go.Scatter(
                 x=per_gpu,
                 y=100 * finite(rows["attainment"]),
-                name=t("charts.goodput.line", lang, label=label, value=best_per_gpu),
+                name=t("charts.goodput.line" + floor, lang, label=label, value=best_per_gpu),
                 legendgroup=label,
                 mode="lines+markers",
                 line={"color": color, "width": 3},
@@ -297,7 +299,7 @@ def goodput_curves(
                     "color": color,
                     "line": {"color": INK, "width": 1},
                 },
-                text=[t("charts.goodput.label", lang, value=best_per_gpu)] * 2,
+                text=[t("charts.goodput.label" + floor, lang, value=best_per_gpu)] * 2,
                 hovertemplate="%{text}<extra>" + label + "</extra>",
             )
         )

@@ -54,3 +54,13 @@ def request_row(request_id: int, lang: str = DEFAULT_LANG) -> str:
 def request_label(request_id: int, lang: str = DEFAULT_LANG) -> str:
     """A request in tables and bar charts ("request 0", "요청 0"): one word for both."""
     return t("charts.tokens.request", lang, id=int(request_id))
+
+
+def live_error_column(column: str, lang: str = DEFAULT_LANG) -> str:
+    """A column of the live page's per-request table (live.replay_report.errors), in words:
+    "ttft_measured_s" -> "TTFT measured (s)"; an unknown column comes back as it is."""
+    match = re.fullmatch(r"(ttft|tpot|e2e)_(measured_s|predicted_s|err_s|err_pct)", column)
+    if not match:
+        return column
+    metric = t(f"live.col.metric.{match[1]}", lang)
+    return t(f"live.col.{match[2]}", lang, metric=metric)

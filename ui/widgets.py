@@ -116,12 +116,15 @@ def runs_table(runs, columns: Sequence[str] | None = None):
     T = translator()
     keys = columns or ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "max_itl_s",
                        "output_tokens_per_s", "slo_attainment")  # fmt: skip
-    rows = {}
+    rows, slo = {}, None
     for label, run in runs:
         s = getattr(run, "summary_cache", None) or summarize(run)
         rows[label] = {T(f"metric.{k}"): s.get(k) for k in keys}
+        slo = slo or (s.get("slo_ttft_s"), s.get("slo_tpot_s"))
     frame = pd.DataFrame.from_dict(rows, orient="index")
     number_table(frame)
+    if "slo_attainment" in keys and slo and slo[0] is not None:  # define "SLO met" where shown
+        st.caption(T("common.slo_defined", ttft=slo[0], tpot=slo[1]))
     return frame
 
 
@@ -138,12 +141,10 @@ def number_table(frame, digits: int = 3, where=None, **kwargs) -> None:
 
 def goodput_table(sweeps: dict) -> None:
     """Goodput, GPUs and goodput per GPU of each swept configuration (one column each)."""
-    import pandas as pd
-
-    from sim.sweep import goodput_of
+    from ui.goodput_text import goodput_frame  # "≥ 24" where every rate tried passed
 
     T = translator()
-    frame = pd.DataFrame({label: goodput_of(table) for label, table in sweeps.items()})
+    frame = goodput_frame(sweeps)
     st.dataframe(frame.rename(index=lambda key: T(f"label.goodput.{key}")), width="stretch")
 
 

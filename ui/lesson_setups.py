@@ -1,0 +1,208 @@
+"""Each lesson's default controls and the runs it compares, defined once.
+
+A lesson page takes its controls' defaults from here and builds its runs with the functions
+here; ui/effects.py computes the effect each lesson's text promises from the SAME functions at
+the SAME defaults, and tests/test_effect_contracts.py checks it. So a change of defaults that
+leaves a lesson showing nothing fails a test instead of reaching a class.
+
+Builders return (id, workload, config) triples; the page turns the id into a label in the
+visitor's language. No streamlit here: the contracts run without a browser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.config import SimConfig, with_overrides
+from sim.lengths import Uniform
+from sim.scenarios import (
+    long_prompts_then_chats,
+    mooncake_excerpt,
+    requests_from_rows,
+    shared_system_prompt,
+)
+from sim.workload import WorkloadConfig
+
+# ---- Home: three requests on the same two GPUs, colocated vs disaggregated -------------------
+HOME = {"window": 5.0}
+HOME_RUNS = ("colocated x2", "1P1D")  # ids (labels.json)
+
+
+def home_specs() -> list:
+    """The seed's worked example (three 2048-token prompts, 1 s apart, on L4s), served by vLLM
+    V1 on TWO GPUs either way: two colocated instances behind a router, or one prefill and one
+    decode GPU joined by an NVLink-class link, handing off as DistServe does."""
+    requests = requests_from_rows([(0.0, 2048, 200), (1.0, 2048, 200), (2.0, 2048, 200)])
+    base = with_overrides(SimConfig(), {"profile": "generic", "gpu": "L4"})
+    colocated = with_overrides(base, {"topology": "router", "router": "least-loaded",
+                                      "num_instances": 2})  # fmt: skip
+    split = with_overrides(base, {"topology": "disaggregated", "kv_bandwidth_gb_s": 450,
+                                  "disagg_protocol": "distserve"})  # fmt: skip
+    return [(HOME_RUNS[0], requests, colocated), (HOME_RUNS[1], requests, split)]
+
+
+# ---- Prefill vs decode, batching, chunked prefill --------------------------------------------
+PREFILL_DECODE = {"gpu": "H100-SXM", "model": "Llama-3.1-8B", "ctx": 2048}
+BATCHING = {"batch": 8, "rate": 4.0, "n": 24, "long": False}
+CHUNKED = {"chunk": 2048, "gpu": "H100-SXM"}
+
+
+def batching_specs(batch, rate, n, long) -> list:
+    """The same arrivals under static batching and continuous batching, prefill-first."""
+    from sim.request import RequestSpec
+    from sim.workload import generate
+
+    requests = generate(WorkloadConfig(rate_per_s=rate, num_requests=n, seed=3))
+    if long:  # C5: one 16k-token prompt arrives while the others stream
+        t_long = requests[len(requests) // 3].arrival_s
+        requests = [*requests, RequestSpec(len(requests), t_long, 16384, 50)]
+    workload = tuple(requests)
+    static = with_overrides(SimConfig(policy="static"), {"batch_size": batch})
+    return [("static", workload, static),
+            ("continuous", workload, SimConfig(policy="prefill-first"))]  # fmt: skip
+
+
+def chunked_specs(chunk, gpu) -> list:
+    """vLLM V0 prefill-first (reference) and vLLM V1 with a token budget of `chunk`."""
+    from sim.scenarios import get_scenario
+
+    out = []
+    for run_id, scenario, label, knobs in (
+        ("prefill_first", "c5-long-prompt-freeze", "prefill-first (V0)", {}),
+        ("chunked", "c6-chunk-size", "chunk 2048", {"max_num_batched_tokens": chunk}),
+    ):
+        s = get_scenario(scenario)
+        variant = s.variant(label)
+        workload = variant.workload if variant.workload is not None else s.workload
+        out.append((run_id, workload, with_overrides(variant.config, {"gpu": gpu, **knobs})))
+    return out
+
+
+# ---- Long prompts ----------------------------------------------------------------------------
+LONG_BUDGET = 2048  # the step's token budget in this lesson (vLLM's default on an A100 or L40S)
+BLOCKING = {"long_len": 20000, "n_long": 2, "v1_threshold": 512, "partial": 4, "max_long": 1,
+            "threshold": 10000}  # fmt: skip
+STARVATION = {"chat_rate": 50, "aging": 0.0}  # aging 0 = never: the starvation shows at once
+
+
+def blocking_specs(long_len, n_long, v1_threshold, partial, max_long, threshold) -> list:
+    """Long prompts first, then chats: V1 default, V1's fast lane, V0's fast lane."""
+    workload = long_prompts_then_chats([(0.02 * i, long_len) for i in range(n_long)])
+    v1_default = with_overrides(SimConfig(), {"max_num_batched_tokens": LONG_BUDGET})
+    v1_lane = with_overrides(v1_default, {"long_prefill_token_threshold": v1_threshold})
+    v0_lane = with_overrides(SimConfig(policy="vllm-v0"), {
+        "max_num_batched_tokens": LONG_BUDGET, "max_num_partial_prefills": partial,
+        "max_long_partial_prefills": max_long,
+        "long_prefill_token_threshold": threshold})  # fmt: skip
+    return [("v1_default", workload, v1_default), ("v1_lane", workload, v1_lane),
+            ("v0_lane", workload, v0_lane)]  # fmt: skip
+
+
+def starvation_specs(chat_rate, aging) -> list:
+    """A steady stream of chats plus three 12k-token prompts: FCFS vs short-first."""
+    rows = [(i / chat_rate, 600, 30) for i in range(int(8 * chat_rate))]
+    rows += [(1.0, 12000, 20), (2.0, 12000, 20), (3.0, 12000, 20)]
+    workload = requests_from_rows(rows)
+    knobs = {"max_num_batched_tokens": LONG_BUDGET}
+    fcfs = with_overrides(SimConfig(), knobs)
+    short = with_overrides(SimConfig(policy="short-first"), {**knobs, "aging_s": aging})
+    return [("fcfs", workload, fcfs), ("short_first", workload, short)]
+
+
+LONG_PROMPT = 10000  # prompt tokens above which the starvation tab counts a prompt as long
+
+
+# ---- Prefix caching --------------------------------------------------------------------------
+PREFIX_SYSTEM = {"system": 8000, "rate": 4.0}
+PREFIX_TRACE = {"trace_rate": 0.25}
+PREFIX_EVICT = {"kv": 32000}  # room for some documents: hits, and evictions
+EVICT_SIZES = (12000, 24000, 32000, 48000, 100000, 200000)
+
+
+def caching_on_off(workload, base: SimConfig) -> list:
+    return [("on", workload, base),
+            ("off", workload, with_overrides(base, {"enable_prefix_caching": False}))]
+
+
+def prefix_base() -> SimConfig:
+    from sim.scenarios import get_scenario
+
+    return get_scenario("pc1-shared-system-prompt").variant("caching on").config
+
+
+def system_prompt_specs(system, rate) -> list:
+    return caching_on_off(shared_system_prompt(60, rate, system), prefix_base())
+
+
+def trace_specs(trace_rate) -> list:
+    return caching_on_off(mooncake_excerpt(trace_rate), prefix_base())
+
+
+def evict_spec(kv) -> tuple:
+    """(workload, config): 48 questions over 8 documents, with a KV cache of `kv` tokens."""
+    from sim.scenarios import get_scenario
+
+    s = get_scenario("pc3-cache-eviction")
+    return s.workload, with_overrides(s.variant("KV 24k tokens").config, {"kv_capacity_tokens": kv})
+
+
+# ---- KV memory -------------------------------------------------------------------------------
+MEMORY = {"kv": 24000, "mode": "recompute"}
+
+
+# ---- Disaggregation: two presets, the same comparison on each --------------------------------
+@dataclass(frozen=True)
+class DisaggPreset:
+    """A workload, a model, latency targets and a P:D split: one regime of the comparison."""
+
+    key: str  # URL value; the visible name is disagg.preset.<key>
+    workload: WorkloadConfig
+    ttft_slo_s: float
+    tpot_slo_s: float
+    rates: tuple[float, ...]  # the goodput sweep's arrival rates (requests/s)
+
+
+DISAGG_PRESETS = {
+    # DistServe's regime: long prompts, short answers, a token pace close to a bare decode step.
+    "wins": DisaggPreset(
+        "wins",
+        WorkloadConfig(rate_per_s=6.0, num_requests=200, prompt=Uniform(4000, 8000),
+                       output=Uniform(100, 300), seed=11),  # fmt: skip
+        ttft_slo_s=3.0, tpot_slo_s=0.02, rates=(2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0),
+    ),
+    # Chats with a few long documents at interactive targets: colocation shares the prefills.
+    "loses": DisaggPreset(
+        "loses",
+        WorkloadConfig(rate_per_s=6.0, num_requests=200, prompt="chat+longdoc", seed=11),
+        ttft_slo_s=3.0, tpot_slo_s=0.3, rates=tuple(float(r) for r in range(4, 41, 4)),
+    ),
+}  # fmt: skip
+DISAGG = {"preset": "wins", "p": 2, "d": 1, "link": "IB NDR", "dgpu": "H100-SXM",
+          "protocol": "vllm", "rate": 6.0, "timeline_requests": 36}  # fmt: skip
+DISAGG_RUNS = ("colocated", "router", "disaggregated")  # ids of the three ways, in order
+
+
+def disagg_configs(preset: DisaggPreset, n_p: int, n_d: int, link_gb_s: float,
+                   decode_gpu: str, protocol: str) -> dict:  # fmt: skip
+    """The three ways to use n_p + n_d GPUs, with the preset's latency targets."""
+    gpus = n_p + n_d
+    slo = {"ttft_slo_s": preset.ttft_slo_s, "tpot_slo_s": preset.tpot_slo_s}
+    return {
+        "colocated": with_overrides(SimConfig(), {
+            **slo, "topology": "router", "router": "least-loaded", "num_instances": gpus}),
+        "router": with_overrides(SimConfig(), {
+            **slo, "topology": "router", "router": "length", "num_instances": gpus}),
+        "disaggregated": with_overrides(SimConfig(), {
+            **slo, "topology": "disaggregated", "num_prefill": n_p, "num_decode": n_d,
+            "kv_bandwidth_gb_s": link_gb_s, "decode_gpu": decode_gpu,
+            "disagg_protocol": protocol}),
+    }  # fmt: skip
+
+
+def preset_configs(preset: DisaggPreset) -> dict:
+    """The three ways on the page's default split, link, decode GPU and protocol."""
+    from sim.hardware import LINKS_GB_S
+
+    d = DISAGG
+    return disagg_configs(preset, d["p"], d["d"], LINKS_GB_S[d["link"]], d["dgpu"],
+                          d["protocol"])  # fmt: skip
