@@ -223,11 +223,26 @@ def test_merge_joins_back_to_back_segments_of_one_kind():
         ],  # fmt: skip
     )
     bars = gf.split_bars(run, merge=True)
-    assert len(bars["decode"]) == 2 and len(bars["decode_slowed"]) == 0
-    assert bars["decode"].tokens.tolist() == [3, 1]
-    assert bars["decode"].end.tolist() == [2.5, 3.0]
-    assert bars["decode"].step_last.tolist() == [3, 5]
+    # The plain + slowed decode join into one bar, hatched because one part was slowed (issue
+    # 26: a merged bar keeps the evidence); the stall stays its own white bar between them.
+    assert len(bars["decode_slowed"]) == 1 and len(bars["decode"]) == 1
+    assert bars["decode_slowed"].tokens.tolist() == [3]
+    assert bars["decode_slowed"].end.tolist() == [2.5]
+    assert bars["decode_slowed"].step_last.tolist() == [3]
+    assert bars["decode"].start.tolist() == [2.6]
+    assert bars["stall"].start.tolist() == [2.5] and bars["stall"].end.tolist() == [2.6]
     assert len(gf.split_bars(run)["decode"]) == 2  # unmerged: the slowed one is separate
+
+
+def test_merged_rows_keep_the_hatching_of_a_busy_colocated_run():
+    """Many requests on thin rows: every request whose decode was ever slowed stays hatched."""
+    run = simulate(generate(WorkloadConfig(rate_per_s=12, num_requests=300, seed=1)), SimConfig())
+    segs = run.segments
+    slowed_ids = set(segs[(segs.kind == "decode") & segs.slowed].request_id)
+    assert slowed_ids  # chunked prefill slows decodes in this run
+    merged = gf.split_bars(run, merge=True)
+    hatched = {int(r[1:]) for r in merged["decode_slowed"].row}
+    assert hatched == slowed_ids
 
 
 def test_token_counters_only_for_few_rows(c5_runs):
