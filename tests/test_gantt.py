@@ -267,3 +267,40 @@ def test_frame_times():
     assert frame_times(3.0, 4).tolist() == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(ValueError):
         frame_times(3.0, 1)
+
+
+def test_zoom_keeps_thirty_rows_with_the_evidence_and_the_marked_ones():
+    """A 403-request run shows 30 rows: the marked long prompts among them, plus the stretch of
+    arrivals where requests waited or stalled; the readout still counts the whole run."""
+    from sim.scenarios import requests_from_rows
+    from ui.gantt_rows import ZOOM_ROWS, evidence, marked_ids, zoom_rows
+
+    rows = [(i / 50, 600, 30) for i in range(400)]
+    rows += [(1.0, 12000, 20), (2.0, 12000, 20), (3.0, 12000, 20)]
+    run = simulate(requests_from_rows(rows), SimConfig())
+    marks = marked_ids(run, [("prompt_tokens", 10000, "long")])
+    q = run.requests
+    longs = sorted(q.request_id[q.prompt_tokens > 10000].tolist())
+    assert sorted(marks) == longs and len(longs) == 3 and set(marks.values()) == {"long"}
+    ids = gf.request_ids(run)
+    shown = zoom_rows([run], ids, marks)
+    assert len(shown) == ZOOM_ROWS and set(longs) <= set(shown.tolist())
+    score = evidence(run, ids)
+    assert score[np.isin(ids, shown)].mean() > score.mean()  # the busy rows, not the first 30
+    fig = timeline_figure([("fcfs", run)], show=shown.tolist(), marks=marks)
+    assert len(fig.layout.yaxis.categoryarray) == ZOOM_ROWS
+    assert f"long · R{longs[1]}" in fig.layout.yaxis.categoryarray
+    assert f"long · R{longs[1]}" in fig.layout.yaxis.tickvals  # a marked row keeps its label
+    bands = [s for s in fig.layout.shapes if s.type == "rect" and s.layer == "below"]
+    assert len(bands) == 3  # a pale band behind each marked row
+    full = timeline_figure([("fcfs", run)], design="cursor")
+    assert fig.layout.annotations[0].text == full.layout.annotations[0].text  # same readout
+    assert zoom_rows([run], ids[:12], {}).tolist() == ids[:12].tolist()  # few rows: all shown
+
+
+def test_title_and_readout_sit_on_two_lines_and_compact_fits_a_projector():
+    run = simulate(get_scenario("c5-long-prompt-freeze").workload, SimConfig())
+    fig = timeline_figure([("a", run), ("b", run), ("c", run)], compact=True)
+    assert fig.layout.height <= gl.COMPACT_PX
+    readout, title = fig.layout.annotations[0], fig.layout.annotations[3]
+    assert title.yshift - readout.yshift >= gl.READOUT_PX  # never printed over each other

@@ -30,7 +30,6 @@ Notable features
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -76,20 +75,31 @@ def choose_design(total_bars: int) -> Design:
 
 
 def _panels(
-    runs: Sequence[tuple[str, RunResult]], height: int | None, lang: str = "en"
-) -> list[_Panel]:
+    runs: Sequence[tuple[str, RunResult]], height: int | None, lang: str = "en",
+    show: np.ndarray | None = None, marks: dict[int, str] | None = None,
+    floor: int = gl.MIN_PLOT_PX,
+) -> list[_Panel]:  # fmt: skip
     """The subplots, in the order given; rows thinner than MERGE_ROW_PX get merged bars.
-    Request rows are named in `lang` (R0, 요청 0)."""
+    Request rows are named in `lang` (R0, 요청 0); a marked row's label starts with its tag.
+    `show`: the request ids to draw (a zoom, ui.gantt_rows); the readouts keep the whole run."""
     if not runs:
         raise ValueError("timeline_figure needs at least one (label, run)")
     ids = [gf.request_ids(run) for _, run in runs]
-    plot_px = gl.geometry([len(i) for i in ids], height, 0, 0).plot_px
+    if show is not None:
+        ids = [np.intersect1d(i, np.asarray(show, dtype=np.int64)) for i in ids]
+    plot_px = gl.geometry([len(i) for i in ids], height, 0, 0, floor).plot_px
+    marks = marks or {}
+
+    def name(i: int) -> str:
+        row = request_row(i, lang)
+        return f"{marks[i]} · {row}" if i in marks else row
+
     panels = []
     for (label, run), row_ids, px in zip(runs, ids, plot_px, strict=True):
         merge = px / max(len(row_ids), 1) < MERGE_ROW_PX
-        name = functools.partial(request_row, lang=lang)
         rows = [name(i) for i in row_ids.tolist()]
-        bars = gf.split_bars(run, merge=merge, label=name)
+        only = row_ids if show is not None else None
+        bars = gf.split_bars(run, merge=merge, label=name, only=only)
         panels.append(_Panel(str(label), run, row_ids, rows, bars))
     return panels
 
@@ -157,16 +167,16 @@ def _readout_text(readout: gf.Readout, k: int, lang: str) -> str:
 
 def _figure_dict(
     panels: list[_Panel], lang: str, t_end: float, height: int | None, times: np.ndarray,
-    design: Design,
+    design: Design, marks: dict[int, str] | None = None, floor: int = gl.MIN_PLOT_PX,
 ) -> dict:  # fmt: skip
     """The whole figure as plain dicts: data at t_end, layout, frames and controls."""
     rows = [len(p.rows) for p in panels]
-    plot_px = gl.geometry(rows, height, 0, 0).plot_px  # margins do not change these heights
+    plot_px = gl.geometry(rows, height, 0, 0, floor).plot_px  # margins do not change these
     row_px = min(px / max(n, 1) for px, n in zip(plot_px, rows, strict=True))
     show_tokens = design == "clip" and max(rows) <= MAX_TOKEN_ROWS and row_px >= TOKEN_ROW_PX
     token_font = min(FONT_SIZE - 2, int(row_px) - 1)  # px: one line per row, no overlap
     longest = max((gl.text_width(row) for p in panels for row in p.rows), default=2.0)
-    geo = gl.geometry(rows, height, gl.left_margin(longest), 100 if show_tokens else 24)
+    geo = gl.geometry(rows, height, gl.left_margin(longest), 100 if show_tokens else 24, floor)
     first_panel: dict[
         str, int
     ] = {}  # phase -> index of the first subplot that has bars of it (legend once)
@@ -199,11 +209,13 @@ def _figure_dict(
 
     readouts = [gf.readout(p.run, times) for p in panels]
     titles = [gl.title_annotation(p.label, i) for i, p in enumerate(panels)]
+    marked = [[k for k, rid in enumerate(p.ids.tolist()) if rid in (marks or {})] for p in panels]
+    bands = [gl.mark_shape(i, k) for i, rows_i in enumerate(marked) for k in rows_i]
 
     def layout_at(k: int) -> dict:
         """Shapes and annotations of frame k: all of them, readouts first, then run labels."""
         shapes = [gl.mask_shape(i, times[k], t_end) for i in range(len(panels))]
-        shapes = (shapes if design == "cursor" else []) + [gl.cursor_shape(times[k])]
+        shapes = bands + (shapes if design == "cursor" else []) + [gl.cursor_shape(times[k])]
         notes = [
             gl.readout_annotation(_readout_text(r, k, lang), i) for i, r in enumerate(readouts)
         ]
@@ -214,7 +226,10 @@ def _figure_dict(
     labels = [t("gantt.slider", lang, t=f"{x:.{decimals}f}") for x in times]
     last = len(times) - 1
     layout = gl.base_layout(geo)
-    layout.update(gl.axes([p.rows for p in panels], geo, t_end, t("gantt.axis.time", lang)))
+    always = [{p.rows[k] for k in rows_i} for p, rows_i in zip(panels, marked, strict=True)]
+    layout.update(
+        gl.axes([p.rows for p in panels], geo, t_end, t("gantt.axis.time", lang), always)
+    )
     layout.update(layout_at(last))
     layout.update(
         gl.controls(names, labels, geo, t("gantt.play", lang), t("gantt.pause", lang), last)
@@ -255,20 +270,29 @@ def timeline_figure(
     t_end: float | None = None,
     height: int | None = None,
     design: Design | None = None,
+    show: Sequence[int] | None = None,
+    marks: dict[int, str] | None = None,
+    compact: bool = False,
 ) -> go.Figure:
     """Animated Gantt of one or more labelled runs on a shared time axis (see module docstring).
 
     t_end: right end of the time axis (s); default the latest segment end over all runs.
     height: figure height (px); default grows with the rows, up to about one screen.
     design: force "clip" or "cursor"; default chosen by the total number of bars.
+    show: the request ids whose rows to draw (a zoom: ui.gantt_rows.zoom_rows); default all.
+    marks: request id -> a short tag; the row's label starts with it, over a pale band.
+    compact: about 640 px in all (a 1280x720 projector screen), unless `height` is given.
     """
-    panels = _panels(runs, height, lang)
+    floor = gl.COMPACT_MIN_PLOT_PX if compact else gl.MIN_PLOT_PX
+    height = gl.COMPACT_PX if compact and height is None else height
+    panels = _panels(runs, height, lang, None if show is None else np.asarray(show), marks,
+                     floor)  # fmt: skip
     end = max(gf.run_end(p.run) for p in panels) if t_end is None else float(t_end)
     end = end if end > 0 else 1.0
     if design is None:
         design = choose_design(sum(len(b) for p in panels for b in p.bars.values()))
     times = frame_times(end, num_frames)
-    return go.Figure(_figure_dict(panels, lang, end, height, times, design))
+    return go.Figure(_figure_dict(panels, lang, end, height, times, design, marks, floor))
 
 
 def static_timeline_figure(

@@ -118,17 +118,22 @@ def _merge_back_to_back(segs: pd.DataFrame) -> pd.DataFrame:
 
 
 def split_bars(
-    run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label
-) -> dict[str, Bars]:
+    run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label,
+    only: np.ndarray | None = None,
+) -> dict[str, Bars]:  # fmt: skip
     """The run's segments grouped by drawn phase (every phase present, maybe empty).
 
-    `label` names each request's row (R0 by default); it is called once per request.
+    `label` names each request's row (R0 by default); it is called once per request. `only`:
+    the request ids whose bars to keep (all by default).
 
     merge=True first joins back-to-back segments of one request and kind (see
     `_merge_back_to_back`): for rows a few pixels tall, where a hatch or a one-step stretch is
     invisible anyway, it cuts a long run's bars about tenfold, and with them the browser's work.
     """
-    segs = _merge_back_to_back(run.segments) if merge and len(run.segments) else run.segments
+    segs = run.segments
+    if only is not None:  # a zoom on some rows (ui.gantt_rows): the other requests' bars go
+        segs = segs[segs["request_id"].isin(np.asarray(only).tolist())]
+    segs = _merge_back_to_back(segs) if merge and len(segs) else segs
     kind = segs["kind"].to_numpy(dtype=object)
     slowed = segs["slowed"].to_numpy(dtype=bool)
     ids, where = np.unique(segs["request_id"].to_numpy(dtype=np.int64), return_inverse=True)
