@@ -14,10 +14,10 @@ T = w.translator()
 BUDGET = 2048  # the step's token budget in this lesson (vLLM's default on an A100 or L40S)
 st.title(T("long.title"))
 st.markdown(T("long.lead"))
+w.glossary("TTFT")
 blocking, starvation = st.tabs([T("long.tab_blocking"), T("long.tab_starvation")])
 
 with blocking:
-    st.markdown(T("long.blocking_text"))
     c1, c2, c3 = st.columns(3)
     with c1:
         long_len = w.steps("long_len", T("long.long_len"), [8192, 16384, 20000, 32768], 20000)
@@ -26,7 +26,7 @@ with blocking:
     with c3:
         threshold = w.steps("v1_threshold", T("long.threshold"), [128, 256, 512, 1024, 1536],
                             512)  # fmt: skip
-    with st.expander(T("long.v0_knobs"), expanded=True):
+    with st.expander(T("long.v0_knobs")):
         d1, d2, d3 = st.columns(3)
         with d1:
             partial = w.select("partial", T("long.partial"), [1, 2, 4, 8], 4)
@@ -52,16 +52,18 @@ with blocking:
         (T("long.v1_lane", threshold=threshold), workload, v1_lane),
         (T("long.v0_lane", partial=partial, max_long=max_long), workload, v0_lane),
     ]
-    w.timeline_of(specs, key="blocking")
+    w.look("look.blocking")
+    w.timeline_of(specs, key="blocking", marks=[("prompt_tokens", 8192, T("gantt.mark.long"))])
     st.caption(T("common.legend"))
-    w.engine_note("vllm", "vllm-v0")
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
-    st.markdown(T("long.blocking_takeaway"))
+    with w.more():
+        st.markdown(T("long.blocking_text"))
+        st.markdown(T("long.blocking_takeaway"))
+    w.engine_note("vllm", "vllm-v0")
     w.show_code(Vllm)
     w.show_code(VllmV0)
 
 with starvation:
-    st.markdown(T("long.starvation_text"))
     c1, c2 = st.columns(2)
     with c1:
         rate = w.slider("chat_rate", T("long.chat_rate"), 10, 60, 50, step=5)
@@ -75,8 +77,10 @@ with starvation:
     short = with_overrides(SimConfig(policy="short-first"), {**knobs, "aging_s": aging})
     specs = [(sim_label("fcfs", w.lang()), workload, fcfs),
              (T("long.short_first", aging=aging), workload, short)]
-    w.timeline_of(specs, key="starvation")
-    w.engine_note("vllm", "short-first")
+    w.look("look.starvation")
+    w.timeline_of(specs, key="starvation", marks=[("prompt_tokens", 10000,
+                                                    T("gantt.mark.long"))])  # fmt: skip
+    st.caption(T("common.legend"))
     runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
     table = {label: run.requests for label, run in runs}
     cols = st.columns(len(table))
@@ -84,5 +88,8 @@ with starvation:
         long = q.prompt_tokens > 10000
         col.metric(T("long.long_ttft", label=label), T("live.seconds", s=q[long].ttft_s.max()))
         col.metric(T("long.chat_ttft", label=label), T("live.seconds", s=q[~long].ttft_s.median()))
-    st.markdown(T("long.starvation_takeaway"))
+    with w.more():
+        st.markdown(T("long.starvation_text"))
+        st.markdown(T("long.starvation_takeaway"))
+    w.engine_note("vllm", "short-first")
     w.show_code(ShortFirst)

@@ -21,6 +21,7 @@ T, L = w.translator(), w.lang()
 MAX_REQUESTS = w.limits().max_requests
 st.title(T("play.title"))
 st.markdown(T("play.lead"))
+w.glossary("TTFT", "TPOT", "SLO")
 
 # ---- workload ----
 st.subheader(T("play.workload"))
@@ -117,6 +118,7 @@ if not specs:
 
 # ---- results ----
 st.subheader(T("play.results"))
+w.look("look.playground")
 w.timeline_of(specs)
 st.caption(T("common.legend"))
 w.runs_table(runs)

@@ -11,7 +11,7 @@ from ui import widgets as w
 
 T, L = w.translator(), w.lang()
 st.title(T("prefix.title"))
-st.markdown(T("prefix.lead"))
+w.glossary("TTFT", "KV")
 system_tab, trace_tab, evict_tab = st.tabs(
     [T("prefix.tab_system"), T("prefix.tab_trace"), T("prefix.tab_evict")]
 )
@@ -34,20 +34,26 @@ with system_tab:
     with c2:
         rate = w.slider("rate", T("common.rate"), 1.0, 16.0, 4.0, step=1.0)
     specs = on_and_off(shared_system_prompt(60, rate, system), T("prefix.on"), T("prefix.off"))
+    w.look("look.prefix_system")
     w.timeline_of(specs, key="tl_system")
     st.caption(T("prefix.legend"))
-    w.engine_note("vllm")
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs], KEYS)
-    st.markdown(T("prefix.system_takeaway"))
+    with w.more():
+        st.markdown(T("prefix.lead"))
+        st.markdown(T("prefix.system_takeaway"))
+    w.engine_note("vllm")
 
 with trace_tab:
     st.markdown(T("prefix.trace_text"))
     rate = w.slider("trace_rate", T("common.rate"), 0.1, 0.5, 0.25, step=0.05)
     specs = on_and_off(mooncake_excerpt(rate), T("prefix.on"), T("prefix.off"))
+    w.look("look.prefix_trace")
     w.timeline_of(specs, key="tl_trace")
     st.caption(T("prefix.legend"))
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs], KEYS)
-    st.markdown(T("prefix.trace_takeaway"))
+    with w.more():
+        st.markdown(T("prefix.trace_takeaway"))
+    w.engine_note("vllm")
 
 with evict_tab:
     st.markdown(T("prefix.evict_text"))
@@ -55,6 +61,7 @@ with evict_tab:
                        24000)  # fmt: skip
     chosen = (("kv_capacity_tokens", capacity),)
     spec = w.variant_spec("pc3-cache-eviction", "KV 24k tokens", chosen)
+    w.look("look.prefix_evict")
     w.timeline_of([(T("label.kv_capacity", capacity=capacity), spec[1], spec[2])], key="tl_evict")
     st.caption(T("prefix.legend"))
     rows = []
@@ -64,5 +71,7 @@ with evict_tab:
         rows.append({T("memory.capacity"): size, T("metric.prefix_cache_hit_rate"):
                      s["prefix_cache_hit_rate"], T("metric.ttft_p50_s"): s["ttft_p50_s"]})
     w.number_table(pd.DataFrame(rows), hide_index=True)
-    st.markdown(T("prefix.evict_takeaway"))
+    with w.more():
+        st.markdown(T("prefix.evict_takeaway"))
+    w.engine_note("vllm")
     w.show_code(PrefixCachingKV)

@@ -9,6 +9,7 @@ job each, and this module imports their public names (__all__ lists them):
 - ui/sim_cache.py      simulations cached for all sessions, within a budget (`limits()`)
 - ui/figure_cache.py   timelines and charts built once and sent to the browser cheaply
 - ui/engine_notes.py   which real engine each policy mirrors, and what the checks leave out
+- ui/lesson_view.py    picture first: "What to look at", explanations in expanders, glossary
 
 What stays here is how a page shows text and tables:
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
@@ -33,6 +34,7 @@ from sim.budget import BudgetExceeded
 from ui.engine_notes import TOPOLOGY_CAVEATS, VERIFIED, engine_note, policy_note, topology_caveats
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
 from ui.language import KOREAN_TEXT_CSS, lang, language_picker, text_style, translator
+from ui.lesson_view import glossary, is_compact, look, more
 from ui.sim_cache import (
     CACHE_MB,
     CACHE_TTL,
@@ -65,6 +67,8 @@ __all__ = [
     "cached_chart", "chart", "plain", "timeline", "timeline_of", "timeline_runs",
     # ui/engine_notes.py
     "TOPOLOGY_CAVEATS", "VERIFIED", "engine_note", "policy_note", "topology_caveats",
+    # ui/lesson_view.py
+    "glossary", "is_compact", "look", "more",
     # here
     "config_error", "escape_markdown", "formula", "goodput_table", "number_table", "parse_knobs",
     "runs_table", "show_code",
