@@ -136,10 +136,26 @@ def axes(
             "categoryorder": "array", "categoryarray": labels, "autorange": False,
             "range": [len(labels) - 0.5, -0.5],  # R0 on top
             "tickmode": "array", "showgrid": False,
-            "tickvals": [x for k, x in enumerate(labels)
-                         if k % stride == 0 or (always and x in always[i])],
+            **_ticks(labels, stride, geo.plot_px[i], always[i] if always else set()),
         }  # fmt: skip
     return layout
+
+
+def _ticks(labels: list[str], stride: int, plot_px: float, marked: set[str]) -> dict:
+    """tickvals/ticktext: every `stride`-th row, and the marked rows in bold and colour, never
+    two labels closer than ROW_LABEL_PX (a marked row wins over a plain one next to it)."""
+    gap = math.ceil(ROW_LABEL_PX / max(plot_px / max(len(labels), 1), 1e-9))  # rows per label
+    kept: list[int] = []
+    for k, label in enumerate(labels):  # marked rows first, spaced out
+        if label in marked and all(abs(k - j) >= gap for j in kept):
+            kept.append(k)
+    chosen = set(kept)
+    for k in range(0, len(labels), stride):
+        if all(abs(k - j) >= gap for j in kept):
+            chosen.add(k)
+    order = sorted(chosen)
+    text = [f"<b>{labels[k]}</b>" if labels[k] in marked else labels[k] for k in order]
+    return {"tickvals": [labels[k] for k in order], "ticktext": text}
 
 
 def base_layout(geo: Geometry) -> dict:
