@@ -289,8 +289,8 @@ def test_zoom_keeps_thirty_rows_with_the_evidence_and_the_marked_ones():
     assert score[np.isin(ids, shown)].mean() > score.mean()  # the busy rows, not the first 30
     fig = timeline_figure([("fcfs", run)], show=shown.tolist(), marks=marks)
     assert len(fig.layout.yaxis.categoryarray) == ZOOM_ROWS
-    assert f"long · R{longs[1]}" in fig.layout.yaxis.categoryarray
-    assert f"long · R{longs[1]}" in fig.layout.yaxis.tickvals  # a marked row keeps its label
+    assert f"long R{longs[1]}" in fig.layout.yaxis.categoryarray
+    assert f"long R{longs[1]}" in fig.layout.yaxis.tickvals  # a marked row keeps its label
     bands = [s for s in fig.layout.shapes if s.type == "rect" and s.layer == "below"]
     assert len(bands) == 3  # a pale band behind each marked row
     full = timeline_figure([("fcfs", run)], design="cursor")

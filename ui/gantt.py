@@ -92,7 +92,7 @@ def _panels(
 
     def name(i: int) -> str:
         row = request_row(i, lang)
-        return f"{marks[i]} · {row}" if i in marks else row
+        return f"{marks[i]} {row}" if i in marks else row
 
     panels = []
     for (label, run), row_ids, px in zip(runs, ids, plot_px, strict=True):
@@ -208,7 +208,7 @@ def _figure_dict(
             })  # fmt: skip
 
     readouts = [gf.readout(p.run, times) for p in panels]
-    titles = [gl.title_annotation(p.label, i) for i, p in enumerate(panels)]
+    titles = [gl.title_annotation(p.label, i, geo.margin["l"]) for i, p in enumerate(panels)]
     marked = [[k for k, rid in enumerate(p.ids.tolist()) if rid in (marks or {})] for p in panels]
     bands = [gl.mark_shape(i, k) for i, rows_i in enumerate(marked) for k in rows_i]
 

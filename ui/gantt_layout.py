@@ -170,11 +170,13 @@ def base_layout(geo: Geometry) -> dict:
     }  # fmt: skip
 
 
-def title_annotation(label: str, i: int) -> dict:
-    """The run label, left-aligned above subplot i, on the line above the readout's."""
+def title_annotation(label: str, i: int, left_px: int = 0) -> dict:
+    """The run label above subplot i, on the line above the readout's, starting at the figure's
+    left edge (over the row labels: a long label has the whole width on a phone)."""
     xref, yref = axis_refs(i)
     return {
         "text": f"<b>{label}</b>", "x": 0, "xref": f"{xref} domain", "xanchor": "left", "y": 1,
+        "xshift": 4 - left_px,
         "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 2 + READOUT_PX,
         "showarrow": False,
         "font": {"size": FONT_SIZE + 1},
@@ -241,8 +243,10 @@ def controls(
     buttons.append({"label": pause, "method": "animate",
                     "args": [[None], {"mode": "immediate", "frame": still,
                                       "transition": {"duration": 0}}]})  # fmt: skip
+    # Right-aligned under the plot: the row of buttons may then reach into the left margin
+    # (empty below the axis), so all five fit a 390-px phone however wide the row labels are.
     menu = {
-        "type": "buttons", "direction": "left", "showactive": False, "x": 0, "xanchor": "left",
+        "type": "buttons", "direction": "left", "showactive": False, "x": 1, "xanchor": "right",
         "y": geo.below(AXIS_PX), "yanchor": "top", "pad": {"t": 0, "r": 0}, "buttons": buttons,
         "font": {"size": FONT_SIZE - 3},  # five buttons fit a 390-px phone, Pause included
     }  # fmt: skip
