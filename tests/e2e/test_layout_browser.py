@@ -41,10 +41,11 @@ def show_chart(page, app_url, path, query, size):
     width, height = SIZES[size]
     page.set_viewport_size({"width": width, "height": height})
     open_page(page, app_url, path, query)
-    chart = page.get_by_test_id("stPlotlyChart").first
-    chart.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
     wait_idle(page)
+    chart = page.get_by_test_id("stPlotlyChart").first
+    chart.locator(".updatemenu-button").first.wait_for(state="attached", timeout=60_000)
+    chart.evaluate("e => e.scrollIntoView({block: 'start'})")  # no visibility wait: a redraw
+    page.wait_for_timeout(500)  # right after the first paint is not "hidden" for long
     return width, height
 
 
@@ -52,11 +53,14 @@ def show_chart(page, app_url, path, query, size):
 def test_projector_compact_layout_shows_panels_and_buttons_at_once(page, app_url, shots, path):
     width, height = show_chart(page, app_url, path, "?compact=true", "projector")
     chart = page.get_by_test_id("stPlotlyChart").first
-    chart.evaluate("e => e.scrollIntoView({block: 'start'})")
+    chart.evaluate("e => e.scrollIntoView({block: 'end'})")
     page.wait_for_timeout(300)
     page.screenshot(path=str(shots / f"layout_{path}_en_1280x720.png"))
     b = boxes(page)
-    assert b["chart"]["h"] <= height, b["chart"]  # the whole figure fits the window ...
+    header = page.get_by_test_id("stHeader").bounding_box() or {"height": 0}
+    # The whole figure (legend, every panel, the buttons) fits below Streamlit's header.
+    assert b["chart"]["h"] + header["height"] <= height, (b["chart"], header)
+    assert b["chart"]["y"] >= header["height"] - 1, b["chart"]
     assert b["buttons"] and all(inside(x, width, height) for x in b["buttons"]), b["buttons"]
     assert not page.errors, page.errors
 
