@@ -26,7 +26,8 @@ try:
 except ValueError as err:
     w.config_error(err)
     st.stop()
-label = T("label.memory_run", policy=spec[2].policy, mode=sim_label(variant, L), capacity=capacity)
+policy = w.option_label("policy")(spec[2].policy)  # a human name, not the policy's id
+label = T("label.memory_run", policy=policy, mode=sim_label(variant, L), capacity=capacity)
 w.look("look.memory")
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))
