@@ -12,7 +12,7 @@ from ui import widgets as w
 T = w.translator()
 st.title(T("batching.title"))
 st.markdown(T("batching.lead"))
-w.glossary("TTFT", "TPOT")
+w.glossary("TTFT", "TPOT", "SLO")
 
 c1, c2, c3, c4 = st.columns(4)
 with c1:

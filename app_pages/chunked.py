@@ -11,7 +11,7 @@ T, L = w.translator(), w.lang()
 SCENARIO = "c6-chunk-size"
 SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384]
 st.title(T("chunked.title"))
-w.glossary("TTFT", "ITL", "TPOT")
+w.glossary("TTFT", "ITL", "TPOT", "SLO")
 
 c1, c2 = st.columns(2)
 with c1:

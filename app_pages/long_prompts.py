@@ -14,7 +14,7 @@ T = w.translator()
 BUDGET = 2048  # the step's token budget in this lesson (vLLM's default on an A100 or L40S)
 st.title(T("long.title"))
 st.markdown(T("long.lead"))
-w.glossary("TTFT")
+w.glossary("TTFT", "TPOT", "SLO")
 blocking, starvation = st.tabs([T("long.tab_blocking"), T("long.tab_starvation")])
 
 with blocking:

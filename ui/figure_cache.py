@@ -104,7 +104,8 @@ def timeline_of(specs: Sequence[RunSpec], key=None, marks: Sequence[MarkRule] = 
     specs = tuple(specs)
     compact = is_compact()
     limit = COMPACT_ROWS if compact else ZOOM_ROWS
-    total = max(len(simulate_cached(wl, cfg).requests) for _, wl, cfg in specs)
+    runs = [simulate_cached(wl, cfg) for _, wl, cfg in specs]  # cache hits, or made here once
+    total = max(len(run.requests) for run in runs)
     T = translator()
     show_all = False
     place = st.container()  # the chart goes above the toggle that decides its rows
@@ -113,8 +114,9 @@ def timeline_of(specs: Sequence[RunSpec], key=None, marks: Sequence[MarkRule] = 
         name = f"{key or 'tl'}_all"
         with right:
             show_all = toggle(name, T("gantt.show_all", n=total), False)
+        zoomed = "gantt.zoomed_marked" if marked_ids(runs[0], marks) else "gantt.zoomed"
         left.caption(T("gantt.all_rows", n=total) if show_all
-                     else T("gantt.zoomed", shown=limit, n=total))  # fmt: skip
+                     else T(zoomed, shown=limit, n=total))  # fmt: skip
     rows = None if show_all or total <= limit else limit
     figure = _timeline(fingerprint(specs), lang(), specs, rows, tuple(marks), compact)
     place.plotly_chart(_prebuilt(figure), width="stretch", config={"displayModeBar": False},
