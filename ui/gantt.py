@@ -168,7 +168,8 @@ def _figure_dict(
         shapes = [gl.mask_shape(i, times[k], t_end) for i in range(len(panels))]
         shapes = bands + (shapes if design == "cursor" else []) + [gl.cursor_shape(times[k])]
         notes = [
-            gl.readout_annotation(_readout_text(r, k, lang), i) for i, r in enumerate(readouts)
+            gl.readout_annotation(_readout_text(r, k, lang), i, geo.margin["r"] - 4)
+            for i, r in enumerate(readouts)
         ]
         return {"shapes": shapes, "annotations": notes + titles}
 

@@ -183,7 +183,7 @@ def title_annotation(label: str, i: int, left_px: int = 0) -> dict:
     }  # fmt: skip
 
 
-def readout_annotation(text: str, i: int) -> dict:
+def readout_annotation(text: str, i: int, right_px: int = 0) -> dict:
     """The cursor readout, right-aligned just above subplot i, under the run label's line (its
     text changes per frame).
 
@@ -193,6 +193,7 @@ def readout_annotation(text: str, i: int) -> dict:
     xref, yref = axis_refs(i)
     return {
         "text": text, "x": 1, "xref": f"{xref} domain", "xanchor": "right", "y": 1,
+        "xshift": right_px,  # to the figure's right edge: the most room on a phone
         "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 2, "showarrow": False,
         "bgcolor": PAPER, "font": {"size": FONT_SIZE - 1, "color": OUTLINE},
     }  # fmt: skip
@@ -243,11 +244,13 @@ def controls(
     buttons.append({"label": pause, "method": "animate",
                     "args": [[None], {"mode": "immediate", "frame": still,
                                       "transition": {"duration": 0}}]})  # fmt: skip
-    # Right-aligned under the plot: the row of buttons may then reach into the left margin
-    # (empty below the axis), so all five fit a 390-px phone however wide the row labels are.
+    # Right-aligned at the figure's right edge (a negative pad moves it over the right margin,
+    # where the token counters are, empty below the axis), reaching left over the row labels'
+    # margin as far as it needs: all five buttons fit a 390-px phone, whatever the margins.
     menu = {
         "type": "buttons", "direction": "left", "showactive": False, "x": 1, "xanchor": "right",
-        "y": geo.below(AXIS_PX), "yanchor": "top", "pad": {"t": 0, "r": 0}, "buttons": buttons,
+        "y": geo.below(AXIS_PX), "yanchor": "top", "buttons": buttons,
+        "pad": {"t": 0, "r": -max(geo.margin["r"] - 4, 0)},
         "font": {"size": FONT_SIZE - 3},  # five buttons fit a 390-px phone, Pause included
     }  # fmt: skip
     steps = [
