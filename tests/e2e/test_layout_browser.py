@@ -65,7 +65,8 @@ def test_projector_compact_layout_shows_panels_and_buttons_at_once(page, app_url
     assert not page.errors, page.errors
 
 
-@pytest.mark.parametrize(("path", "lang"), [("batching", "en"), ("long-prompts", "ko")])
+@pytest.mark.parametrize(("path", "lang"), [("batching", "en"), ("long-prompts", "ko"),
+                                           ("memory", "ko")])  # memory: token counters
 def test_phone_reaches_every_button_and_labels_do_not_overlap(page, app_url, shots, path, lang):
     width, height = show_chart(page, app_url, path, f"?lang={lang}", "phone")
     page.get_by_test_id("stPlotlyChart").first.locator(".updatemenu-button").last.evaluate(
