@@ -1,9 +1,10 @@
 """PD Lab: the Streamlit entry point. Run with `streamlit run app.py`.
 
-It runs on every page view: page config, the sidebar (language, shared on every page and kept in
-the URL as ?lang=), and the navigation over the lesson pages in app_pages/. (The folder is not
-called pages/: with st.navigation, a pages/ folder makes Streamlit route a freshly started
-server's first deep link without this entry point, losing the sidebar and the language.)
+It runs on every page view: page config, the sidebar (language and the compact projector layout,
+shared on every page and kept in the URL as ?lang= and ?compact=), and the navigation over the
+lesson pages in app_pages/. (The folder is not called pages/: with st.navigation, a pages/
+folder makes Streamlit route a freshly started server's first deep link without this entry
+point, losing the sidebar and the language.)
 An exception no page caught becomes one translated st.error; its traceback goes to the server's
 log only (Streamlit Community Cloud forces showErrorDetails=false, which would show tracebacks).
 """
@@ -15,11 +16,13 @@ import streamlit as st
 
 from ui import warmup
 from ui.i18n import t
+from ui.lesson_view import compact_picker
 from ui.widgets import lang, language_picker, text_style
 
 st.set_page_config(page_title="PD Lab", page_icon="⏱️", layout="wide")
 warmup.start_once()  # the first session of a server fills the caches with every lesson's view
 language_picker()
+compact_picker()  # ?compact=true: timelines that fit a 1280x720 projector screen
 L = lang()
 text_style(L)  # Korean breaks lines between words, not inside them
 

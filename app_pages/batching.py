@@ -10,6 +10,7 @@ from ui import widgets as w
 T, D = w.translator(), ls.BATCHING
 st.title(T("batching.title"))
 st.markdown(T("batching.lead"))
+w.glossary("TTFT", "TPOT", "SLO")
 
 c1, c2, c3, c4 = st.columns(4)
 with c1:
@@ -27,10 +28,12 @@ except ValueError as err:
     w.config_error(err)
     st.stop()
 specs = [(T("batching.static"), workload, static), (T("batching.continuous"), workload, continuous)]
-w.timeline_of(specs)
+w.look("look.batching_long" if long_prompt else "look.batching")
+w.timeline_of(specs, marks=[("prompt_tokens", 16384, T("gantt.mark.long"))])
 st.caption(T("common.legend"))
 w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
+with w.more():
+    st.markdown(T("batching.takeaway"))
 w.engine_note("static", "prefill-first")
-st.markdown(T("batching.takeaway"))
 w.show_code(StaticBatching)
 w.show_code(PrefillFirst)

@@ -13,7 +13,7 @@ T, L = w.translator(), w.lang()
 SCENARIO = "c6-chunk-size"
 SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384]
 st.title(T("chunked.title"))
-st.markdown(T("chunked.lead"))
+w.glossary("TTFT", "ITL", "TPOT", "SLO")
 
 c1, c2 = st.columns(2)
 with c1:
@@ -29,10 +29,13 @@ except ValueError as err:
     w.config_error(err)
     st.stop()
 specs = [(sim_label("prefill-first (V0)", L), wl0, v0), (T("label.v1_chunk", size=chunk), wl1, v1)]
-w.timeline_of(specs)
+w.look("look.chunked")
+w.timeline_of(specs, marks=[("prompt_tokens", 8192, T("gantt.mark.long"))])
 st.caption(T("common.legend"))
-w.engine_note("prefill-first", "vllm")
 w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
+with w.more():
+    st.markdown(T("chunked.lead"))
+w.engine_note("prefill-first", "vllm")
 
 st.subheader(T("chunked.tradeoff_title"))
 st.markdown(T("chunked.tradeoff_text"))

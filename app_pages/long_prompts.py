@@ -14,10 +14,10 @@ T = w.translator()
 B, S = ls.BLOCKING, ls.STARVATION  # the defaults, shared with the effect contracts
 st.title(T("long.title"))
 st.markdown(T("long.lead"))
+w.glossary("TTFT", "TPOT", "SLO")
 blocking, starvation = st.tabs([T("long.tab_blocking"), T("long.tab_starvation")])
 
 with blocking:
-    st.markdown(T("long.blocking_text"))
     c1, c2, c3 = st.columns(3)
     with c1:
         long_len = w.steps("long_len", T("long.long_len"), [8192, 16384, 20000, 32768],
@@ -27,7 +27,7 @@ with blocking:
     with c3:
         threshold = w.steps("v1_threshold", T("long.threshold"), [128, 256, 512, 1024, 1536],
                             B["v1_threshold"])  # fmt: skip
-    with st.expander(T("long.v0_knobs"), expanded=True):
+    with st.expander(T("long.v0_knobs")):
         d1, d2, d3 = st.columns(3)
         with d1:
             partial = w.select("partial", T("long.partial"), [1, 2, 4, 8], B["partial"])
@@ -46,16 +46,18 @@ with blocking:
     names = {"v1_default": T("long.v1_default"), "v1_lane": T("long.v1_lane", threshold=threshold),
              "v0_lane": T("long.v0_lane", partial=partial, max_long=max_long)}
     specs = [(names[run_id], wl, cfg) for run_id, wl, cfg in specs]
-    w.timeline_of(specs, key="blocking")
+    w.look("look.blocking")
+    w.timeline_of(specs, key="blocking", marks=[("prompt_tokens", 8192, T("gantt.mark.long"))])
     st.caption(T("common.legend"))
-    w.engine_note("vllm", "vllm-v0")
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs])
-    st.markdown(T("long.blocking_takeaway"))
+    with w.more():
+        st.markdown(T("long.blocking_text"))
+        st.markdown(T("long.blocking_takeaway"))
+    w.engine_note("vllm", "vllm-v0")
     w.show_code(Vllm)
     w.show_code(VllmV0)
 
 with starvation:
-    st.markdown(T("long.starvation_text"))
     c1, c2 = st.columns(2)
     with c1:
         rate = w.slider("chat_rate", T("long.chat_rate"), 10, 60, S["chat_rate"], step=5)
@@ -64,8 +66,10 @@ with starvation:
     names = {"fcfs": sim_label("fcfs", w.lang()),
              "short_first": T("long.short_first", aging=aging) if aging else T("long.no_aging")}
     specs = [(names[run_id], wl, cfg) for run_id, wl, cfg in ls.starvation_specs(rate, aging)]
-    w.timeline_of(specs, key="starvation")
-    w.engine_note("vllm", "short-first")
+    w.look("look.starvation")
+    w.timeline_of(specs, key="starvation", marks=[("prompt_tokens", ls.LONG_PROMPT,
+                                                    T("gantt.mark.long"))])  # fmt: skip
+    st.caption(T("common.legend"))
     runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
     rows = {}
     for label, run in runs:  # full column names in a table: metric labels were cut off
@@ -73,5 +77,8 @@ with starvation:
         rows[label] = {T("long.starvation_col_chat"): q[~long].ttft_s.median(),
                        T("long.starvation_col_long"): q[long].ttft_s.max()}  # fmt: skip
     w.number_table(pd.DataFrame.from_dict(rows, orient="index"), digits=2)
-    st.markdown(T("long.starvation_takeaway"))
+    with w.more():
+        st.markdown(T("long.starvation_text"))
+        st.markdown(T("long.starvation_takeaway"))
+    w.engine_note("vllm", "short-first")
     w.show_code(ShortFirst)

@@ -11,7 +11,7 @@ from ui.labels import sim_label
 T, L = w.translator(), w.lang()
 SCENARIO = "c11-memory-pressure"
 st.title(T("memory.title"))
-st.markdown(T("memory.lead"))
+w.glossary("KV", "GPU", "PCIe")
 c1, c2 = st.columns(2)
 with c1:
     capacity = w.steps("kv", T("memory.capacity"), [8000, 12000, 16000, 24000, 32000, 48000,
@@ -29,15 +29,19 @@ except ValueError as err:
     st.stop()
 if mode == "swap":  # say it: choosing swap also switches the engine to vLLM V0
     st.info(T("memory.swap_is_v0"))
-label = T("label.memory_run", policy=spec[2].policy, mode=sim_label(variant, L), capacity=capacity)
+policy = w.option_label("policy")(spec[2].policy)  # a human name, not the policy's id
+label = T("label.memory_run", policy=policy, mode=sim_label(variant, L), capacity=capacity)
+w.look("look.memory")
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))
-w.engine_note(spec[2].policy, caveat_key="memory.swap_unchecked" if mode == "swap" else None)
 q = run.requests
 m1, m2, m3 = st.columns(3)
 m1.metric(T("memory.preemptions"), int(q.preemptions.sum()))
 m2.metric(T("memory.rejected"), int((q.status == "rejected").sum()))
 m3.metric(T("memory.peak"), f"{run.steps.kv_used_tokens.max() / capacity:.0%}")
 w.cached_chart(charts.kv_use, run, lang=L)
-st.markdown(T("memory.takeaway"))
+with w.more():
+    st.markdown(T("memory.lead"))
+    st.markdown(T("memory.takeaway"))
+w.engine_note(spec[2].policy, caveat_key="memory.swap_unchecked" if mode == "swap" else None)
 w.show_code(Engine, "memory.show_code")

@@ -21,6 +21,7 @@ T, L = w.translator(), w.lang()
 MAX_REQUESTS = w.limits().max_requests
 st.title(T("play.title"))
 st.markdown(T("play.lead"))
+w.glossary("TTFT", "TPOT", "SLO")
 
 # ---- workload ----
 st.subheader(T("play.workload"))
@@ -70,7 +71,8 @@ defaults = [("vllm", "colocated"), ("prefill-first", "colocated"),
 specs, columns = [], st.columns(count)
 for i, col in enumerate(columns):
     with col:
-        policy = w.select(f"p{i}", T("play.policy"), list(POLICIES), defaults[i][0])
+        policy = w.select(f"p{i}", T("play.policy"), list(POLICIES), defaults[i][0],
+                          shown=w.option_label("policy"))  # fmt: skip
         topology = w.select(f"t{i}", T("play.topology"), list(TOPOLOGY_NAMES), defaults[i][1],
                             shown=w.option_label())  # fmt: skip
         knobs = st.text_input(T("play.knobs"), "", key=f"s{i}", bind="query-params",
@@ -87,7 +89,8 @@ for i, col in enumerate(columns):
         w.engine_note(config.policy, caveat_key=w.topology_caveats(config.topology.topology))
         for note in make_policy(config.policy, config.knobs).notes():
             st.info(w.policy_note(note))
-        specs.append((f"{i + 1}: {policy} · {sim_label(topology, L)}", workload, config, col))
+        name = w.option_label("policy")(policy)
+        specs.append((f"{i + 1}: {name} · {sim_label(topology, L)}", workload, config, col))
 
 # ---- SLO ----
 c1, c2, c3 = st.columns(3)
@@ -117,6 +120,7 @@ if not specs:
 
 # ---- results ----
 st.subheader(T("play.results"))
+w.look("look.playground")
 w.timeline_of(specs)
 st.caption(T("common.legend"))
 w.runs_table(runs)

@@ -15,6 +15,7 @@ from ui.model_upload import uploaded_model
 T, L = w.translator(), w.lang()
 st.title(T("pd.title"))
 st.markdown(T("pd.lead"))
+w.glossary("GPU", "TTFT", "TPOT", "KV", "TNG")
 
 c1, c2, c3 = st.columns(3)
 with c1:
@@ -63,23 +64,24 @@ table = charts.concurrency_table(runs)
 w.cached_chart(charts.throughput_vs_concurrency, table, lang=L)
 w.engine_note(scenario.config.policy)
 
-st.subheader(T("pd.trust_title"))
-st.markdown(T("pd.trust_text"))
+# The research-grade part (fitting, held-out errors, sources) waits in an expander (issue 26).
+trust = st.expander(T("view.trust"), icon=":material/science:")
+trust.markdown(T("pd.trust_text"))
 profile, origin, detail = profile_origin(gpu_name)
 if origin == "fitted" and has_label(f"profile_detail.{gpu_name}"):  # the runs it was fitted on,
     detail = sim_label(f"profile_detail.{gpu_name}", L)  # in the page's language (labels.json)
-st.caption(T(f"pd.trust_origin_{origin}", gpu=gpu_name, detail=detail, mfu=profile.mfu,
+trust.caption(T(f"pd.trust_origin_{origin}", gpu=gpu_name, detail=detail, mfu=profile.mfu,
              attn=profile.mfu_attn, mbu=profile.mbu,
              overhead=profile.overhead_s * 1000))  # fmt: skip
 report = charts.load_report()
 if report is None:
-    st.info(T("pd.trust_missing"))
+    trust.info(T("pd.trust_missing"))
 else:
     if not any(r["gpu"] == gpu_name for r in report["summary"]):
-        st.caption(T("pd.trust_other", gpu=gpu_name))
+        trust.caption(T("pd.trust_other", gpu=gpu_name))
     table = charts.fidelity_table(gpu_name, L)
-    w.number_table(table, digits=0, hide_index=True)
-    w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L)
+    w.number_table(table, digits=0, hide_index=True, where=trust)
+    w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L, where=trust)
     if f"pd.trust_known.{gpu_name}" in catalog(DEFAULT_LANG):  # what it is known to miss
-        st.caption(T(f"pd.trust_known.{gpu_name}"))
-    st.caption(T("pd.trust_sources", command=report.get("command", "")))
+        trust.caption(T(f"pd.trust_known.{gpu_name}"))
+    trust.caption(T("pd.trust_sources", command=report.get("command", "")))

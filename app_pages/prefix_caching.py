@@ -10,7 +10,7 @@ from ui import widgets as w
 
 T, L = w.translator(), w.lang()
 st.title(T("prefix.title"))
-st.markdown(T("prefix.lead"))
+w.glossary("TTFT", "KV")
 system_tab, trace_tab, evict_tab = st.tabs(
     [T("prefix.tab_system"), T("prefix.tab_trace"), T("prefix.tab_evict")]
 )
@@ -32,26 +32,33 @@ with system_tab:
     with c2:
         rate = w.slider("rate", T("common.rate"), 1.0, 16.0, ls.PREFIX_SYSTEM["rate"], step=1.0)
     specs = on_off(ls.system_prompt_specs(system, rate))
+    w.look("look.prefix_system")
     w.timeline_of(specs, key="tl_system")
     st.caption(T("prefix.legend"))
-    w.engine_note("vllm")
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs], KEYS)
-    st.markdown(T("prefix.system_takeaway"))
+    with w.more():
+        st.markdown(T("prefix.lead"))
+        st.markdown(T("prefix.system_takeaway"))
+    w.engine_note("vllm")
 
 with trace_tab:
     st.markdown(T("prefix.trace_text"))
     rate = w.slider("trace_rate", T("common.rate"), 0.1, 0.5, ls.PREFIX_TRACE["trace_rate"],
                     step=0.05)  # fmt: skip
     specs = on_off(ls.trace_specs(rate))
+    w.look("look.prefix_trace")
     w.timeline_of(specs, key="tl_trace")
     st.caption(T("prefix.legend"))
     w.runs_table([(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs], KEYS)
-    st.markdown(T("prefix.trace_takeaway"))
+    with w.more():
+        st.markdown(T("prefix.trace_takeaway"))
+    w.engine_note("vllm")
 
 with evict_tab:
     st.markdown(T("prefix.evict_text"))
     capacity = w.steps("kv", T("memory.capacity"), list(ls.EVICT_SIZES), ls.PREFIX_EVICT["kv"])
     workload, config = ls.evict_spec(capacity)
+    w.look("look.prefix_evict")
     w.timeline_of([(T("label.kv_capacity", capacity=capacity), workload, config)], key="tl_evict")
     st.caption(T("prefix.legend"))
     rows = []
@@ -60,5 +67,7 @@ with evict_tab:
         rows.append({T("memory.capacity"): size, T("metric.prefix_cache_hit_rate"):
                      s["prefix_cache_hit_rate"], T("metric.ttft_p50_s"): s["ttft_p50_s"]})
     w.number_table(pd.DataFrame(rows), hide_index=True)
-    st.markdown(T("prefix.evict_takeaway"))
+    with w.more():
+        st.markdown(T("prefix.evict_takeaway"))
+    w.engine_note("vllm")
     w.show_code(PrefixCachingKV)

@@ -223,11 +223,26 @@ def test_merge_joins_back_to_back_segments_of_one_kind():
         ],  # fmt: skip
     )
     bars = gf.split_bars(run, merge=True)
-    assert len(bars["decode"]) == 2 and len(bars["decode_slowed"]) == 0
-    assert bars["decode"].tokens.tolist() == [3, 1]
-    assert bars["decode"].end.tolist() == [2.5, 3.0]
-    assert bars["decode"].step_last.tolist() == [3, 5]
+    # The plain + slowed decode join into one bar, hatched because one part was slowed (issue
+    # 26: a merged bar keeps the evidence); the stall stays its own white bar between them.
+    assert len(bars["decode_slowed"]) == 1 and len(bars["decode"]) == 1
+    assert bars["decode_slowed"].tokens.tolist() == [3]
+    assert bars["decode_slowed"].end.tolist() == [2.5]
+    assert bars["decode_slowed"].step_last.tolist() == [3]
+    assert bars["decode"].start.tolist() == [2.6]
+    assert bars["stall"].start.tolist() == [2.5] and bars["stall"].end.tolist() == [2.6]
     assert len(gf.split_bars(run)["decode"]) == 2  # unmerged: the slowed one is separate
+
+
+def test_merged_rows_keep_the_hatching_of_a_busy_colocated_run():
+    """Many requests on thin rows: every request whose decode was ever slowed stays hatched."""
+    run = simulate(generate(WorkloadConfig(rate_per_s=12, num_requests=300, seed=1)), SimConfig())
+    segs = run.segments
+    slowed_ids = set(segs[(segs.kind == "decode") & segs.slowed].request_id)
+    assert slowed_ids  # chunked prefill slows decodes in this run
+    merged = gf.split_bars(run, merge=True)
+    hatched = {int(r[1:]) for r in merged["decode_slowed"].row}
+    assert hatched == slowed_ids
 
 
 def test_token_counters_only_for_few_rows(c5_runs):
@@ -252,3 +267,40 @@ def test_frame_times():
     assert frame_times(3.0, 4).tolist() == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(ValueError):
         frame_times(3.0, 1)
+
+
+def test_zoom_keeps_thirty_rows_with_the_evidence_and_the_marked_ones():
+    """A 403-request run shows 30 rows: the marked long prompts among them, plus the stretch of
+    arrivals where requests waited or stalled; the readout still counts the whole run."""
+    from sim.scenarios import requests_from_rows
+    from ui.gantt_rows import ZOOM_ROWS, evidence, marked_ids, zoom_rows
+
+    rows = [(i / 50, 600, 30) for i in range(400)]
+    rows += [(1.0, 12000, 20), (2.0, 12000, 20), (3.0, 12000, 20)]
+    run = simulate(requests_from_rows(rows), SimConfig())
+    marks = marked_ids(run, [("prompt_tokens", 10000, "long")])
+    q = run.requests
+    longs = sorted(q.request_id[q.prompt_tokens > 10000].tolist())
+    assert sorted(marks) == longs and len(longs) == 3 and set(marks.values()) == {"long"}
+    ids = gf.request_ids(run)
+    shown = zoom_rows([run], ids, marks)
+    assert len(shown) == ZOOM_ROWS and set(longs) <= set(shown.tolist())
+    score = evidence(run, ids)
+    assert score[np.isin(ids, shown)].mean() > score.mean()  # the busy rows, not the first 30
+    fig = timeline_figure([("fcfs", run)], show=shown.tolist(), marks=marks)
+    assert len(fig.layout.yaxis.categoryarray) == ZOOM_ROWS
+    assert f"long R{longs[1]}" in fig.layout.yaxis.categoryarray
+    assert f"long R{longs[1]}" in fig.layout.yaxis.tickvals  # a marked row keeps its label
+    bands = [s for s in fig.layout.shapes if s.type == "rect" and s.layer == "below"]
+    assert len(bands) == 3  # a pale band behind each marked row
+    full = timeline_figure([("fcfs", run)], design="cursor")
+    assert fig.layout.annotations[0].text == full.layout.annotations[0].text  # same readout
+    assert zoom_rows([run], ids[:12], {}).tolist() == ids[:12].tolist()  # few rows: all shown
+
+
+def test_title_and_readout_sit_on_two_lines_and_compact_fits_a_projector():
+    run = simulate(get_scenario("c5-long-prompt-freeze").workload, SimConfig())
+    fig = timeline_figure([("a", run), ("b", run), ("c", run)], compact=True)
+    assert fig.layout.height <= gl.COMPACT_PX
+    readout, title = fig.layout.annotations[0], fig.layout.annotations[3]
+    assert title.yshift - readout.yshift >= gl.READOUT_PX  # never printed over each other

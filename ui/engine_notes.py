@@ -1,8 +1,9 @@
 """What a lesson says under a picture: which real engine a policy mirrors, and how we know.
 
-A picture drawn with a policy gets `engine_note`: one caption naming the engine and version the
-policy mirrors, and how we know (VERIFIED: checked step by step against the real scheduler by
-tests/test_vllm_differential.py, or only written from its source). What those checks leave out
+A picture drawn with a policy gets `engine_note`: in a "How do we know?" expander, one caption
+naming the engine and version the policy mirrors, and how we know (VERIFIED: checked step by
+step against the real scheduler by tests/test_vllm_differential.py, or only written from its
+source). What those checks leave out
 (a router, a P->D hand-off: TOPOLOGY_CAVEATS) follows as caveats, so a student knows which part
 of the picture is PD Lab's own model. `policy_note` translates a policy's remark.
 """
@@ -33,14 +34,23 @@ def topology_caveats(*topologies: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(TOPOLOGY_CAVEATS[t] for t in topologies if t in TOPOLOGY_CAVEATS))
 
 
-def engine_note(*policies: str, caveat_key: str | Sequence[str] | None = None) -> None:
+def engine_note(
+    *policies: str, caveat_key: str | Sequence[str] | None = None, expander: bool = True
+) -> None:
     """One caption per policy shown: which engine and version it is, and how we know.
 
     `caveat_key` names the sentence(s) saying what of this picture the checks do NOT cover; they
-    follow a policy's "checked" sentence (a policy never checked says so, and needs none)."""
+    follow a policy's "checked" sentence (a policy never checked says so, and needs none).
+    The captions sit in a closed "How do we know?" expander (issue 26: provenance where a
+    curious student finds it, not in everyone's way); expander=False writes them in place (for
+    a caller already inside an expander, where Streamlit allows no second one)."""
+    T = translator()
+    if expander:
+        with st.expander(T("view.how_we_know"), icon=":material/verified:"):
+            engine_note(*policies, caveat_key=caveat_key, expander=False)
+        return
     from sim.policies import get_policy_class
 
-    T = translator()
     caveats = (caveat_key,) if isinstance(caveat_key, str) else tuple(caveat_key or ())
     seen = set()
     for name in policies:

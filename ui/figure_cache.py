@@ -1,7 +1,9 @@
 """Figures on a page: drawn in our colours, built once for all visitors, sent cheaply.
 
 - `timeline_of` / `timeline`: the animated Gantt of some runs (Play runs in the browser). The
-  figure's dict is cached by the fingerprint of its runs, for all sessions.
+  figure's dict is cached by the fingerprint of its runs, for all sessions. It shows about 30
+  rows (a zoom, with a toggle for all), marks the rows a lesson names, and follows the compact
+  layout switch (ui/lesson_view.py).
 - `cached_chart`: a figure from ui.charts, cached by its builder and arguments.
 - `chart` / `timeline_runs`: the same drawing, uncached: a figure the page built itself, the
   Gantt of runs at hand (a live measurement).
@@ -14,9 +16,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import streamlit as st
 
-from ui.language import lang
+from ui.gantt_rows import COMPACT_ROWS, ZOOM_ROWS, MarkRule, marked_ids, zoom_rows
+from ui.language import lang, translator
+from ui.lesson_view import is_compact
 from ui.sim_cache import (
     CACHE_MB,
     CACHE_TTL,
@@ -26,15 +31,24 @@ from ui.sim_cache import (
     simulate_cached,
     variant_spec,
 )
+from ui.url_widgets import toggle
 
 
 @st.cache_data(max_entries=64, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
-def _timeline(key: str, lang: str, _specs: tuple[RunSpec, ...]) -> dict:
+def _timeline(key: str, lang: str, _specs: tuple[RunSpec, ...], limit: int | None = None,
+              marks: tuple[MarkRule, ...] = (), compact: bool = False) -> dict:  # fmt: skip
     specs = _specs  # cached by key = fingerprint(specs)
     from ui.gantt import timeline_figure  # plotly is imported only by pages that draw
+    from ui.gantt_frames import request_ids
 
     runs = [(label, simulate_cached(workload, config)) for label, workload, config in specs]
-    return plain(timeline_figure(runs, lang=lang).to_dict())
+    marked = marked_ids(runs[0][1], marks)
+    show = None
+    if limit is not None:  # the zoom: the busiest stretch of arrivals and the marked rows
+        ids = np.unique(np.concatenate([request_ids(run) for _, run in runs]))
+        show = zoom_rows([run for _, run in runs], ids, marked, limit).tolist()
+    figure = timeline_figure(runs, lang=lang, show=show, marks=marked, compact=compact)
+    return plain(figure.to_dict())
 
 
 def _prebuilt(figure: dict):
@@ -80,16 +94,39 @@ def plain(obj):
     return obj
 
 
-def timeline_of(specs: Sequence[RunSpec], key=None) -> None:
-    """The animated Gantt of several runs on one shared time axis (Play runs in the browser)."""
+def timeline_of(specs: Sequence[RunSpec], key=None, marks: Sequence[MarkRule] = ()) -> None:
+    """The animated Gantt of several runs on one shared time axis (Play runs in the browser).
+
+    More than ZOOM_ROWS requests (COMPACT_ROWS in the compact layout): the chart shows that many
+    rows (ui.gantt_rows.zoom_rows) and, under it, says so next to a toggle that shows all of
+    them (in the URL as ?<key>_all=true). `marks`: rules tagging the rows a lesson talks about,
+    e.g. (("prompt_tokens", 8000, T("gantt.mark.long")),)."""
     specs = tuple(specs)
-    st.plotly_chart(_prebuilt(_timeline(fingerprint(specs), lang(), specs)), width="stretch",
-                    config={"displayModeBar": False}, key=key, theme=None)  # fmt: skip
+    compact = is_compact()
+    limit = COMPACT_ROWS if compact else ZOOM_ROWS
+    runs = [simulate_cached(wl, cfg) for _, wl, cfg in specs]  # cache hits, or made here once
+    total = max(len(run.requests) for run in runs)
+    T = translator()
+    show_all = False
+    place = st.container()  # the chart goes above the toggle that decides its rows
+    if total > limit:
+        left, right = st.columns([3, 1], vertical_alignment="center")
+        name = f"{key or 'tl'}_all"
+        with right:
+            show_all = toggle(name, T("gantt.show_all", n=total), False)
+        zoomed = "gantt.zoomed_marked" if marked_ids(runs[0], marks) else "gantt.zoomed"
+        left.caption(T("gantt.all_rows", n=total) if show_all
+                     else T(zoomed, shown=limit, n=total))  # fmt: skip
+    rows = None if show_all or total <= limit else limit
+    figure = _timeline(fingerprint(specs), lang(), specs, rows, tuple(marks), compact)
+    place.plotly_chart(_prebuilt(figure), width="stretch", config={"displayModeBar": False},
+                       key=key, theme=None)  # fmt: skip
 
 
-def timeline(scenario: str, labels: Sequence[str], overrides: Overrides = (), key=None) -> None:
+def timeline(scenario: str, labels: Sequence[str], overrides: Overrides = (), key=None,
+             marks: Sequence[MarkRule] = ()) -> None:  # fmt: skip
     """The animated Gantt of some variants of a lesson scenario."""
-    timeline_of([variant_spec(scenario, label, overrides) for label in labels], key=key)
+    timeline_of([variant_spec(scenario, label, overrides) for label in labels], key, marks)
 
 
 def timeline_runs(runs, key=None) -> None:

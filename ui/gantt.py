@@ -30,7 +30,6 @@ Notable features
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -42,9 +41,10 @@ from sim.trace import RunResult
 from ui import gantt_frames as gf
 from ui import gantt_layout as gl
 from ui.gantt_frames import TRACE_PHASES, frame_times
+from ui.gantt_traces import bar_trace
 from ui.i18n import t
 from ui.labels import request_row
-from ui.theme import CACHED_PATTERN, COLORS, FONT_SIZE, OUTLINE, SLOWED_PATTERN
+from ui.theme import FONT_SIZE, OUTLINE
 
 __all__ = ["CLIP_MAX_BARS", "choose_design", "frame_times", "static_timeline_figure",
            "timeline_figure"]  # fmt: skip
@@ -54,8 +54,6 @@ CLIP_MAX_BARS = 1000  # above this many bars (all subplots together) frames carr
 MAX_TOKEN_ROWS = 40  # per-request token counters only while every subplot has at most this
 TOKEN_ROW_PX = 16  # ... and while rows are at least this tall (px), so counters never overlap
 MERGE_ROW_PX = 5  # rows thinner than this (px) draw back-to-back segments as one bar
-STEP_PHASES = ("prefill", "decode", "decode_slowed", "stall")  # segments that span engine steps
-TOKEN_PHASES = ("prefill", "decode", "decode_slowed", "kv_transfer", "cached")  # tokens shown
 CACHED_BAND = 0.35  # height of the cached band, as a share of a row (it sits on the prefill bar)
 
 
@@ -76,70 +74,33 @@ def choose_design(total_bars: int) -> Design:
 
 
 def _panels(
-    runs: Sequence[tuple[str, RunResult]], height: int | None, lang: str = "en"
-) -> list[_Panel]:
+    runs: Sequence[tuple[str, RunResult]], height: int | None, lang: str = "en",
+    show: np.ndarray | None = None, marks: dict[int, str] | None = None,
+    floor: int = gl.MIN_PLOT_PX,
+) -> list[_Panel]:  # fmt: skip
     """The subplots, in the order given; rows thinner than MERGE_ROW_PX get merged bars.
-    Request rows are named in `lang` (R0, 요청 0)."""
+    Request rows are named in `lang` (R0, 요청 0); a marked row's label starts with its tag.
+    `show`: the request ids to draw (a zoom, ui.gantt_rows); the readouts keep the whole run."""
     if not runs:
         raise ValueError("timeline_figure needs at least one (label, run)")
     ids = [gf.request_ids(run) for _, run in runs]
-    plot_px = gl.geometry([len(i) for i in ids], height, 0, 0).plot_px
+    if show is not None:
+        ids = [np.intersect1d(i, np.asarray(show, dtype=np.int64)) for i in ids]
+    plot_px = gl.geometry([len(i) for i in ids], height, 0, 0, floor).plot_px
+    marks = marks or {}
+
+    def name(i: int) -> str:
+        row = request_row(i, lang)
+        return f"{marks[i]} {row}" if i in marks else row
+
     panels = []
     for (label, run), row_ids, px in zip(runs, ids, plot_px, strict=True):
         merge = px / max(len(row_ids), 1) < MERGE_ROW_PX
-        name = functools.partial(request_row, lang=lang)
         rows = [name(i) for i in row_ids.tolist()]
-        bars = gf.split_bars(run, merge=merge, label=name)
+        only = row_ids if show is not None else None
+        bars = gf.split_bars(run, merge=merge, label=name, only=only)
         panels.append(_Panel(str(label), run, row_ids, rows, bars))
     return panels
-
-
-def _marker(phase: str) -> dict:
-    """Colour, outline and hatch of one drawn phase, from ui.theme."""
-    if phase == "decode_slowed":
-        pattern = {"shape": SLOWED_PATTERN, "fillmode": "replace", "solidity": 0.55, "size": 7}
-        return {"color": COLORS["decode"], "pattern": pattern, "line": {"width": 0}}
-    if phase == "stall":
-        return {"color": COLORS["stall"], "line": {"color": OUTLINE, "width": 1}}
-    if phase == "cached":
-        pattern = {"shape": CACHED_PATTERN, "fillmode": "overlay", "fgcolor": COLORS["prefill"],
-                   "solidity": 0.3, "size": 6}  # fmt: skip
-        return {"color": COLORS["cached"], "pattern": pattern, "line": {"color": OUTLINE,
-                                                                        "width": 0.5}}
-    return {"color": COLORS[phase], "line": {"width": 0}}
-
-
-def _hovertemplate(phase: str, lang: str) -> str:
-    """Hover text of one phase's bars (customdata = start, end, tokens, step_first, step_last)."""
-    lines = [
-        f"<b>{t('label.hover_request', lang)}</b>",  # the row label says "요청" in Korean
-        f"{t('gantt.hover.phase', lang)}: {t(f'gantt.hover.phase.{phase}', lang)}",
-        f"{t('gantt.hover.worker', lang)}: %{{hovertext}}",
-    ]
-    # Whole lines from the catalog, not words joined here: a range is "3–5" and "1.000–2.000 s"
-    # in English but "3~5" and "1.000~2.000초" in Korean (the glossary's range and unit rules).
-    if phase in STEP_PHASES:
-        lines.append(t("gantt.hover.steps", lang))
-    if phase in TOKEN_PHASES:
-        lines.append(t("gantt.hover.tokens", lang))
-    lines.append(t("gantt.hover.time", lang))
-    return "<br>".join(lines) + "<extra></extra>"
-
-
-def _bar_trace(bars: gf.Bars, phase: str, lang: str, axes: tuple[str, str], **extra) -> dict:
-    """One phase's bars in one subplot, at full width (the chart at t = t_end)."""
-    note = f" · {t('gantt.hover.recompute', lang)}"
-    hovertext = np.where(bars.recompute, bars.worker + note, bars.worker) if len(bars) else []
-    customdata = np.column_stack(
-        [bars.start, bars.end, bars.tokens, bars.step_first, bars.step_last]
-    ).astype(float)
-    return {
-        "type": "bar", "orientation": "h", "name": t(f"gantt.phase.{phase}", lang),
-        "legendgroup": phase, "legendrank": 1000 + TRACE_PHASES.index(phase),  # theme order
-        "y": bars.row, "base": bars.start, "x": gf.full_widths(bars), "xaxis": axes[0],
-        "yaxis": axes[1], "marker": _marker(phase), "customdata": customdata,
-        "hovertext": hovertext, "hovertemplate": _hovertemplate(phase, lang), **extra,
-    }  # fmt: skip
 
 
 def _token_labels(counts: np.ndarray, lang: str) -> list[str]:
@@ -157,16 +118,16 @@ def _readout_text(readout: gf.Readout, k: int, lang: str) -> str:
 
 def _figure_dict(
     panels: list[_Panel], lang: str, t_end: float, height: int | None, times: np.ndarray,
-    design: Design,
+    design: Design, marks: dict[int, str] | None = None, floor: int = gl.MIN_PLOT_PX,
 ) -> dict:  # fmt: skip
     """The whole figure as plain dicts: data at t_end, layout, frames and controls."""
     rows = [len(p.rows) for p in panels]
-    plot_px = gl.geometry(rows, height, 0, 0).plot_px  # margins do not change these heights
+    plot_px = gl.geometry(rows, height, 0, 0, floor).plot_px  # margins do not change these
     row_px = min(px / max(n, 1) for px, n in zip(plot_px, rows, strict=True))
     show_tokens = design == "clip" and max(rows) <= MAX_TOKEN_ROWS and row_px >= TOKEN_ROW_PX
     token_font = min(FONT_SIZE - 2, int(row_px) - 1)  # px: one line per row, no overlap
     longest = max((gl.text_width(row) for p in panels for row in p.rows), default=2.0)
-    geo = gl.geometry(rows, height, gl.left_margin(longest), 100 if show_tokens else 24)
+    geo = gl.geometry(rows, height, gl.left_margin(longest), 100 if show_tokens else 24, floor)
     first_panel: dict[
         str, int
     ] = {}  # phase -> index of the first subplot that has bars of it (legend once)
@@ -185,7 +146,7 @@ def _figure_dict(
             shown = first_panel.get(phase) == i
             band = {"width": CACHED_BAND, "offset": -width / 2} if phase == "cached" else {}
             extra = {"width": width, **band}
-            data.append(_bar_trace(p.bars[phase], phase, lang, axes, showlegend=shown, **extra))
+            data.append(bar_trace(p.bars[phase], phase, lang, axes, showlegend=shown, **extra))
         if show_tokens:
             counts = gf.tokens_per_request(p.run, p.ids, times)
             token_counts.append(counts)
@@ -198,14 +159,17 @@ def _figure_dict(
             })  # fmt: skip
 
     readouts = [gf.readout(p.run, times) for p in panels]
-    titles = [gl.title_annotation(p.label, i) for i, p in enumerate(panels)]
+    titles = [gl.title_annotation(p.label, i, geo.margin["l"]) for i, p in enumerate(panels)]
+    marked = [[k for k, rid in enumerate(p.ids.tolist()) if rid in (marks or {})] for p in panels]
+    bands = [gl.mark_shape(i, k) for i, rows_i in enumerate(marked) for k in rows_i]
 
     def layout_at(k: int) -> dict:
         """Shapes and annotations of frame k: all of them, readouts first, then run labels."""
         shapes = [gl.mask_shape(i, times[k], t_end) for i in range(len(panels))]
-        shapes = (shapes if design == "cursor" else []) + [gl.cursor_shape(times[k])]
+        shapes = bands + (shapes if design == "cursor" else []) + [gl.cursor_shape(times[k])]
         notes = [
-            gl.readout_annotation(_readout_text(r, k, lang), i) for i, r in enumerate(readouts)
+            gl.readout_annotation(_readout_text(r, k, lang), i, geo.margin["r"] - 4)
+            for i, r in enumerate(readouts)
         ]
         return {"shapes": shapes, "annotations": notes + titles}
 
@@ -214,7 +178,10 @@ def _figure_dict(
     labels = [t("gantt.slider", lang, t=f"{x:.{decimals}f}") for x in times]
     last = len(times) - 1
     layout = gl.base_layout(geo)
-    layout.update(gl.axes([p.rows for p in panels], geo, t_end, t("gantt.axis.time", lang)))
+    always = [{p.rows[k] for k in rows_i} for p, rows_i in zip(panels, marked, strict=True)]
+    layout.update(
+        gl.axes([p.rows for p in panels], geo, t_end, t("gantt.axis.time", lang), always)
+    )
     layout.update(layout_at(last))
     layout.update(
         gl.controls(names, labels, geo, t("gantt.play", lang), t("gantt.pause", lang), last)
@@ -255,20 +222,29 @@ def timeline_figure(
     t_end: float | None = None,
     height: int | None = None,
     design: Design | None = None,
+    show: Sequence[int] | None = None,
+    marks: dict[int, str] | None = None,
+    compact: bool = False,
 ) -> go.Figure:
     """Animated Gantt of one or more labelled runs on a shared time axis (see module docstring).
 
     t_end: right end of the time axis (s); default the latest segment end over all runs.
     height: figure height (px); default grows with the rows, up to about one screen.
     design: force "clip" or "cursor"; default chosen by the total number of bars.
+    show: the request ids whose rows to draw (a zoom: ui.gantt_rows.zoom_rows); default all.
+    marks: request id -> a short tag; the row's label starts with it, over a pale band.
+    compact: about 640 px in all (a 1280x720 projector screen), unless `height` is given.
     """
-    panels = _panels(runs, height, lang)
+    floor = gl.COMPACT_MIN_PLOT_PX if compact else gl.MIN_PLOT_PX
+    height = gl.COMPACT_PX if compact and height is None else height
+    panels = _panels(runs, height, lang, None if show is None else np.asarray(show), marks,
+                     floor)  # fmt: skip
     end = max(gf.run_end(p.run) for p in panels) if t_end is None else float(t_end)
     end = end if end > 0 else 1.0
     if design is None:
         design = choose_design(sum(len(b) for p in panels for b in p.bars.values()))
     times = frame_times(end, num_frames)
-    return go.Figure(_figure_dict(panels, lang, end, height, times, design))
+    return go.Figure(_figure_dict(panels, lang, end, height, times, design, marks, floor))
 
 
 def static_timeline_figure(

@@ -7,7 +7,8 @@ Notable features
 - `split_bars` sorts a run's segments into the drawn phases; a decode that shared its step with
   a prefill chunk ("slowed") gets its own hatched phase, so every segment is exactly one bar.
   For very thin rows it can first merge each request's back-to-back segments of one kind (a
-  1,000-request chat run: 10,524 segments -> 2,980 bars), which is what keeps playback smooth.
+  1,000-request chat run: 10,524 segments -> 2,980 bars), which is what keeps playback smooth;
+  a merged decode is hatched if any of its parts was slowed (the evidence survives the merge).
 - `clip_widths` computes all frames at once: width(k) = max(0, min(end, t_k) - start), one
   (frames x bars) array, so a bar grows from nothing to its full length as the cursor passes.
 - `readout` answers "what is happening at time t?" for every frame with `np.searchsorted` over
@@ -86,8 +87,10 @@ def request_ids(run: RunResult) -> np.ndarray:
 def _merge_back_to_back(segs: pd.DataFrame) -> pd.DataFrame:
     """Join each request's back-to-back segments of one kind and worker into one segment.
 
-    A decode slowed by a prefill joins its plain neighbours (slowed only if all parts were);
-    tokens add up and the step range spans the parts. Vectorised: sort, flag where a new
+    A decode slowed by a prefill joins its plain neighbours, and the joined bar counts as slowed
+    if ANY part was: a thin row must keep the evidence (hatching) rather than average it away.
+    Stalls are their own kind, so they stay separate white bars drawn over the decodes.
+    Tokens add up and the step range spans the parts. Vectorised: sort, flag where a new
     stretch begins, then reduce each stretch with np.*.reduceat.
     """
     segs = segs.sort_values(["request_id", "start_s"], kind="stable")
@@ -107,7 +110,7 @@ def _merge_back_to_back(segs: pd.DataFrame) -> pd.DataFrame:
         "request_id": rid[first], "worker": worker[first], "kind": kind[first],
         "start_s": start[first], "end_s": end[last],
         "tokens": np.add.reduceat(segs["tokens"].to_numpy(dtype=np.int64), first),
-        "slowed": np.logical_and.reduceat(segs["slowed"].to_numpy(dtype=bool), first),
+        "slowed": np.logical_or.reduceat(segs["slowed"].to_numpy(dtype=bool), first),
         "recompute": np.logical_or.reduceat(segs["recompute"].to_numpy(dtype=bool), first),
         "step_first": segs["step_first"].to_numpy(dtype=np.int64)[first],
         "step_last": np.maximum.reduceat(segs["step_last"].to_numpy(dtype=np.int64), first),
@@ -115,17 +118,22 @@ def _merge_back_to_back(segs: pd.DataFrame) -> pd.DataFrame:
 
 
 def split_bars(
-    run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label
-) -> dict[str, Bars]:
+    run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label,
+    only: np.ndarray | None = None,
+) -> dict[str, Bars]:  # fmt: skip
     """The run's segments grouped by drawn phase (every phase present, maybe empty).
 
-    `label` names each request's row (R0 by default); it is called once per request.
+    `label` names each request's row (R0 by default); it is called once per request. `only`:
+    the request ids whose bars to keep (all by default).
 
     merge=True first joins back-to-back segments of one request and kind (see
     `_merge_back_to_back`): for rows a few pixels tall, where a hatch or a one-step stretch is
     invisible anyway, it cuts a long run's bars about tenfold, and with them the browser's work.
     """
-    segs = _merge_back_to_back(run.segments) if merge and len(run.segments) else run.segments
+    segs = run.segments
+    if only is not None:  # a zoom on some rows (ui.gantt_rows): the other requests' bars go
+        segs = segs[segs["request_id"].isin(np.asarray(only).tolist())]
+    segs = _merge_back_to_back(segs) if merge and len(segs) else segs
     kind = segs["kind"].to_numpy(dtype=object)
     slowed = segs["slowed"].to_numpy(dtype=bool)
     ids, where = np.unique(segs["request_id"].to_numpy(dtype=np.int64), return_inverse=True)

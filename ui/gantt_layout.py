@@ -27,12 +27,14 @@ import math
 import unicodedata
 from dataclasses import dataclass
 
-from ui.theme import CURSOR, FONT_FAMILY, FONT_SIZE, OUTLINE
+from ui.theme import CURSOR, FONT_FAMILY, FONT_SIZE, MARK, OUTLINE
 
 PAPER = "white"  # paper and plot background; the cursor design's mask is this colour
-MODEBAR_PX = 28  # plotly's toolbar at the top right: the legend stays below it
+MODEBAR_PX = 4  # the timelines hide plotly's toolbar (displayModeBar False): a hair of air
 LEGEND_PX = 36  # legend row, between the toolbar and the first title
-TITLE_PX = 30  # run label + readout row above each subplot
+TITLE_PX = 48  # two lines above each subplot: the run label, then the cursor readout (one
+# line each, so that on a 390-px phone the label never prints over the readout)
+READOUT_PX = 22  # the readout's line, under the label's
 GAP_PX = TITLE_PX + 14  # between two subplots
 AXIS_PX = 64  # time tick labels + axis title below the last subplot
 BUTTONS_PX = 40  # the row of Play/Pause buttons
@@ -40,6 +42,9 @@ CONTROLS_PX = BUTTONS_PX + 68  # buttons, then the slider with its current-value
 ROW_PX = 24  # preferred pixels per request row
 ROW_LABEL_PX = FONT_SIZE + 6  # minimum pixels between two row labels
 PLOTS_PX = 660  # default height of all subplots together: the figure stays near 900 px
+COMPACT_PX = 640  # the whole figure in the compact layout: fits a 1280x720 projector screen
+MIN_PLOT_PX = 120  # smallest subplot when a height is given ...
+COMPACT_MIN_PLOT_PX = 70  # ... and in the compact layout
 # speed label -> (frame duration in ms, play every n-th frame); see the module docstring
 SPEEDS = {"0.5×": (60, 1), "1×": (30, 1), "2×": (15, 1), "4×": (15, 2)}
 NICE_STEPS = (1, 2, 5)
@@ -60,8 +65,11 @@ class Geometry:
         return -px / self.area_px
 
 
-def geometry(rows: list[int], height: int | None, left_px: int, right_px: int) -> Geometry:
-    """Sizes for subplots with `rows` request rows each (proportional when `height` is given)."""
+def geometry(
+    rows: list[int], height: int | None, left_px: int, right_px: int, floor: int = MIN_PLOT_PX
+) -> Geometry:
+    """Sizes for subplots with `rows` request rows each (proportional when `height` is given,
+    each at least `floor` px)."""
     n = len(rows)
     top = MODEBAR_PX + LEGEND_PX + TITLE_PX
     margin = {"l": left_px, "r": right_px, "t": top, "b": AXIS_PX + CONTROLS_PX}
@@ -70,9 +78,9 @@ def geometry(rows: list[int], height: int | None, left_px: int, right_px: int) -
         cap = max(200, (PLOTS_PX - GAP_PX * (n - 1)) // n)  # keep the figure near one screen
         plot_px = [min(max(r * ROW_PX, 140), cap) for r in rows]
     else:
-        share = max(height - fixed, 120 * n)
+        share = max(height - fixed, floor * n)
         total_rows = max(sum(rows), 1)
-        plot_px = [max(120, round(share * max(r, 1) / total_rows)) for r in rows]
+        plot_px = [max(floor, round(share * max(r, 1) / total_rows)) for r in rows]
     area = sum(plot_px) + GAP_PX * (n - 1)
     domains, top = [], 0
     for px in plot_px:
@@ -104,8 +112,12 @@ def axis_refs(i: int) -> tuple[str, str]:
     return f"x{suffix}", f"y{suffix}"
 
 
-def axes(rows: list[list[str]], geo: Geometry, t_end: float, time_title: str) -> dict:
-    """Pinned axes of every subplot: one shared time range, one category row per request."""
+def axes(
+    rows: list[list[str]], geo: Geometry, t_end: float, time_title: str,
+    always: list[set[str]] | None = None,
+) -> dict:  # fmt: skip
+    """Pinned axes of every subplot: one shared time range, one category row per request.
+    Row labels are thinned (label_stride), except those in `always[i]` (marked rows)."""
     layout = {}
     last = len(rows) - 1
     for i, labels in enumerate(rows):
@@ -123,9 +135,27 @@ def axes(rows: list[list[str]], geo: Geometry, t_end: float, time_title: str) ->
             "anchor": xref, "domain": list(geo.domains[i]), "type": "category",
             "categoryorder": "array", "categoryarray": labels, "autorange": False,
             "range": [len(labels) - 0.5, -0.5],  # R0 on top
-            "tickmode": "array", "tickvals": labels[::stride], "showgrid": False,
+            "tickmode": "array", "showgrid": False,
+            **_ticks(labels, stride, geo.plot_px[i], always[i] if always else set()),
         }  # fmt: skip
     return layout
+
+
+def _ticks(labels: list[str], stride: int, plot_px: float, marked: set[str]) -> dict:
+    """tickvals/ticktext: every `stride`-th row, and the marked rows in bold and colour, never
+    two labels closer than ROW_LABEL_PX (a marked row wins over a plain one next to it)."""
+    gap = math.ceil(ROW_LABEL_PX / max(plot_px / max(len(labels), 1), 1e-9))  # rows per label
+    kept: list[int] = []
+    for k, label in enumerate(labels):  # marked rows first, spaced out
+        if label in marked and all(abs(k - j) >= gap for j in kept):
+            kept.append(k)
+    chosen = set(kept)
+    for k in range(0, len(labels), stride):
+        if all(abs(k - j) >= gap for j in kept):
+            chosen.add(k)
+    order = sorted(chosen)
+    text = [f"<b>{labels[k]}</b>" if labels[k] in marked else labels[k] for k in order]
+    return {"tickvals": [labels[k] for k in order], "ticktext": text}
 
 
 def base_layout(geo: Geometry) -> dict:
@@ -140,18 +170,22 @@ def base_layout(geo: Geometry) -> dict:
     }  # fmt: skip
 
 
-def title_annotation(label: str, i: int) -> dict:
-    """The run label, left-aligned just above subplot i."""
+def title_annotation(label: str, i: int, left_px: int = 0) -> dict:
+    """The run label above subplot i, on the line above the readout's, starting at the figure's
+    left edge (over the row labels: a long label has the whole width on a phone)."""
     xref, yref = axis_refs(i)
     return {
         "text": f"<b>{label}</b>", "x": 0, "xref": f"{xref} domain", "xanchor": "left", "y": 1,
-        "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 4, "showarrow": False,
+        "xshift": 4 - left_px,
+        "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 2 + READOUT_PX,
+        "showarrow": False,
         "font": {"size": FONT_SIZE + 1},
     }  # fmt: skip
 
 
-def readout_annotation(text: str, i: int) -> dict:
-    """The cursor readout, right-aligned just above subplot i (its text changes per frame).
+def readout_annotation(text: str, i: int, right_px: int = 0) -> dict:
+    """The cursor readout, right-aligned just above subplot i, under the run label's line (its
+    text changes per frame).
 
     Axis-referenced on purpose: with redraw=False plotly redraws only the annotations and shapes
     that refer to an axis; a paper-referenced readout would keep its first text.
@@ -159,7 +193,8 @@ def readout_annotation(text: str, i: int) -> dict:
     xref, yref = axis_refs(i)
     return {
         "text": text, "x": 1, "xref": f"{xref} domain", "xanchor": "right", "y": 1,
-        "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 4, "showarrow": False,
+        "xshift": right_px,  # to the figure's right edge: the most room on a phone
+        "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 2, "showarrow": False,
         "bgcolor": PAPER, "font": {"size": FONT_SIZE - 1, "color": OUTLINE},
     }  # fmt: skip
 
@@ -169,6 +204,16 @@ def cursor_shape(t: float) -> dict:
     return {
         "type": "line", "xref": "x", "yref": "paper", "x0": t, "x1": t, "y0": 0, "y1": 1,
         "line": {"color": CURSOR, "width": 2}, "layer": "above",
+    }  # fmt: skip
+
+
+def mark_shape(i: int, row: int) -> dict:
+    """A pale band behind row `row` (0 = top) of subplot i: a request the lesson talks about."""
+    xref, yref = axis_refs(i)
+    return {
+        "type": "rect", "xref": f"{xref} domain", "yref": yref, "x0": 0, "x1": 1,
+        "y0": row - 0.5, "y1": row + 0.5, "fillcolor": MARK, "line": {"width": 0},
+        "layer": "below",
     }  # fmt: skip
 
 
@@ -199,10 +244,14 @@ def controls(
     buttons.append({"label": pause, "method": "animate",
                     "args": [[None], {"mode": "immediate", "frame": still,
                                       "transition": {"duration": 0}}]})  # fmt: skip
+    # Right-aligned at the figure's right edge (a negative pad moves it over the right margin,
+    # where the token counters are, empty below the axis), reaching left over the row labels'
+    # margin as far as it needs: all five buttons fit a 390-px phone, whatever the margins.
     menu = {
-        "type": "buttons", "direction": "left", "showactive": False, "x": 0, "xanchor": "left",
-        "y": geo.below(AXIS_PX), "yanchor": "top", "pad": {"t": 0, "r": 0}, "buttons": buttons,
-        "font": {"size": FONT_SIZE - 1},
+        "type": "buttons", "direction": "left", "showactive": False, "x": 1, "xanchor": "right",
+        "y": geo.below(AXIS_PX), "yanchor": "top", "buttons": buttons,
+        "pad": {"t": 0, "r": -max(geo.margin["r"] - 4, 0)},
+        "font": {"size": FONT_SIZE - 3},  # five buttons fit a 390-px phone, Pause included
     }  # fmt: skip
     steps = [
         {"label": label, "method": "animate",

@@ -17,6 +17,7 @@ OUTLINE = "#555555"  # edge of stall bars (white on white would vanish)
 SLOWED_PATTERN = "/"  # hatch on decode bars that shared their step with a prefill chunk
 CACHED_PATTERN = "x"  # cross-hatch on cached bars (drawn as a thin band over the prefill bar)
 CURSOR = "#D62728"  # the time cursor
+MARK = "#FFF1B8"  # pale yellow band behind a row the lesson talks about (e.g. a long prompt)
 FONT_SIZE = 15  # base font of every figure (projector-readable)
 FONT_FAMILY = "Noto Sans, Noto Sans CJK KR, Malgun Gothic, Apple SD Gothic Neo, sans-serif"
 

@@ -10,6 +10,7 @@ job each, and this module imports their public names (__all__ lists them):
 - ui/figure_cache.py   timelines and charts built once and sent to the browser cheaply
 - ui/engine_notes.py   which real engine each policy mirrors, and what the checks leave out
 - ui/errors.py         text a visitor, a file or a server wrote, shown as text (`say`, `as_code`)
+- ui/lesson_view.py    picture first: "What to look at", explanations in expanders, glossary
 
 What stays here is how a page shows text and tables:
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
@@ -37,6 +38,7 @@ from ui.errors import as_code, escape_markdown, say
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
 from ui.language import KOREAN_TEXT_CSS, lang, language_picker, text_style, translator
 from ui.model_upload import check_model
+from ui.lesson_view import glossary, is_compact, look, more
 from ui.sim_cache import (
     CACHE_MB,
     CACHE_TTL,
@@ -71,6 +73,8 @@ __all__ = [
     "TOPOLOGY_CAVEATS", "VERIFIED", "engine_note", "policy_note", "topology_caveats",
     # ui/errors.py
     "as_code", "escape_markdown", "say",
+    # ui/lesson_view.py
+    "glossary", "is_compact", "look", "more",
     # here
     "config_error", "formula", "goodput_table", "number_table", "parse_knobs",
     "runs_table", "show_code",
