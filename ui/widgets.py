@@ -37,8 +37,8 @@ from ui.engine_notes import TOPOLOGY_CAVEATS, VERIFIED, engine_note, policy_note
 from ui.errors import as_code, escape_markdown, say
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
 from ui.language import KOREAN_TEXT_CSS, lang, language_picker, text_style, translator
-from ui.model_upload import check_model
 from ui.lesson_view import glossary, is_compact, look, more
+from ui.model_upload import check_model
 from ui.sim_cache import (
     CACHE_MB,
     CACHE_TTL,
