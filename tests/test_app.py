@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui.i18n import t
+from ui.labels import live_error_column
 
 PAGES = {  # page file -> (title key, extreme query params)
     "app_pages/home.py": ("home.title", {"window": "10.0"}),
@@ -181,7 +182,8 @@ def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():
     assert not at.error, [e.value for e in at.error]
     for table in at.dataframe[:2]:  # per policy, the freeze workload's five requests
         errors = table.value
-        assert {"ttft_err_pct", "tpot_err_pct"} <= set(errors.columns) and len(errors) == 5
+        wanted = {live_error_column(c, "en") for c in ("ttft_err_pct", "tpot_err_pct")}
+        assert wanted <= set(errors.columns) and len(errors) == 5  # named in words
     titles = json.dumps(figures(at)[0]["layout"], ensure_ascii=False)
     for name in ("vllm", "prefill-first"):
         for kind in ("live.measured", "live.simulated"):
