@@ -160,6 +160,9 @@ class StepLayout:
             _long(slots, device), _long(offsets, device), groups, _long(sample_rows, device),
         )  # fmt: skip
 
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, kv: KVStore, layer: int) -> Tensor:
+        return attention(q, k, v, self, kv, layer)
+
 
 def _decode_group(start: int, slots: list[int], contexts: list[int], device) -> DecodeGroup:
     """One batched call's view, dummy-row index and key-length mask."""
