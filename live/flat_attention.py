@@ -1,7 +1,8 @@
 """Attention for a mixed step with NO per-request Python for decodes: one SDPA call per layer.
 
-This is the path the runner uses (`LlamaModel.forward_step(..., attention="flat")`); the older
-`live/attention.py` (decodes split into slot-contiguous groups) stays selectable as the reference.
+The runner's path on CUDA (`LlamaModel.forward_step(..., attention="flat")`); on a CPU the older
+`live/attention.py` (decodes split into slot-contiguous groups, fewest keys read) stays the
+default, and tests/test_live_flat.py holds the two to the same tokens and logits.
 
 Notable features
 - Decode rows ARE the KV slots: the decode part of a step is R rows, row r = slot r, for

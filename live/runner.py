@@ -9,10 +9,10 @@ Notable features
   tokens: the same rule as sim/request.py. EOS is ignored: outputs run to the requested length.
 - Timing: `time.perf_counter` around input packing, the forward pass and sampling. On a GPU the
   step ends when the sampled ids reach the host (`.tolist()`): that read is the step's one sync.
-- The forward pass uses the flat attention layout (one SDPA call per layer for all decodes,
-  live/flat_attention.py); `attention="grouped"` selects the previous path. On CUDA, decode-only
-  steps replay CUDA graphs (live/decode_graphs.py; `graphs=False` turns them off), captured
-  before the step's clock starts.
+- Attention layout (live/model.py): "flat" on CUDA (one SDPA call per layer for all decodes,
+  live/flat_attention.py), "grouped" on CPU (fewest keys read); `attention=` forces either.
+  On CUDA, decode-only steps replay CUDA graphs (live/decode_graphs.py; `graphs=False` turns
+  them off), each captured before the clock of the first step that needs it starts.
 - Device choice: CUDA + bf16 when present. On CPU, float32 and ONE thread by default. Measured
   on the 2-core box (SmolLM2, best of 5): bf16 without AMX has half the matmul peak (64 vs 139
   GFLOP/s), prefill 512 took 1541 ms vs 1030 ms in fp32 (decode B=8 was faster: 77 vs 117 ms).
@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from live.kvstore import KVStore
-from live.model import LlamaModel, Segment
+from live.model import LlamaModel, Segment, default_attention
 from sim.engine import Batch
 
 DEFAULT_CPU_THREADS = 1  # measured: 2 threads on the 2-core box were slower and noisier
@@ -58,7 +58,7 @@ class ModelRunner:
 
     def __init__(
         self, model: LlamaModel, kv_store: KVStore, device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None, threads: int | None = None, attention: str = "flat",
+        dtype: torch.dtype | None = None, threads: int | None = None, attention: str | None = None,
         graphs: bool | None = None,
     ) -> None:  # fmt: skip
         self.device = torch.device(device) if device is not None else kv_store.device
@@ -73,9 +73,9 @@ class ModelRunner:
         if self.device.type == "cpu":  # faster small-batch matmuls on MKL (see live/model.py)
             self.model.use_column_major_weights()
         self.kv = kv_store
-        self.attention = attention  # "flat" (default) or "grouped" (the previous path)
+        self.attention = attention or default_attention(self.device)  # "flat" or "grouped"
         self.graphs = None  # CUDA graphs for decode-only steps (None: eager forward)
-        if (self.device.type == "cuda" if graphs is None else graphs) and attention == "flat":
+        if (self.device.type == "cuda" if graphs is None else graphs) and self.attention == "flat":
             from live.decode_graphs import DecodeGraphs
 
             self.graphs = DecodeGraphs(self.model, kv_store)
