@@ -163,8 +163,9 @@ def test_decode_step_compiles_as_one_graph(model):
     """fullgraph=True fails on any graph break or host sync: the step is capturable as is.
 
     The "aot_eager" backend traces the whole step (Dynamo + AOTAutograd functionalisation, the
-    part that finds graph breaks) without Inductor's C++ code generation, which takes minutes on
-    a 2-core CPU; PD_LAB_COMPILE_BACKEND=inductor runs the full compiler.
+    part that finds graph breaks) without Inductor's C++ code generation, so CI stays quick;
+    PD_LAB_COMPILE_BACKEND=inductor runs the full compiler (passes; 22.6 s with a cold cache on
+    the shared 2-core machine, 3.5 s warm). PD_LAB_SKIP_COMPILE=1 skips the test.
     """
     torch._dynamo.reset()
     kv, segs = decode_setup(model)
