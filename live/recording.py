@@ -10,7 +10,8 @@ says plainly that they are recordings: which machine, model, versions and date.
 Notable features
 - `record(...)` does what the Live page's button does (calibrate, then run_and_predict) and
   `save` writes one file per click: the measured and predicted tables of each policy, the
-  per-request errors, the calibrated profile, and the provenance (`machine`, `versions`, `date`).
+  per-request errors, the calibrated profile, and the provenance (`machine`, `versions`, `date`;
+  `machine.device` names the GPU, its memory, driver, CUDA and torch, or the CPU).
 - `load(path)` rebuilds the same objects (live.compare.PolicyRun, sim.cost.DeviceProfile) with no
   torch import, so the page draws a recording exactly as it draws a run made now.
 - Tables are stored as JSON "split" frames with 6 significant digits (microsecond times): a file
@@ -89,17 +90,12 @@ def run_from_dict(data: dict) -> RunResult:
 
 
 def machine() -> dict:
-    """Which machine ran it: CPU model, cores, OS, and the device the runs reported."""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        cpu = platform.processor()
-    return {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(terse=True),
-            "python": platform.python_version()}  # fmt: skip
+    """Which machine ran it: CPU model, cores, OS, Python, and `device` (live/provenance.py):
+    GPU model, memory, driver, CUDA and torch on a GPU; CPU model, cores and torch on a CPU."""
+    from live.provenance import cpu_model, device_provenance
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "os": platform.platform(terse=True),
+            "python": platform.python_version(), "device": device_provenance()}  # fmt: skip
 
 
 def versions() -> dict:
@@ -161,6 +157,14 @@ class Recording:
     @property
     def policies(self) -> list[str]:
         return [r.policy for r in self.runs]
+
+    @property
+    def device(self) -> str:
+        """One line naming the device (recordings before the field: CPU and cores only)."""
+        from live.provenance import describe
+
+        return describe(self.machine.get("device") or {"kind": "cpu", **self.machine,
+                                                        "torch": self.versions.get("torch")})
 
 
 def load(path: Path) -> Recording:

@@ -92,8 +92,12 @@ class ModelRunner:
             "threads": torch.get_num_threads(), "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         }  # fmt: skip
-        if self.device.type == "cuda":
-            info["gpu"] = torch.cuda.get_device_name(self.device)
+        if self.device.type == "cuda":  # which GPU: model, memory, driver, CUDA
+            from live.provenance import device_provenance
+
+            prov = device_provenance(self.device)
+            info.update({k: prov[k] for k in ("gpu", "gpu_memory_gb", "driver", "cuda")})
+            info["attention"], info["cuda_graphs"] = self.attention, self.graphs is not None
         return info
 
     def add_prompt(self, request_id: int, token_ids: Sequence[int]) -> None:
