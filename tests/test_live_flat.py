@@ -62,7 +62,8 @@ PLAN = [
 
 def drive(model, attention: str):
     """Run PLAN; returns (every step's sampling logits, every request's generated ids, kv)."""
-    kv = KVStore(SHAPE, 6, 160)
+    p = next(model.parameters())
+    kv = KVStore(SHAPE, 6, 160, p.device, p.dtype)
     toks = {r: ids(10 + r, n) for r, n in PROMPTS.items()}
     slot, done, logits = {}, {r: 0 for r in PROMPTS}, []
     for i, step in enumerate(PLAN):
