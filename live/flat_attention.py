@@ -80,9 +80,8 @@ class FlatLayout:
         """
         prefill = [s for s in segments if len(s.token_ids) > 1]
         decode = {s.slot: s for s in segments if len(s.token_ids) == 1}
-        if len(prefill) + len(decode) != len(segments) or len({s.slot for s in segments}) != len(
-            segments
-        ):
+        slots = [s.slot for s in segments]
+        if len(prefill) + len(decode) != len(segments) or len(set(slots)) != len(slots):
             raise ValueError("every segment needs tokens, and a KV slot appears once per step")
         r = rows if rows is not None else (max(decode) + 1 if decode else 0)
         ids: list[int] = []
