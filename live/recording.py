@@ -48,6 +48,14 @@ DEFAULT_SET = [
 ]
 
 
+# On a GPU, first the GPU-sized workloads (live/workloads.py GPU_WORKLOADS, 2048-token chunks),
+# then the default set; file names end in the model (e.g. -8b-like) to sit beside the CPU ones.
+GPU_SET = [
+    ("freeze-16k", "vllm", "prefill-first", "colocated"),  # a 16k prompt freezes four chats
+    ("chat-gpu", "vllm", "static", "colocated"),
+]
+
+
 def name_of(workload: str, policy: str, versus: str, topology: str) -> str:
     return f"{workload}-{policy}-{versus}" + ("" if topology == "colocated" else f"-{topology}")
 
@@ -202,13 +210,13 @@ def record(workload: str, policy: str, versus: str, topology: str, model: str, c
 
     from live.compare import run_and_predict
     from live.engine import LiveOptions
-    from live.workloads import live_workload
+    from live.workloads import GPU_WORKLOADS, live_workload
     from sim.config import SimConfig, with_overrides
 
-    chunks = {"vllm": {"max_num_batched_tokens": 128}, "vllm-v0": {"max_num_batched_tokens": 128},
-              "chunked": {"max_num_batched_tokens": 128},
-              "short-first": {"max_num_batched_tokens": 128},
-              "sglang": {"chunked_prefill_size": 128}}  # the Live page's CPU_CHUNKS  # fmt: skip
+    n = 2048 if workload in GPU_WORKLOADS else 128  # the Live page's GPU_CHUNKS / CPU_CHUNKS
+    chunks = {p: {"max_num_batched_tokens": n} for p in ("vllm", "vllm-v0", "chunked",
+                                                         "short-first")}  # fmt: skip
+    chunks["sglang"] = {"chunked_prefill_size": n}
     configs = [with_overrides(SimConfig(policy=p), {"topology": topology, **chunks.get(p, {})})
                for p in (policy, versus)]  # fmt: skip
     profile, gpu, info = calibration
@@ -229,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
 
     calibration = calibrate(LiveOptions(model=args.model))
     print(f"calibrated: fit error {calibration[2]['fit']['median_abs_pct_error']:.1f} %")
-    for workload, policy, versus, topology in DEFAULT_SET:
-        name = name_of(workload, policy, versus, topology)
+    gpu = calibration[2].get("device", {}).get("device", "").startswith("cuda")
+    for workload, policy, versus, topology in (GPU_SET if gpu else []) + DEFAULT_SET:
+        name = name_of(workload, policy, versus, topology) + (f"-{args.model}" if gpu else "")
         if args.only and args.only != name:
             continue
         runs, wall = record(workload, policy, versus, topology, args.model, calibration)
