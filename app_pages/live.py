@@ -28,7 +28,11 @@ def show(result: dict, recorded=None) -> None:
     measured = "live.measured_recorded" if recorded else "live.measured"
     if recorded is None:
         device = runs[0].live.meta.get("device", {})
-        st.success(T("live.done", device=device.get("device"), dtype=device.get("dtype"),
+        name = device.get("device")  # on a GPU, say which one ran (model, memory, driver, CUDA)
+        if device.get("gpu"):
+            name = (f"{name} · {device['gpu']} ({device.get('gpu_memory_gb')} GB, driver "
+                    f"{device.get('driver')}, CUDA {device.get('cuda')})")  # fmt: skip
+        st.success(T("live.done", device=name, dtype=device.get("dtype"),
                      threads=device.get("threads"), wall=result["wall_s"]))  # fmt: skip
     w.timeline_runs([(f"{r.policy} · {T(kind)}", run) for r in runs
                      for kind, run in ((measured, r.live), ("live.simulated", r.predicted))],
@@ -89,8 +93,8 @@ def replay_recorded() -> None:
     rec = recording(w.select("rec", T("live.recorded_pick"), names, names[0],
                              help=T("live.recorded_pick_help")))  # fmt: skip
     torch = rec.versions.get("torch") or "?"
-    st.warning(T("live.recorded_banner", date=rec.date, cpu=rec.machine.get("cpu") or "?",
-                 cores=rec.machine.get("cores"), model=rec.model, torch=torch,
+    st.warning(T("live.recorded_banner", date=rec.date, device=rec.device, model=rec.model,
+                 torch=torch,
                  commit=rec.versions.get("pdlab_commit") or "?",
                  workload=w.option_label("workload")(rec.workload),
                  topology=w.option_label()(rec.topology), wall=rec.wall_s))  # fmt: skip
@@ -122,6 +126,11 @@ POLICIES = ["vllm", "prefill-first", "vllm-v0", "chunked", "static", "short-firs
 CPU_CHUNKS = {name: {"max_num_batched_tokens": 128}
               for name in ("vllm", "vllm-v0", "chunked", "short-first")}  # fmt: skip
 CPU_CHUNKS["sglang"] = {"chunked_prefill_size": 128}
+# On a GPU: the lessons' own sizes (2048-token chunks) and workloads (live/workloads.py).
+GPU_CHUNKS = {name: {"max_num_batched_tokens": 2048} for name in CPU_CHUNKS if name != "sglang"}
+GPU_CHUNKS["sglang"] = {"chunked_prefill_size": 2048}
+CHUNKS = GPU_CHUNKS if has_cuda() else CPU_CHUNKS
+GPU_WORKLOADS = ["freeze-16k", "chat-gpu"] if has_cuda() else []
 if not HAS_SMOLLM2:
     st.info(T("live.no_smollm2"))
 
@@ -133,6 +142,8 @@ def gate() -> Gate:
 
 
 LIMITS = w.limits()  # live_steps, live_seconds, live_prompt_tokens, live_kv_tokens (sim/budget.py)
+if has_cuda():  # a 16k prompt + chats: ~82k KV rows (10.7 GB for 8b-like), 2x disaggregated
+    LIMITS = dataclasses.replace(LIMITS, live_kv_tokens=max(LIMITS.live_kv_tokens, 200_000))
 
 
 @st.cache_resource(show_spinner=False)
@@ -146,8 +157,9 @@ def calibration(model: str):
 
 c1, c2, c3, c4, c5 = st.columns(5)
 with c1:
-    workload_name = w.select("wl", T("live.workload"), ["freeze", "three", "blocking", "chat",
-                                                        "typed"], "freeze",
+    workload_name = w.select("wl", T("live.workload"), [*GPU_WORKLOADS, "freeze", "three",
+                                                        "blocking", "chat", "typed"],
+                             (GPU_WORKLOADS or ["freeze"])[0],
                              shown=w.option_label("workload"))  # fmt: skip
 with c2:
     policy = w.select("policy", T("play.policy"), POLICIES, "vllm")
@@ -162,7 +174,8 @@ with c5:
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])
 knobs_text = st.text_input(T("play.knobs"), "", key="knobs",
                            bind="query-params", help=T("play.knobs_help"))  # fmt: skip
-st.caption(T(f"live.about_{workload_name}") + " " + T("live.chunk_note"))
+st.caption(T(f"live.about_{workload_name}") + " "
+           + T("live.gpu_chunk_note" if has_cuda() else "live.chunk_note"))
 w.engine_note(*policies, caveat_key=w.topology_caveats(topology))
 st.caption(T("live.no_prefix_cache"))  # live/engine.py without_prefix_cache
 
@@ -182,7 +195,7 @@ else:
 
 
 def live_config(name: str) -> SimConfig:
-    small_chunks = CPU_CHUNKS.get(name, {})
+    small_chunks = CHUNKS.get(name, {})
     config = with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks,
                                                      **knobs})  # fmt: skip
     # One model, one run at a time: one instance, or one prefill and one decode worker. Knobs

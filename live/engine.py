@@ -8,7 +8,8 @@ Notable features
 - Prompts are real text cut to the workload's prompt lengths (or typed prompts), so with SmolLM2's
   real weights each request's continuation can be read (`texts` in the result info).
 - Limits keep a shared CPU deployment responsive: at most MAX_REQUESTS requests and
-  MAX_TOTAL_TOKENS tokens of prompt + output per run.
+  MAX_TOTAL_TOKENS tokens of prompt + output per run (MAX_TOTAL_TOKENS_CUDA on a GPU, where
+  the GPU-sized workloads hold a 16k-token prompt).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sim.trace import RunResult
 
 MAX_REQUESTS = 16
 MAX_TOTAL_TOKENS = 12_000  # prompt + output tokens over the whole run
+MAX_TOTAL_TOKENS_CUDA = 64_000  # the same on a GPU (live/workloads.py GPU_WORKLOADS: <= 32k)
 MODELS = ("SmolLM2-135M", "tiny", "smollm2-135m-shape", "1b-like", "8b-like")  # or a folder
 
 # Text the prompts are cut from (repeated as needed), so real weights continue something sensible.
@@ -74,15 +76,21 @@ def load(model: str, device: str):
                      "folder (config.json + *.safetensors)")  # fmt: skip
 
 
-def check_size(requests: list[RequestSpec]) -> None:
+def check_size(requests: list[RequestSpec], max_tokens: int = MAX_TOTAL_TOKENS) -> None:
     """Refuse workloads too big for a shared live model, saying what to change."""
     if len(requests) > MAX_REQUESTS:
         raise ValueError(f"{len(requests)} requests: the live engine takes at most "
                          f"{MAX_REQUESTS} per run; use fewer")  # fmt: skip
     total = sum(r.prompt_tokens + r.output_tokens for r in requests)
-    if total > MAX_TOTAL_TOKENS:
+    if total > max_tokens:
         raise ValueError(f"{total} prompt + output tokens: the live engine takes at most "
-                         f"{MAX_TOTAL_TOKENS} per run; use shorter prompts or outputs")  # fmt: skip
+                         f"{max_tokens} per run; use shorter prompts or outputs")  # fmt: skip
+
+
+def _cuda(device: str) -> bool:
+    import torch
+
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
 def without_prefix_cache(config: SimConfig) -> SimConfig:
@@ -117,7 +125,7 @@ def run_live(
     from live.kvstore import KVStore
     from live.runner import ModelRunner
 
-    check_size(requests)
+    check_size(requests, MAX_TOTAL_TOKENS_CUDA if _cuda(options.device) else MAX_TOTAL_TOKENS)
     config = without_prefix_cache(config)
     if config.engine.preemption_mode != "recompute":
         raise ValueError("the live engine preempts by recompute only (as vLLM V1); "

@@ -8,6 +8,8 @@ Notable features
   2-3x on decode in our measurements. Why not per-request growing buffers? Growing means copying,
   and the batched decode attention (live/model.py) wants many requests' rows as ONE strided view
   `k[layer, lo:hi, :, :max_ctx]`, which only a shared preallocated tensor gives.
+- One scratch position past `max_len` per slot: the flat decode path (live/flat_attention.py)
+  lets idle rows write there, so its shapes stay static without touching real K/V.
 - Zero-initialised on purpose: the batched decode view also covers positions past a request's
   length (masked out), and masked keys must be finite (NaN * 0 is still NaN inside softmax).
 - Slots are handed out lowest-first, so running requests stay packed at the low end and the
@@ -43,11 +45,12 @@ class KVStore:
     ) -> None:
         if max_len > shape.max_len:
             raise ValueError(f"max_len {max_len} exceeds the model's max_len {shape.max_len}")
-        size = (shape.layers, slots, shape.kv_heads, max_len, shape.head_dim)
+        # + 1: the scratch position `max_len` (see the notes above); never read as context.
+        size = (shape.layers, slots, shape.kv_heads, max_len + 1, shape.head_dim)
         self.shape = shape
         self.slots = slots
         self.max_len = max_len
-        self.k = torch.zeros(size, device=device, dtype=dtype)  # (L, slots, KV, max_len, hd)
+        self.k = torch.zeros(size, device=device, dtype=dtype)  # (L, slots, KV, max_len+1, hd)
         self.v = torch.zeros(size, device=device, dtype=dtype)
         self._free = list(range(slots))  # a min-heap: the lowest free slot is reused first
 

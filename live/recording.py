@@ -10,7 +10,8 @@ says plainly that they are recordings: which machine, model, versions and date.
 Notable features
 - `record(...)` does what the Live page's button does (calibrate, then run_and_predict) and
   `save` writes one file per click: the measured and predicted tables of each policy, the
-  per-request errors, the calibrated profile, and the provenance (`machine`, `versions`, `date`).
+  per-request errors, the calibrated profile, and the provenance (`machine`, `versions`, `date`;
+  `machine.device` names the GPU, its memory, driver, CUDA and torch, or the CPU).
 - `load(path)` rebuilds the same objects (live.compare.PolicyRun, sim.cost.DeviceProfile) with no
   torch import, so the page draws a recording exactly as it draws a run made now.
 - Tables are stored as JSON "split" frames with 6 significant digits (microsecond times): a file
@@ -44,6 +45,14 @@ DEFAULT_SET = [
     ("blocking", "vllm-v0", "vllm", "colocated"),  # C7: one partial prefill at a time
     ("chat", "vllm", "static", "colocated"),  # C4: continuous vs static batching
     ("three", "vllm", "prefill-first", "disaggregated"),  # C12: KV really copied P -> D
+]
+
+
+# On a GPU, first the GPU-sized workloads (live/workloads.py GPU_WORKLOADS, 2048-token chunks),
+# then the default set; file names end in the model (e.g. -8b-like) to sit beside the CPU ones.
+GPU_SET = [
+    ("freeze-16k", "vllm", "prefill-first", "colocated"),  # a 16k prompt freezes four chats
+    ("chat-gpu", "vllm", "static", "colocated"),
 ]
 
 
@@ -89,17 +98,12 @@ def run_from_dict(data: dict) -> RunResult:
 
 
 def machine() -> dict:
-    """Which machine ran it: CPU model, cores, OS, and the device the runs reported."""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        cpu = platform.processor()
-    return {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(terse=True),
-            "python": platform.python_version()}  # fmt: skip
+    """Which machine ran it: CPU model, cores, OS, Python, and `device` (live/provenance.py):
+    GPU model, memory, driver, CUDA and torch on a GPU; CPU model, cores and torch on a CPU."""
+    from live.provenance import cpu_model, device_provenance
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "os": platform.platform(terse=True),
+            "python": platform.python_version(), "device": device_provenance()}  # fmt: skip
 
 
 def versions() -> dict:
@@ -162,6 +166,14 @@ class Recording:
     def policies(self) -> list[str]:
         return [r.policy for r in self.runs]
 
+    @property
+    def device(self) -> str:
+        """One line naming the device (recordings before the field: CPU and cores only)."""
+        from live.provenance import describe
+
+        return describe(self.machine.get("device") or {"kind": "cpu", **self.machine,
+                                                        "torch": self.versions.get("torch")})
+
 
 def load(path: Path) -> Recording:
     from live.compare import PolicyRun
@@ -198,13 +210,13 @@ def record(workload: str, policy: str, versus: str, topology: str, model: str, c
 
     from live.compare import run_and_predict
     from live.engine import LiveOptions
-    from live.workloads import live_workload
+    from live.workloads import GPU_WORKLOADS, live_workload
     from sim.config import SimConfig, with_overrides
 
-    chunks = {"vllm": {"max_num_batched_tokens": 128}, "vllm-v0": {"max_num_batched_tokens": 128},
-              "chunked": {"max_num_batched_tokens": 128},
-              "short-first": {"max_num_batched_tokens": 128},
-              "sglang": {"chunked_prefill_size": 128}}  # the Live page's CPU_CHUNKS  # fmt: skip
+    n = 2048 if workload in GPU_WORKLOADS else 128  # the Live page's GPU_CHUNKS / CPU_CHUNKS
+    chunks = {p: {"max_num_batched_tokens": n} for p in ("vllm", "vllm-v0", "chunked",
+                                                         "short-first")}  # fmt: skip
+    chunks["sglang"] = {"chunked_prefill_size": n}
     configs = [with_overrides(SimConfig(policy=p), {"topology": topology, **chunks.get(p, {})})
                for p in (policy, versus)]  # fmt: skip
     profile, gpu, info = calibration
@@ -225,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
 
     calibration = calibrate(LiveOptions(model=args.model))
     print(f"calibrated: fit error {calibration[2]['fit']['median_abs_pct_error']:.1f} %")
-    for workload, policy, versus, topology in DEFAULT_SET:
-        name = name_of(workload, policy, versus, topology)
+    gpu = calibration[2].get("device", {}).get("device", "").startswith("cuda")
+    for workload, policy, versus, topology in (GPU_SET if gpu else []) + DEFAULT_SET:
+        name = name_of(workload, policy, versus, topology) + (f"-{args.model}" if gpu else "")
         if args.only and args.only != name:
             continue
         runs, wall = record(workload, policy, versus, topology, args.model, calibration)

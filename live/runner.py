@@ -7,8 +7,12 @@ Notable features
 - The runner keeps each request's token ids (prompt given at admission, generated ones appended)
   and maps request ids to KV slots. A request samples when its step reaches the end of its known
   tokens: the same rule as sim/request.py. EOS is ignored: outputs run to the requested length.
-- Timing: `time.perf_counter` around input packing, the forward pass and sampling, with
-  `torch.cuda.synchronize()` before reading the clock on a GPU (kernels run asynchronously).
+- Timing: `time.perf_counter` around input packing, the forward pass and sampling. On a GPU the
+  step ends when the sampled ids reach the host (`.tolist()`): that read is the step's one sync.
+- Attention layout (live/model.py): "flat" on CUDA (one SDPA call per layer for all decodes,
+  live/flat_attention.py), "grouped" on CPU (fewest keys read); `attention=` forces either.
+  On CUDA, decode-only steps replay CUDA graphs (live/decode_graphs.py; `graphs=False` turns
+  them off), each captured before the clock of the first step that needs it starts.
 - Device choice: CUDA + bf16 when present. On CPU, float32 and ONE thread by default. Measured
   on the 2-core box (SmolLM2, best of 5): bf16 without AMX has half the matmul peak (64 vs 139
   GFLOP/s), prefill 512 took 1541 ms vs 1030 ms in fp32 (decode B=8 was faster: 77 vs 117 ms).
@@ -28,7 +32,7 @@ import torch
 from torch import Tensor
 
 from live.kvstore import KVStore
-from live.model import LlamaModel, Segment
+from live.model import LlamaModel, Segment, default_attention
 from sim.engine import Batch
 
 DEFAULT_CPU_THREADS = 1  # measured: 2 threads on the 2-core box were slower and noisier
@@ -54,7 +58,8 @@ class ModelRunner:
 
     def __init__(
         self, model: LlamaModel, kv_store: KVStore, device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None, threads: int | None = None,
+        dtype: torch.dtype | None = None, threads: int | None = None, attention: str | None = None,
+        graphs: bool | None = None,
     ) -> None:  # fmt: skip
         self.device = torch.device(device) if device is not None else kv_store.device
         self.dtype = dtype or kv_store.dtype
@@ -68,6 +73,12 @@ class ModelRunner:
         if self.device.type == "cpu":  # faster small-batch matmuls on MKL (see live/model.py)
             self.model.use_column_major_weights()
         self.kv = kv_store
+        self.attention = attention or default_attention(self.device)  # "flat" or "grouped"
+        self.graphs = None  # CUDA graphs for decode-only steps (None: eager forward)
+        if (self.device.type == "cuda" if graphs is None else graphs) and self.attention == "flat":
+            from live.decode_graphs import DecodeGraphs
+
+            self.graphs = DecodeGraphs(self.model, kv_store)
         self._tokens: dict[int, list[int]] = {}  # request id -> prompt + generated ids
         self._prompt_len: dict[int, int] = {}
         self._slot: dict[int, int] = {}  # request id -> KV slot
@@ -81,8 +92,12 @@ class ModelRunner:
             "threads": torch.get_num_threads(), "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         }  # fmt: skip
-        if self.device.type == "cuda":
-            info["gpu"] = torch.cuda.get_device_name(self.device)
+        if self.device.type == "cuda":  # which GPU: model, memory, driver, CUDA
+            from live.provenance import device_provenance
+
+            prov = device_provenance(self.device)
+            info.update({k: prov[k] for k in ("gpu", "gpu_memory_gb", "driver", "cuda")})
+            info["attention"], info["cuda_graphs"] = self.attention, self.graphs is not None
         return info
 
     def add_prompt(self, request_id: int, token_ids: Sequence[int]) -> None:
@@ -100,6 +115,11 @@ class ModelRunner:
 
     def execute(self, batch: Batch) -> tuple[dict[int, int], float]:
         """Run one step: (request id -> sampled token id, measured seconds)."""
+        graph_key = None
+        if self.graphs is not None:  # capture a new bucket's graph before the clock starts
+            graph_key = self._graph_key(batch)
+            if graph_key is not None:
+                self.graphs.prepare(graph_key)
         start = time.perf_counter()
         segments, sampling = [], []
         for req, n, offset, _is_decode in batch.items:  # 1 token = decode for the model anyway
@@ -119,13 +139,29 @@ class ModelRunner:
             if sample:
                 sampling.append(rid)
             self._cached[rid] = offset + n
-        logits = self.model.forward_step(segments, self.kv)  # (S, vocab)
-        next_ids = logits.argmax(dim=-1).tolist()  # greedy
-        _sync(self.device)
+        next_ids = self.forward_sample(segments, graph_key)
         seconds = time.perf_counter() - start
         for rid, tok in zip(sampling, next_ids, strict=True):
             self._tokens[rid].append(tok)
         return dict(zip(sampling, next_ids, strict=True)), seconds
+
+    def forward_sample(self, segments: list[Segment], graph_key=None) -> list[int]:
+        """The device part of a step: greedy ids of the sampling segments, read on the host."""
+        if graph_key is not None:
+            return self.graphs.run(segments, graph_key)
+        logits = self.model.forward_step(segments, self.kv, self.attention)  # (S, vocab)
+        return logits.argmax(dim=-1).tolist()  # greedy; .tolist() waits for the device
+
+    def _graph_key(self, batch: Batch) -> tuple[int, int] | None:
+        """The (rows, ctx) bucket of a decode-only batch (no tokens needed: offsets suffice)."""
+        from live.decode_graphs import decode_shape
+
+        slots = [self._slot.get(req.request_id) for req, n, _o, _d in batch.items if n == 1]
+        if len(slots) != len(batch.items) or None in slots:
+            return None
+        fake = [Segment(slot, (0,), offset, True)
+                for slot, (_r, _n, offset, _d) in zip(slots, batch.items, strict=True)]
+        return decode_shape(fake, self.kv)
 
     def release(self, request_id: int, forget: bool = False) -> None:
         """Free a request's KV slot (when it finishes or leaves); `forget` drops its ids too."""
@@ -161,7 +197,8 @@ class ModelRunner:
         slot, n = self.kv.allocate(), min(8, self.kv.max_len // 3)
         try:
             for offset, length in ((0, n), (n, n), (2 * n, 1)):
-                self.model.forward_step([Segment(slot, [0] * length, offset, True)], self.kv)
+                self.model.forward_step([Segment(slot, [0] * length, offset, True)], self.kv,
+                                        self.attention)
             _sync(self.device)
         finally:
             self.kv.free(slot)

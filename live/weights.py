@@ -37,8 +37,9 @@ PRESETS: MappingProxyType[str, ModelShape] = MappingProxyType(
     {
         "tiny": ModelShape(2, 64, 4, 2, 16, 128, 256, 10_000.0, True, 256),  # for tests
         "smollm2-135m-shape": ModelShape(30, 576, 9, 3, 64, 1536, 49152, 100_000.0, True, 8192),
-        "1b-like": ModelShape(16, 2048, 32, 8, 64, 8192, 128_256, 500_000.0, True, 8192),
-        "8b-like": ModelShape(32, 4096, 32, 8, 128, 14336, 128_256, 500_000.0, False, 8192),
+        # max_len 32k (the real models take 128k): room for the GPU workloads' 16k prompts
+        "1b-like": ModelShape(16, 2048, 32, 8, 64, 8192, 128_256, 500_000.0, True, 32_768),
+        "8b-like": ModelShape(32, 4096, 32, 8, 128, 14336, 128_256, 500_000.0, False, 32_768),
     }
 )
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

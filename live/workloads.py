@@ -28,10 +28,23 @@ LIVE_WORKLOADS = {
 }
 
 
+# Sized for a GPU (offered by the Live page when CUDA is present, with 2048-token chunks): on an
+# H200 `8b-like` prefills ~30k tokens/s and decodes a step in a few ms, so the CPU workloads
+# above are over in a blink. These make the lessons' effects last long enough to see.
+GPU_WORKLOADS = {
+    # C5 at full size: four chats stream, then a 16k-token prompt. Under prefill-first its
+    # whole prefill (~0.5 s for 8b-like on an H200) freezes them; vllm's chunks keep them going.
+    "freeze-16k": lambda: _rows([(0.05 * i, 512, 96) for i in range(4)] + [(0.3, 16_384, 8)]),
+    # C2/C4 at GPU scale: sixteen chats of 256..2048-token prompts arriving over 1.5 s.
+    "chat-gpu": lambda: _rows([(0.1 * i, 256 * (1 + i % 8), 64 + 16 * (i % 5))
+                               for i in range(16)]),  # fmt: skip
+}
+
+
 def live_workload(name: str, max_requests: int = 16, max_tokens: int = 6000) -> list[RequestSpec]:
     """A named live workload, or a lesson scenario scaled down to fit the live engine's caps."""
-    if name in LIVE_WORKLOADS:
-        return LIVE_WORKLOADS[name]()
+    if name in LIVE_WORKLOADS or name in GPU_WORKLOADS:
+        return {**LIVE_WORKLOADS, **GPU_WORKLOADS}[name]()
     try:
         scenario = get_scenario(name)
     except ValueError:

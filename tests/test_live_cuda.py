@@ -17,6 +17,8 @@ CUDA = torch.device(os.environ.get("PD_LAB_TEST_DEVICE", "cuda"))
 if CUDA.type == "cuda" and not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here", allow_module_level=True)
 
+from types import SimpleNamespace  # noqa: E402
+
 from live.engine import LiveOptions, run_live  # noqa: E402
 from live.kvstore import KVStore  # noqa: E402
 from live.model import Segment  # noqa: E402
@@ -90,3 +92,44 @@ def test_a_live_run_on_the_gpu_finishes_every_request(topology):
     assert all(s[-1] > 0 for s in info["samples"])  # every step timed after synchronising
     if topology == "disaggregated":
         assert len(info["transfers"]) == len(requests)
+
+
+# Issue 27's path: flat attention (one SDPA call per layer for all decodes) and CUDA graphs.
+# In fp32 (TF32 off, torch's default for matmuls) the paths differ only by kernel rounding.
+
+
+def test_flat_attention_equals_grouped_on_the_gpu():
+    from test_live_flat import SHAPE, drive
+
+    net = random_model(SHAPE, seed=3, device=CUDA, dtype=torch.float32)
+    flat, flat_tokens, _ = drive(net, "flat")
+    grouped, grouped_tokens, _ = drive(net, "grouped")
+    assert flat_tokens == grouped_tokens
+    for a, b in zip(flat, grouped, strict=True):
+        assert (a - b).abs().max() <= 1e-3 * b.abs().max()
+
+
+@pytest.mark.skipif(CUDA.type != "cuda", reason="CUDA graphs need a GPU")
+def test_cuda_graph_decodes_equal_eager_decodes():
+    """Ragged contexts, a freed slot in the middle, buckets crossed: same ids as eager."""
+    from test_live_flat import SHAPE, ids
+
+    net = random_model(SHAPE, seed=4, device=CUDA, dtype=torch.float32)
+    out = {}
+    for graphs in (False, True):
+        runner = ModelRunner(net, KVStore(SHAPE, 8, 320, CUDA, torch.float32), CUDA,
+                             torch.float32, attention="flat", graphs=graphs)  # fmt: skip
+        reqs = [SimpleNamespace(request_id=i) for i in range(5)]
+        for r, n in zip(reqs, (40, 7, 250, 3, 90), strict=True):
+            runner.add_prompt(r.request_id, ids(20 + r.request_id, n))
+            runner.execute(SimpleNamespace(items=[(r, n, 0, False)]))
+        for step in range(12):
+            if step == 4:
+                runner.release(1)  # a hole at slot 1
+            live = [r for r in reqs if r.request_id != 1 or step < 4]
+            items = [(r, 1, len(runner.tokens(r.request_id)) - 1, True) for r in live]
+            runner.execute(SimpleNamespace(items=items))
+        out[graphs] = {r.request_id: runner.generated(r.request_id) for r in reqs}
+        if graphs:
+            assert runner.graphs.graphs  # the decodes did replay captured graphs
+    assert out[True] == out[False]

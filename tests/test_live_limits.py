@@ -110,10 +110,10 @@ def test_without_torch_the_live_page_replays_recorded_runs_labelled_as_such(monk
     assert len(names) >= 4 and at.selectbox(key="rec").options == names
     rec = load(available()[0])
     banner = at.warning[0].value
-    assert banner.startswith(t("live.recorded_banner", lang, date="", cpu="", cores="",
+    assert banner.startswith(t("live.recorded_banner", lang, date="", device="",
                                 model="", torch="", commit="", workload="", topology="",
                                 wall=0.0)[:12])  # fmt: skip
-    for fact in (rec.date, rec.model, rec.versions["torch"], rec.machine["cpu"]):
+    for fact in (rec.date, rec.model, rec.versions["torch"], rec.machine["cpu"], rec.device):
         assert str(fact) in banner  # machine, model, versions and date, as the issue asks
     chart = __import__("json").loads(at.get("plotly_chart")[0].proto.spec)
     titles = __import__("json").dumps(chart["layout"], ensure_ascii=False)
@@ -126,6 +126,10 @@ def test_recordings_round_trip_and_say_where_they_come_from():
     for path in available():
         rec = load(path)
         assert rec.date and rec.machine["cpu"] and rec.versions["torch"] and rec.model
+        device = rec.machine["device"]  # issue 27: the device is named (GPU: model, memory, ...)
+        assert device["kind"] in ("cpu", "cuda") and device["torch"] and device["cpu"]
+        if device["kind"] == "cuda":
+            assert all(device.get(k) for k in ("gpu", "gpu_memory_gb", "driver", "cuda"))
         assert len(rec.runs) == 2 and path.stat().st_size < 300_000  # small files
         for r in rec.runs:
             assert len(r.live.requests) == len(r.predicted.requests) > 0
