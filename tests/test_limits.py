@@ -174,3 +174,32 @@ def test_an_uncaught_error_is_one_polite_error_without_a_traceback(monkeypatch):
     assert not at.exception  # nothing internal reaches the visitor
     assert [e.value for e in at.error] == [t("app.error", "ko")]
     assert "secret" not in str([e.value for e in at.error])
+
+
+def test_a_run_is_cached_once_for_both_languages_and_refused_in_each(monkeypatch):
+    """The run caches are shared by English and Korean visitors (a class in one language must
+    not pay again for a lesson the warm-up ran in the other); a refusal is cached without a
+    language and translated when it is shown."""
+    import ui.sim_cache as sc
+
+    calls = []
+    real = sc.simulate_within
+    monkeypatch.setattr(sc, "simulate_within", lambda *a: calls.append(a) or real(*a))
+    workload = WorkloadConfig(num_requests=3, seed=987_654)  # a key no other test has made
+    for language in ("en", "ko"):
+        monkeypatch.setattr(sc, "lang", lambda language=language: language)
+        assert len(sc.simulate_cached(workload, SimConfig()).requests) == 3
+    assert len(calls) == 1
+
+    too_many = WorkloadConfig(num_requests=sc.limits().max_requests + 1, seed=987_654)
+    messages = {}
+    for language in ("en", "ko"):
+        monkeypatch.setattr(sc, "lang", lambda language=language: language)
+        with pytest.raises(sc.RunRefused) as refused:
+            sc.simulate_cached(too_many, SimConfig())
+        messages[language] = str(refused.value)
+    assert len(calls) == 2  # refused once (by the budget, before it ran), in no language
+    value = f"{sc.limits().max_requests:,}"
+    for language, message in messages.items():
+        assert message == t("limits.max_requests", language, limit=value, env="PDLAB_MAX_REQUESTS")
+    assert messages["en"] != messages["ko"]

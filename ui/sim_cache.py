@@ -9,8 +9,9 @@
   hashed.
 - Bounded work per visitor: every run goes through `sim.budget.simulate_within` under `limits()`
   (requests, instances, KV blocks, engine steps, CPU seconds per run); a refused run is cached as
-  its message, so reloading a hostile URL costs nothing the second time. The caches hold at most
-  CACHE_MB of results each and drop an entry CACHE_TTL after it was made. A local install raises
+  its Refusal (translated when shown), so reloading a hostile URL costs nothing the second time.
+  The caches are shared by both languages, hold at most CACHE_MB of results each and drop an
+  entry CACHE_TTL after it was made. A local install raises
   the limits with PDLAB_MAX_* variables or a [limits] table in .streamlit/secrets.toml (README).
 - A refused run reaches the page as RunRefused (a ValueError) whose str() is one translated line
   saying what to change.
@@ -22,6 +23,7 @@ import hashlib
 import os
 import pickle
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -34,7 +36,7 @@ from sim.workload import WorkloadConfig, generate
 from ui.errors import as_code
 from ui.i18n import t
 from ui.labels import sim_label
-from ui.language import lang, translator
+from ui.language import lang
 
 Overrides = tuple[tuple[str, object], ...]  # hashable knob overrides, e.g. (("max_num_seqs", 8),)
 
@@ -63,11 +65,36 @@ class RunRefused(ValueError):
     """A run the budget or the simulator refused; str() is the one line to show."""
 
 
+def _limit_line(limit: str, value: int | float, lang: str) -> str:
+    shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    return t(f"limits.{limit}", lang, limit=shown, env=f"PDLAB_{limit.upper()}")
+
+
 def budget_message(err: BudgetExceeded) -> str:
     """The budget error in the visitor's language, with what to change."""
-    T = translator()
-    value = f"{err.value:,}" if isinstance(err.value, int) else f"{err.value:g}"
-    return T(f"limits.{err.limit}", limit=value, env=f"PDLAB_{err.limit.upper()}")
+    return _limit_line(err.limit, err.value, lang())
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a run was refused, in no language yet: the caches below are shared by every visitor,
+    English or Korean, so a run (or a refusal) costs once, not once per language."""
+
+    limit: str | None = None  # the budget's limit that was reached (BudgetExceeded.limit) ...
+    value: int | float = 0  # ... and its value
+    line: str = ""  # or the simulator's own first line (it quotes the visitor's knobs)
+
+    @staticmethod
+    def of(err: ValueError) -> Refusal:
+        if isinstance(err, BudgetExceeded):
+            return Refusal(limit=err.limit, value=err.value)
+        return Refusal(line=str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+    def message(self, lang: str) -> str:
+        """One line in `lang` saying what to change."""
+        if self.limit is not None:
+            return _limit_line(self.limit, self.value, lang)
+        return t("common.config_error", lang, message=as_code(self.line))  # knobs as text
 
 
 def fingerprint(*objs) -> str:
@@ -79,8 +106,7 @@ def fingerprint(*objs) -> str:
 
 
 @st.cache_data(max_entries=256, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
-def _simulate_or_refuse(key: str, lang: str, _workload: Workload,
-                        _config: SimConfig) -> RunResult | str:  # fmt: skip
+def _simulate_or_refuse(key: str, _workload: Workload, _config: SimConfig) -> RunResult | Refusal:
     """A run, or the one line saying why it was refused (cached too: refusing costs once).
     Cached by `key` = fingerprint(workload, config); the _arguments are not hashed."""
     from sim.metrics import summarize
@@ -91,19 +117,16 @@ def _simulate_or_refuse(key: str, lang: str, _workload: Workload,
         run = simulate_within(requests, config, limits())
         run.summary_cache = summarize(run)  # once, for runs_table on every later rerun
         return run
-    except BudgetExceeded as err:
-        return budget_message(err)
-    except ValueError as err:  # the simulator refused the configuration (a WorkloadError too)
-        line = as_code(str(err).splitlines()[0])  # it quotes the visitor's knobs: as text
-        return t("common.config_error", lang, message=line)
+    except ValueError as err:  # the budget (BudgetExceeded) or the simulator refused it
+        return Refusal.of(err)
 
 
 def simulate_cached(workload: Workload, config: SimConfig) -> RunResult:
     """Simulate once per (workload, config), within the budget; every later view is a cache hit.
     RunRefused (a ValueError) says in one translated line why a run is not possible."""
-    out = _simulate_or_refuse(fingerprint(workload, config), lang(), workload, config)
-    if isinstance(out, str):
-        raise RunRefused(out)
+    out = _simulate_or_refuse(fingerprint(workload, config), workload, config)
+    if isinstance(out, Refusal):
+        raise RunRefused(out.message(lang()))
     return out
 
 
@@ -138,7 +161,7 @@ def run_variants(scenario: str, labels: Sequence[str], overrides: Overrides = ()
 
 
 @st.cache_data(max_entries=32, max_size="64MB", ttl=CACHE_TTL, show_spinner=False)
-def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfig,
+def _sweep_or_refuse(key: str, _workload: Workload, _config: SimConfig,
                      _rates: tuple[float, ...]):  # fmt: skip
     workload, config, rates = _workload, _config, _rates  # cached by key = their fingerprint
     from sim.budget import sweep_within
@@ -147,18 +170,15 @@ def _sweep_or_refuse(key: str, lang: str, _workload: Workload, _config: SimConfi
         budget = limits()  # the rates run side by side, in up to sweep_jobs processes
         jobs = min(budget.sweep_jobs, len(os.sched_getaffinity(0)))
         return sweep_within(workload, config, list(rates), budget, jobs=jobs)
-    except BudgetExceeded as err:
-        return budget_message(err)
-    except ValueError as err:
-        line = as_code(str(err).splitlines()[0])  # it quotes the visitor's knobs: as text
-        return t("common.config_error", lang, message=line)
+    except ValueError as err:  # the budget (BudgetExceeded) or the simulator refused it
+        return Refusal.of(err)
 
 
 def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
     """Attainment per arrival rate (sim.sweep.sweep_rates, within the budget), cached.
     RunRefused says in one translated line why the sweep is not possible."""
     rates = tuple(rates)
-    out = _sweep_or_refuse(fingerprint(workload, config, rates), lang(), workload, config, rates)
-    if isinstance(out, str):
-        raise RunRefused(out)
+    out = _sweep_or_refuse(fingerprint(workload, config, rates), workload, config, rates)
+    if isinstance(out, Refusal):
+        raise RunRefused(out.message(lang()))
     return out
