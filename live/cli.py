@@ -10,7 +10,8 @@
 `serve` puts the live engine behind an OpenAI-compatible HTTP API in real time (live/serve.py);
 `replay` sends a workload to an OpenAI-compatible server and times every token (live/replay_cli.py).
 
-`--scenario` takes a live workload (freeze, three, blocking, chat) or a lesson scenario, scaled
+`--scenario` takes a live workload (freeze, three, blocking, chat; on a GPU also freeze-16k and
+chat-gpu, sized so the effects show there) or a lesson scenario, scaled
 down to the live engine's limits; `--workload FILE.csv` reads a CSV like `python -m sim run`.
 Errors print one line on stderr and exit with code 2.
 """
@@ -133,7 +134,8 @@ def build_parser() -> _Parser:
     )
     for name, text in commands:
         p = sub.add_parser(name, help=text)
-        p.add_argument("--scenario", help="freeze, three, blocking, chat, or a lesson scenario")
+        p.add_argument("--scenario", help="freeze, three, blocking, chat (GPU-sized: freeze-16k, "
+                       "chat-gpu), or a lesson scenario")  # fmt: skip
         p.add_argument("--workload", help="a CSV, as for python -m sim run")
         p.add_argument("--policy", default=DEFAULT_POLICY if name == "run" else
                        "prefill-first,vllm,static,short-first")  # fmt: skip
