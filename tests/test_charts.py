@@ -475,3 +475,12 @@ def test_korean_catalog_is_translated_with_the_same_placeholders():
             assert ko[key] != text, f"{key} is not translated"
         if key not in latin_ok:
             assert re.search(r"[\uac00-\ud7a3]", ko[key]), f"{key} has no Hangul"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_colocated_instance_is_named_in_words_not_by_its_id(lang):
+    run = make_run([request_row(0, 0.0, 1.0, 2.0)], steps=[step_row("I0", 0, 0.0, 1.0)])
+    (line,) = charts.kv_use(run, lang).data
+    role = t("charts.role.colocated", lang)
+    assert line.name == t("charts.worker", lang, name=t("charts.instance", lang, n=0), role=role)
+    assert "I0" not in line.name

@@ -15,6 +15,8 @@ Notable features
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -49,7 +51,11 @@ def _worker_colors(names: list[str], roles: dict[str, str]) -> dict[str, str]:
 
 
 def _worker_label(name: str, roles: dict[str, str], lang: str) -> str:
-    """'P0 (prefill)' style label, the role translated."""
+    """'P0 (prefill)' style label, the role translated; a colocated instance ("I0", the
+    simulator's id) reads as "server 0 (colocated)", not as a raw id."""
+    instance = re.fullmatch(r"I(\d+)", name)
+    if instance:
+        name = t("charts.instance", lang, n=instance[1])
     return t(
         "charts.worker",
         lang,
