@@ -56,7 +56,7 @@ def main_view(node, out: list, in_expander: bool = False) -> list:
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
-@pytest.mark.parametrize("page", LESSONS)
+@pytest.mark.parametrize("page", [*LESSONS, "app_pages/live.py", "app_pages/serve.py"])
 def test_main_view_has_no_claim_ids_test_paths_or_raw_ids(page, lang):
     at = open_page(page, {"lang": lang})
     assert not at.exception, at.exception
