@@ -211,27 +211,35 @@ def test_design_threshold_and_merged_bars_for_big_runs():
 
 
 def test_merge_joins_back_to_back_segments_of_one_kind():
+    """Thin rows merge a request's back-to-back segments. A slowed step hatches what joins it
+    within its 1/200 of the time axis (so it stays visible), not the whole stretch around it
+    (issue 26: a merged bar keeps the evidence, and plain decoding still looks plain)."""
     run = make_run(
-        [request_row(0, 0.0, 1.0, 3.0, output_tokens=4)],
+        [request_row(0, 0.0, 1.0, 3.0, output_tokens=8)],
         [
-            segment_row(0, "I0", "decode", 1.0, 2.0, tokens=2, step_first=1, step_last=2),
-            segment_row(
-                0, "I0", "decode", 2.0, 2.5, tokens=1, slowed=True, step_first=3, step_last=3
-            ),
-            segment_row(0, "I0", "stall", 2.5, 2.6, step_first=4, step_last=4),
-            segment_row(0, "I0", "decode", 2.6, 3.0, tokens=1, step_first=5, step_last=5),
+            # one bin of 2.0 s / 200 = 10 ms: a plain and a slowed step start in it
+            segment_row(0, "I0", "decode", 1.000, 1.004, tokens=1, step_first=1, step_last=1),
+            segment_row(0, "I0", "decode", 1.004, 1.008, tokens=1, slowed=True, step_first=2,
+                        step_last=2),  # fmt: skip
+            # then plain decoding over many bins: one plain bar
+            segment_row(0, "I0", "decode", 1.008, 1.5, tokens=2, step_first=3, step_last=4),
+            segment_row(0, "I0", "decode", 1.5, 2.0, tokens=1, step_first=5, step_last=5),
+            segment_row(0, "I0", "decode", 2.0, 2.5, tokens=1, slowed=True, step_first=6,
+                        step_last=6),  # fmt: skip
+            segment_row(0, "I0", "stall", 2.5, 2.6, step_first=7, step_last=7),
+            segment_row(0, "I0", "decode", 2.6, 3.0, tokens=2, step_first=8, step_last=9),
         ],  # fmt: skip
     )
     bars = gf.split_bars(run, merge=True)
-    # The plain + slowed decode join into one bar, hatched because one part was slowed (issue
-    # 26: a merged bar keeps the evidence); the stall stays its own white bar between them.
-    assert len(bars["decode_slowed"]) == 1 and len(bars["decode"]) == 1
-    assert bars["decode_slowed"].tokens.tolist() == [3]
-    assert bars["decode_slowed"].end.tolist() == [2.5]
-    assert bars["decode_slowed"].step_last.tolist() == [3]
-    assert bars["decode"].start.tolist() == [2.6]
+    hatched, plain = bars["decode_slowed"], bars["decode"]
+    assert hatched.start.tolist() == [1.0, 2.0]
+    assert hatched.end.tolist() == pytest.approx([1.01, 2.5])  # the first drawn one bin wide
+    assert hatched.tokens.tolist() == [2, 1] and hatched.step_last.tolist() == [2, 6]
+    assert plain.start.tolist() == [1.008, 2.6] and plain.end.tolist() == [2.0, 3.0]
+    assert plain.tokens.tolist() == [3, 2] and plain.step_first.tolist() == [3, 8]
     assert bars["stall"].start.tolist() == [2.5] and bars["stall"].end.tolist() == [2.6]
-    assert len(gf.split_bars(run)["decode"]) == 2  # unmerged: the slowed one is separate
+    unmerged = gf.split_bars(run)
+    assert len(unmerged["decode"]) == 4 and len(unmerged["decode_slowed"]) == 2
 
 
 def test_merged_rows_keep_the_hatching_of_a_busy_colocated_run():

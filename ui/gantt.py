@@ -54,6 +54,7 @@ CLIP_MAX_BARS = 1000  # above this many bars (all subplots together) frames carr
 MAX_TOKEN_ROWS = 40  # per-request token counters only while every subplot has at most this
 TOKEN_ROW_PX = 16  # ... and while rows are at least this tall (px), so counters never overlap
 MERGE_ROW_PX = 5  # rows thinner than this (px) draw back-to-back segments as one bar
+MERGE_FINE_ROWS = 60  # up to this many rows, a merged row's hatching is drawn per 1/200 of time
 CACHED_BAND = 0.35  # height of the cached band, as a share of a row (it sits on the prefill bar)
 
 
@@ -98,7 +99,8 @@ def _panels(
         merge = px / max(len(row_ids), 1) < MERGE_ROW_PX
         rows = [name(i) for i in row_ids.tolist()]
         only = row_ids if show is not None else None
-        bars = gf.split_bars(run, merge=merge, label=name, only=only)
+        bins = gf.MERGE_BINS if len(row_ids) <= MERGE_FINE_ROWS else gf.MERGE_BINS_MANY_ROWS
+        bars = gf.split_bars(run, merge=merge, label=name, only=only, bins=bins)
         panels.append(_Panel(str(label), run, row_ids, rows, bars))
     return panels
 

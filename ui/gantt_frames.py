@@ -8,7 +8,8 @@ Notable features
   a prefill chunk ("slowed") gets its own hatched phase, so every segment is exactly one bar.
   For very thin rows it can first merge each request's back-to-back segments of one kind (a
   1,000-request chat run: 10,524 segments -> 2,980 bars), which is what keeps playback smooth;
-  a merged decode is hatched if any of its parts was slowed (the evidence survives the merge).
+  a merged decode is hatched if any of its parts within 1/200 of the time axis was slowed (the
+  evidence survives the merge, and a plain stretch stays plain).
 - `clip_widths` computes all frames at once: width(k) = max(0, min(end, t_k) - start), one
   (frames x bars) array, so a bar grows from nothing to its full length as the cursor passes.
 - `readout` answers "what is happening at time t?" for every frame with `np.searchsorted` over
@@ -84,56 +85,95 @@ def request_ids(run: RunResult) -> np.ndarray:
     return np.unique(ids)
 
 
-def _merge_back_to_back(segs: pd.DataFrame) -> pd.DataFrame:
-    """Join each request's back-to-back segments of one kind and worker into one segment.
+MERGE_BINS = 200  # a merged bar's hatching is decided per 1/200 of the time axis (~3.5 px) ...
+MERGE_BINS_MANY_ROWS = 20  # ... or per 1/20 when hundreds of sub-pixel rows hide the pattern
+# anyway (1,000 requests at 40 req/s: 3,463 bars, not 23,897 at 200 bins)
 
-    A decode slowed by a prefill joins its plain neighbours, and the joined bar counts as slowed
-    if ANY part was: a thin row must keep the evidence (hatching) rather than average it away.
-    Stalls are their own kind, so they stay separate white bars drawn over the decodes.
-    Tokens add up and the step range spans the parts. Vectorised: sort, flag where a new
-    stretch begins, then reduce each stretch with np.*.reduceat.
-    """
-    segs = segs.sort_values(["request_id", "start_s"], kind="stable")
-    rid = segs["request_id"].to_numpy(dtype=np.int64)
-    kind = segs["kind"].to_numpy(dtype=object)
-    worker = segs["worker"].astype(str).to_numpy(dtype=object)
-    start = segs["start_s"].to_numpy(dtype=float)
-    end = segs["end_s"].to_numpy(dtype=float)
-    new = np.ones(len(segs), dtype=bool)
+
+def _reduce(cols: dict[str, np.ndarray], first: np.ndarray) -> dict[str, np.ndarray]:
+    """One segment per stretch starting at the indices `first`: start of the first part, end of
+    the last, tokens summed, a flag set if ANY part had it, the step range spanning the parts."""
+    last = np.append(first[1:], len(cols["start_s"])) - 1
+    return {
+        "request_id": cols["request_id"][first], "worker": cols["worker"][first],
+        "kind": cols["kind"][first], "start_s": cols["start_s"][first],
+        "end_s": cols["end_s"][last], "tokens": np.add.reduceat(cols["tokens"], first),
+        "slowed": np.logical_or.reduceat(cols["slowed"], first),
+        "recompute": np.logical_or.reduceat(cols["recompute"], first),
+        "step_first": cols["step_first"][first],
+        "step_last": np.maximum.reduceat(cols["step_last"], first),
+    }  # fmt: skip
+
+
+def _stretch_starts(cols: dict[str, np.ndarray], *extra: np.ndarray) -> np.ndarray:
+    """Where a new stretch begins: another request, kind or worker, a gap in time, or a change
+    in any of the `extra` per-segment keys."""
+    rid, kind, worker = cols["request_id"], cols["kind"], cols["worker"]
+    new = np.ones(len(rid), dtype=bool)
     new[1:] = (
         (rid[1:] != rid[:-1]) | (kind[1:] != kind[:-1]) | (worker[1:] != worker[:-1])
-        | (start[1:] != end[:-1])
+        | (cols["start_s"][1:] != cols["end_s"][:-1])
     )  # fmt: skip
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], len(segs)) - 1
-    return pd.DataFrame({
-        "request_id": rid[first], "worker": worker[first], "kind": kind[first],
-        "start_s": start[first], "end_s": end[last],
-        "tokens": np.add.reduceat(segs["tokens"].to_numpy(dtype=np.int64), first),
-        "slowed": np.logical_or.reduceat(segs["slowed"].to_numpy(dtype=bool), first),
-        "recompute": np.logical_or.reduceat(segs["recompute"].to_numpy(dtype=bool), first),
-        "step_first": segs["step_first"].to_numpy(dtype=np.int64)[first],
-        "step_last": np.maximum.reduceat(segs["step_last"].to_numpy(dtype=np.int64), first),
-    })  # fmt: skip
+    for key in extra:
+        new[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(new)
+
+
+def _merge_back_to_back(segs: pd.DataFrame, bins: int = MERGE_BINS) -> pd.DataFrame:
+    """Join each request's back-to-back segments of one kind and worker into fewer segments.
+
+    Two passes, so a thin row keeps the evidence without a tiny slowed step hatching a whole
+    plain stretch: (1) the short parts (under a bin) that start in the same 1/`bins` of the
+    time axis join, and the joined bar counts as slowed if ANY part was; it is drawn at least
+    one bin wide (a one-step slowdown stays visible); (2) neighbouring bars of equal "slowed"
+    join again (a long plain or a long slowed stretch is one bar). Stalls are their own kind, so
+    they stay separate white bars drawn over the decodes. Vectorised: sort, flag where a stretch
+    begins, reduce with np.*.reduceat.
+    """
+    segs = segs.sort_values(["request_id", "start_s"], kind="stable")
+    cols = {
+        "request_id": segs["request_id"].to_numpy(dtype=np.int64),
+        "worker": segs["worker"].astype(str).to_numpy(dtype=object),
+        "kind": segs["kind"].to_numpy(dtype=object),
+        "start_s": segs["start_s"].to_numpy(dtype=float),
+        "end_s": segs["end_s"].to_numpy(dtype=float),
+        "tokens": segs["tokens"].to_numpy(dtype=np.int64),
+        "slowed": segs["slowed"].to_numpy(dtype=bool),
+        "recompute": segs["recompute"].to_numpy(dtype=bool),
+        "step_first": segs["step_first"].to_numpy(dtype=np.int64),
+        "step_last": segs["step_last"].to_numpy(dtype=np.int64),
+    }
+    span = float(cols["end_s"].max() - cols["start_s"].min())
+    width = span / bins if span > 0 else 1.0
+    bin_of = np.floor(cols["start_s"] / width)
+    long = cols["end_s"] - cols["start_s"] >= width  # drawn wide enough already: its own bar
+    bin_of[long] = -1.0 - np.flatnonzero(long)  # a key no other part has
+    cols = _reduce(cols, _stretch_starts(cols, bin_of))
+    cols = _reduce(cols, _stretch_starts(cols, cols["slowed"], cols["recompute"]))
+    # A slowed bar narrower than a bin is drawn one bin wide (on top of its plain neighbour:
+    # PHASES draws decode_slowed later), so a one-step slowdown can still be seen on a thin row.
+    thin = cols["slowed"] & (cols["end_s"] - cols["start_s"] < width)
+    cols["end_s"] = np.where(thin, cols["start_s"] + width, cols["end_s"])
+    return pd.DataFrame(cols)
 
 
 def split_bars(
     run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label,
-    only: np.ndarray | None = None,
+    only: np.ndarray | None = None, bins: int = MERGE_BINS,
 ) -> dict[str, Bars]:  # fmt: skip
     """The run's segments grouped by drawn phase (every phase present, maybe empty).
 
     `label` names each request's row (R0 by default); it is called once per request. `only`:
     the request ids whose bars to keep (all by default).
 
-    merge=True first joins back-to-back segments of one request and kind (see
-    `_merge_back_to_back`): for rows a few pixels tall, where a hatch or a one-step stretch is
-    invisible anyway, it cuts a long run's bars about tenfold, and with them the browser's work.
+    merge=True first joins back-to-back segments of one request and kind, per 1/`bins` of the
+    time axis (see `_merge_back_to_back`): for rows a few pixels tall, where a one-step stretch
+    is invisible anyway, it cuts a long run's bars about tenfold, and the browser's work too.
     """
     segs = run.segments
     if only is not None:  # a zoom on some rows (ui.gantt_rows): the other requests' bars go
         segs = segs[segs["request_id"].isin(np.asarray(only).tolist())]
-    segs = _merge_back_to_back(segs) if merge and len(segs) else segs
+    segs = _merge_back_to_back(segs, bins) if merge and len(segs) else segs
     kind = segs["kind"].to_numpy(dtype=object)
     slowed = segs["slowed"].to_numpy(dtype=bool)
     ids, where = np.unique(segs["request_id"].to_numpy(dtype=np.int64), return_inverse=True)
