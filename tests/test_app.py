@@ -7,6 +7,7 @@ Browser behaviour (Play, scrubbing, screenshots) is in tests/e2e/.
 import json
 
 import pytest
+from apptest_page import open_page
 from streamlit.testing.v1 import AppTest
 
 from ui.i18n import t
@@ -34,15 +35,6 @@ PAGES = {  # page file -> (title key, extreme query params)
                                          "topo": "disaggregated", "policy": "static",
                                          "vs": "none", "out": "48"}),
 }  # fmt: skip
-
-
-def open_page(page: str, params: dict | None = None) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=120)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(page).run()
-    return at
 
 
 def figures(at: AppTest) -> list[dict]:

@@ -1,10 +1,10 @@
 """The app under hostile links and uploads (issue 32, defects 12-17; issue 26's /serve): visitor
 text is shown as text, the server's files stay unread, a crafted file is one local error."""
 
-import os
 import re
 
 import pytest
+from apptest_page import open_page
 from streamlit.testing.v1 import AppTest
 
 from ui.i18n import t
@@ -12,24 +12,6 @@ from ui.i18n import t
 PLAY, SERVE, LIVE = "app_pages/playground.py", "app_pages/serve.py", "app_pages/live.py"
 LINK = "[prize](https://evil.example/x)"  # a knob name no engine has: quoted in the error
 IMAGE = "![i](https://evil.example/i.png)"
-
-
-def open_page(page: str, params: dict | None = None, env: dict | None = None) -> AppTest:
-    old = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        at = AppTest.from_file("../app.py", default_timeout=120)
-        for key, value in (params or {}).items():
-            at.query_params[key] = value
-        at.run()
-        at.switch_page(page).run()
-        return at
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def outside_code(markdown: str) -> str:

@@ -13,8 +13,8 @@ import time
 import tracemalloc
 
 import pytest
+from apptest_page import open_page
 from conftest import ROOT
-from streamlit.testing.v1 import AppTest
 
 from sim.budget import Budget, BudgetClock, BudgetExceeded, check, simulate_within, sweep_within
 from sim.config import SimConfig, with_overrides
@@ -25,15 +25,6 @@ from ui.i18n import t
 HOSTILE = {"n": "1000", "rate": "40.0", "k": "2", "prompt": "chat+longdoc", "p0": "chunked",
            "p1": "chunked", "s0": "max_num_batched_tokens=1",
            "s1": "max_num_batched_tokens=1, max_num_seqs=255"}  # fmt: skip
-
-
-def open_page(page: str, params: dict) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=120)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(page).run()
-    return at
 
 
 def test_the_hostile_playground_url_is_bounded_in_time_and_memory():

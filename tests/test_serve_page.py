@@ -1,10 +1,10 @@
 """The Real servers page (AppTest, both languages): guarded URLs, a live timeline, a replay."""
 
 import json
-import os
 import time
 
 import pytest
+from apptest_page import open_page as open_app_page
 from streamlit.testing.v1 import AppTest
 
 from live.serve_client import EndpointError, check_endpoint
@@ -14,23 +14,7 @@ PAGE = "app_pages/serve.py"
 
 
 def open_page(params: dict | None = None, env: dict | None = None) -> AppTest:
-    old = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        at = AppTest.from_file("../app.py", default_timeout=120)
-        for key, value in (params or {}).items():
-            at.query_params[key] = value
-        at.run()
-        at.switch_page(PAGE).run()
-        return at
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
+    return open_app_page(PAGE, params, env)
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
 

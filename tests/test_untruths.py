@@ -4,23 +4,13 @@ import json
 
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
+from apptest_page import open_page
 
 from sim.sweep import goodput_of
 from ui import charts
 from ui import lesson_setups as ls
 from ui.goodput_text import goodput_cell, goodput_frame
 from ui.i18n import catalog, t
-
-
-def open_page(page: str, params: dict | None = None) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=300)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
 
 
 def sweep(attainments, rates=(2.0, 4.0, 6.0), gpus=2):

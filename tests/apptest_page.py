@@ -1,0 +1,25 @@
+"""Open one page of the app the way a visitor's link does, in Streamlit's AppTest."""
+
+import os
+
+from streamlit.testing.v1 import AppTest
+
+
+def open_page(page: str, params: dict | None = None, env: dict | None = None,
+              timeout: float = 120) -> AppTest:  # fmt: skip
+    """app.py run with `params` in the URL (and `env` set while it runs), then `page`."""
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        at = AppTest.from_file("../app.py", default_timeout=timeout)
+        for key, value in (params or {}).items():
+            at.query_params[key] = value
+        at.run()
+        at.switch_page(page).run()
+        return at
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
