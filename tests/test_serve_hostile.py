@@ -269,23 +269,28 @@ def test_a_connection_that_sends_nothing_is_closed(fake):
         assert closed_within(s, 30)
 
 
+def dribbled_until_closed(s, limit_s: float = 30.0) -> bool:
+    """Send one byte every 0.3 s until the server closes the connection (or `limit_s` passes)."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        try:
+            s.sendall(b"X")
+            s.settimeout(0.3)
+            if s.recv(1) == b"":
+                return True
+        except TimeoutError:
+            pass
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+    return False
+
+
 def test_headers_sent_a_byte_at_a_time_are_cut_off(fake):
     """Slowloris: each byte resets no timer; the whole head must come within --header-timeout."""
     _engine, server = fake
     with server.connect() as s:
         s.sendall(b"GET /health HTTP/1.1\r\n")
-        start = time.monotonic()
-        closed = False
-        while time.monotonic() - start < 30 and not closed:
-            try:
-                s.sendall(b"X")
-                s.settimeout(0.3)
-                closed = s.recv(1) == b""
-            except TimeoutError:
-                pass
-            except (BrokenPipeError, ConnectionResetError):
-                closed = True
-        assert closed
+        assert dribbled_until_closed(s)
 
 
 def test_a_body_that_never_finishes_gets_408(fake):
@@ -350,14 +355,4 @@ def test_a_body_nobody_reads_cannot_hold_the_connection(fake):
     with server.connect() as s:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
         assert s.recv(4096).startswith(b"HTTP/1.1 200")
-        start, closed = time.monotonic(), False
-        while time.monotonic() - start < 30 and not closed:
-            try:
-                s.sendall(b"X")
-                s.settimeout(0.3)
-                closed = s.recv(1) == b""
-            except TimeoutError:
-                pass
-            except (BrokenPipeError, ConnectionResetError):
-                closed = True
-        assert closed
+        assert dribbled_until_closed(s)
