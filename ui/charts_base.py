@@ -114,11 +114,13 @@ def shade_regions(
     log_x: bool = True,
     compute_from: float | None = None,
     keys: tuple[str, str] = ("charts.region.memory", "charts.region.compute"),
+    stagger: bool = False,
 ) -> None:
     """Shade [x_min, knee] as memory-bound and [compute_from or knee, x_max] as compute-bound.
 
-    The shapes span every subplot row (yref="paper"); the labels sit just inside the top edge.
-    `keys` are the catalog keys of the two labels.
+    The shapes span every subplot row (yref="paper"); the labels sit just inside the top edge,
+    the compute one a line lower with `stagger` (two labels that meet at the knee of a narrow
+    chart, e.g. on a 390-px phone, would print over each other). `keys`: their catalog keys.
     """
     knee = min(max(knee, x_min), x_max)
     start = knee if compute_from is None else min(max(compute_from, knee), x_max)
@@ -144,7 +146,7 @@ def shade_regions(
             x=_ax_x(x0 if pos == "left" else x1, log_x),
             xref="x",
             xanchor=pos,
-            y=0.99,
+            y=0.93 if stagger and pos == "right" else 0.99,
             yref="paper",
             yanchor="top",
             text=f"<b>{t(key, lang)}</b>",
@@ -173,7 +175,7 @@ def knee_line(
     fig.add_annotation(
         x=at,
         xref="x",
-        y=0.86,
+        y=0.76,  # below both region labels (shade_regions)
         yref="paper",
         text=label,
         showarrow=False,

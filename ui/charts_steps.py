@@ -127,7 +127,7 @@ def step_time_vs_prompt(
     )
     _share_traces(fig, tokens, costs, lang, row=2)
     knee, label = _knee_label(cm, "charts.knee.prefill", lang)
-    shade_regions(fig, knee, min_tokens, max_tokens, lang)
+    shade_regions(fig, knee, min_tokens, max_tokens, lang, stagger=True)
     knee_line(fig, knee, label, min_tokens, max_tokens)
     title = t("charts.prefill.title", lang, gpu=cm.gpu.name, model=cm.model.name)
     styled(fig, title, height=640)
@@ -209,7 +209,7 @@ def step_time_vs_batch(
         col=1,
     )
     knee, label = _knee_label(cm, "charts.knee.decode", lang)
-    shade_regions(fig, knee, 1, max_batch, lang)
+    shade_regions(fig, knee, 1, max_batch, lang, stagger=True)
     knee_line(fig, knee, label, 1, max_batch)
     title = t(
         "charts.decode.title", lang, gpu=cm.gpu.name, model=cm.model.name, context=context_tokens
