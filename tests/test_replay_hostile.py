@@ -6,6 +6,7 @@ completion in the way its `max_tokens` asks for (see `BEHAVIOUR`). HTTP/1.0: eac
 when the server closes the connection, so "a stream cut short" is exactly that.
 """
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -71,13 +72,21 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, BEHAVIOUR[data["max_tokens"]], "text/event-stream")
 
 
+@contextlib.contextmanager
+def serving(handler):
+    """A loopback HTTP server with `handler` in a thread; yields its URL, shuts it down after."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
 @pytest.fixture(scope="module")
 def url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(Handler) as address:
+        yield address
 
 
 def replay(url: str, tmp_path: Path, outputs: list[int], *args: str):
@@ -155,11 +164,8 @@ class LiarHandler(Handler):
 
 @pytest.fixture
 def liar():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), LiarHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(LiarHandler) as address:
+        yield address
     LiarHandler.models = {"object": "list", "data": [{"id": "fake"}]}
 
 
