@@ -136,6 +136,21 @@ class FlatLayout:
 _PINNED: dict[int, Tensor] = {}  # one reusable pinned host buffer per process, grown as needed
 
 
+def staging_buffer(numel: int, pin_memory: bool = True) -> Tensor:
+    """The process's host staging buffer, at least `numel` int64 long (grown, never shrunk).
+
+    Always a NORMAL tensor, even when first asked for under inference_mode (forward_step runs
+    in it): an inference tensor refuses in-place copies outside that mode, and CUDA graph
+    replays copy into this buffer outside it (seen on an H200, 2026-12-04).
+    """
+    buf = _PINNED.get(0)
+    if buf is None or buf.numel() < numel:
+        with torch.inference_mode(False):
+            buf = _PINNED[0] = torch.empty(max(4096, 2 * numel), dtype=torch.long,
+                                           pin_memory=pin_memory)  # fmt: skip
+    return buf
+
+
 def to_device(ints: list[int], device: torch.device, out: Tensor | None = None) -> Tensor:
     """ONE host-to-device copy of the step's integers (pinned + non-blocking on CUDA).
 
@@ -143,13 +158,9 @@ def to_device(ints: list[int], device: torch.device, out: Tensor | None = None) 
     """
     host = torch.tensor(ints, dtype=torch.long)
     if device.type == "cuda":
-        buf = _PINNED.get(0)
-        if buf is None or buf.numel() < host.numel():
-            buf = _PINNED[0] = torch.empty(max(4096, 2 * host.numel()), dtype=torch.long,
-                                           pin_memory=True)  # fmt: skip
         # Safe to reuse: the previous step ended by reading its sampled ids (a sync), so its
         # copy out of this buffer has finished.
-        host = buf[: host.numel()].copy_(host)
+        host = staging_buffer(host.numel())[: host.numel()].copy_(host)
     if out is not None:
         return out.copy_(host, non_blocking=True)
     return host.to(device, non_blocking=True)
@@ -190,5 +201,5 @@ def _decode_rows(q: Tensor, lay: FlatLayout, kv: KVStore, layer: int) -> Tensor:
     keys, values = kv.read_range(layer, 0, r, lay.ctx)  # (R, KV, ctx, hd) strided views
     qf = q.view(r, kv_heads, heads // kv_heads, hd)  # GQA fold: (R, KV, group, hd), a view
     out = F.scaled_dot_product_attention(qf, keys, values, attn_mask=lay.dec_mask)
-    return out.view(r, heads, hd)
+    return out.reshape(r, heads, hd)  # CUDA's SDPA may return a transposed layout: not a view
 

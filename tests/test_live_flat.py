@@ -16,8 +16,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import live.flat_attention as flat  # noqa: E402
 from live.decode_graphs import decode_fn, decode_shape, static_inputs  # noqa: E402
-from live.flat_attention import FlatLayout, to_device  # noqa: E402
+from live.flat_attention import FlatLayout, staging_buffer, to_device  # noqa: E402
 from live.kvstore import KVStore  # noqa: E402
 from live.model import ModelShape, Segment  # noqa: E402
 from live.weights import random_model  # noqa: E402
@@ -91,6 +92,38 @@ def test_flat_equals_grouped_on_a_ragged_mixed_schedule(model):
     assert sum(len(t) for t in flat_tokens.values()) > 30
     for got, want in zip(flat, grouped, strict=True):
         assert_close_rel(got, want)
+
+
+def test_decode_rows_accept_sdpa_output_in_a_transposed_layout(model, monkeypatch):
+    """CUDA's SDPA returns (R, KV, group, hd) in a layout that `.view` refuses (an H200 run,
+    2026-12-04); the CPU's is contiguous. Force the CUDA layout here: same tokens and logits."""
+    want, want_tokens, _ = drive(model, "flat")
+    sdpa = flat.F.scaled_dot_product_attention
+
+    def transposed(*args, **kw):  # same values, memory laid out (R, group, KV, hd)
+        out = sdpa(*args, **kw)
+        return out.transpose(1, 2).contiguous().transpose(1, 2)
+
+    probe = transposed(torch.ones(2, 2, 4, 8), torch.ones(2, 2, 5, 8), torch.ones(2, 2, 5, 8))
+    with pytest.raises(RuntimeError):  # the layout really is one a view cannot flatten
+        probe.view(2, 8, 8)
+    monkeypatch.setattr(flat.F, "scaled_dot_product_attention", transposed)
+    got, got_tokens, _ = drive(model, "flat")
+    assert got_tokens == want_tokens
+    for g, w in zip(got, want, strict=True):
+        assert_close_rel(g, w)
+
+
+def test_staging_buffer_made_under_inference_mode_takes_copies_outside_it(monkeypatch):
+    """The first step (inference_mode) makes the buffer; CUDA graph replays copy into it
+    outside that mode. An inference tensor would refuse (seen on an H200, 2026-12-04)."""
+    monkeypatch.setattr(flat, "_PINNED", {})
+    with torch.inference_mode():
+        buf = staging_buffer(10, pin_memory=False)
+    assert not buf.is_inference()
+    buf[:3].copy_(torch.tensor([1, 2, 3]))  # outside inference_mode: must not raise
+    assert staging_buffer(5, pin_memory=False) is buf  # reused while big enough
+    assert staging_buffer(buf.numel() + 1, pin_memory=False).numel() > buf.numel()
 
 
 def test_one_transfer_holds_the_whole_step(model):
