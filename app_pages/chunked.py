@@ -19,8 +19,12 @@ c1, c2 = st.columns(2)
 with c1:
     chunk = w.steps("chunk", T("chunked.chunk"), SIZES, ls.CHUNKED["chunk"])
 with c2:
-    gpu = w.select("gpu", T("common.gpu"), ["H100-SXM", "A100-80GB", "H200", "L4", "RTX-4090"],
-                   ls.CHUNKED["gpu"])  # fmt: skip
+    gpu = w.select(
+        "gpu",
+        T("common.gpu"),
+        ["H100-SXM", "A100-80GB", "H200", "L4", "RTX-4090"],
+        ls.CHUNKED["gpu"],
+    )
 
 hw = (("gpu", gpu),)
 try:  # the same runs as its effect contract (ui/effects.py)
@@ -44,8 +48,13 @@ for size in SIZES:
     run = w.run_variant(SCENARIO, "chunk 2048", (*hw, ("max_num_batched_tokens", size)))
     q = run.requests
     long = q.prompt_tokens == q.prompt_tokens.max()
-    rows.append({"chunk_size": size, "long_ttft_s": float(q[long].ttft_s.iloc[0]),
-                 "max_itl_s": float(q[~long].max_itl_s.max()),
-                 "p99_tpot_s": float(q[~long].tpot_s.quantile(0.99))})  # fmt: skip
+    rows.append(
+        {
+            "chunk_size": size,
+            "long_ttft_s": float(q[long].ttft_s.iloc[0]),
+            "max_itl_s": float(q[~long].max_itl_s.max()),
+            "p99_tpot_s": float(q[~long].tpot_s.quantile(0.99)),
+        }
+    )
 w.cached_chart(charts.chunk_tradeoff, pd.DataFrame(rows), lang=L)
 w.show_code(Vllm)

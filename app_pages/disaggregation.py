@@ -20,8 +20,13 @@ D = ls.DISAGG
 st.title(T("disagg.title"))
 st.markdown(T("disagg.lead"))
 
-preset_key = w.select("preset", T("disagg.preset"), list(ls.DISAGG_PRESETS), D["preset"],
-                      shown=w.option_label("disagg_preset"))  # fmt: skip
+preset_key = w.select(
+    "preset",
+    T("disagg.preset"),
+    list(ls.DISAGG_PRESETS),
+    D["preset"],
+    shown=w.option_label("disagg_preset"),
+)
 preset = ls.DISAGG_PRESETS[preset_key]
 st.caption(T(f"disagg.preset_text.{preset_key}"))
 c1, c2, c3, c4, c5, c6 = st.columns(6)
@@ -30,35 +35,44 @@ with c1:
 with c2:
     n_d = w.select("d", T("disagg.num_decode"), [1, 2, 3], D["d"])
 with c3:
-    link = w.steps("link", T("disagg.link"), list(LINKS_GB_S), D["link"],
-                   help=T("disagg.link_help"))  # fmt: skip
+    link = w.steps(
+        "link", T("disagg.link"), list(LINKS_GB_S), D["link"], help=T("disagg.link_help")
+    )
     st.caption(f"{LINKS_GB_S[link]:g} GB/s")
 with c4:
     decode_gpu = w.select("dgpu", T("disagg.decode_gpu"), list(GPUS), D["dgpu"])
 with c5:
     rate = w.slider("rate", T("common.rate"), 1.0, 16.0, D["rate"], step=1.0)
 with c6:
-    protocol = w.select("protocol", T("disagg.protocol"), list(DISAGG_PROTOCOLS), D["protocol"],
-                        help=T("disagg.protocol_help"))  # fmt: skip
+    protocol = w.select(
+        "protocol",
+        T("disagg.protocol"),
+        list(DISAGG_PROTOCOLS),
+        D["protocol"],
+        help=T("disagg.protocol_help"),
+    )
 
 gpus = n_p + n_d
-labels = {"colocated": T("disagg.colocated", n=gpus), "router": T("disagg.router", n=gpus),
-          "disaggregated": f"{n_p}P{n_d}D"}  # fmt: skip
+labels = {
+    "colocated": T("disagg.colocated", n=gpus),
+    "router": T("disagg.router", n=gpus),
+    "disaggregated": f"{n_p}P{n_d}D",
+}
 try:
     configs = ls.disagg_configs(preset, n_p, n_d, LINKS_GB_S[link], decode_gpu, protocol)
 except ValueError as err:
     w.config_error(err)
     st.stop()
 # The timeline: the preset's first requests at the chosen rate (few enough rows to read)
-shown = dataclasses.replace(preset.workload, rate_per_s=rate,
-                            num_requests=D["timeline_requests"])  # fmt: skip
+shown = dataclasses.replace(preset.workload, rate_per_s=rate, num_requests=D["timeline_requests"])
 specs = [(labels[k], shown, configs[k]) for k in ls.DISAGG_RUNS]
 st.markdown(T("disagg.look"))
 w.timeline_of(specs)
 st.caption(T("common.legend"))
 runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in specs]
-w.runs_table(runs, ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "max_itl_s",
-                    "slo_attainment"))  # fmt: skip
+w.runs_table(
+    runs, ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "max_itl_s", "slo_attainment")
+)
 
 st.subheader(T("disagg.goodput_title"))
 st.markdown(T("disagg.when_it_pays"))
@@ -67,13 +81,16 @@ with st.spinner(T("disagg.sweeping")):
     for key, each in ls.DISAGG_PRESETS.items():
         try:
             chosen = ls.disagg_configs(each, n_p, n_d, LINKS_GB_S[link], decode_gpu, protocol)
-            tables = {labels[k]: w.sweep_cached(each.workload, chosen[k], each.rates)
-                      for k in ls.DISAGG_RUNS}  # fmt: skip
+            tables = {
+                labels[k]: w.sweep_cached(each.workload, chosen[k], each.rates)
+                for k in ls.DISAGG_RUNS
+            }
         except ValueError as err:
             w.config_error(err)
             continue
         rows[T(f"option.disagg_preset.{key}")] = {
-            label: goodput_cell(goodput_of(table), per_gpu=True) for label, table in tables.items()}
+            label: goodput_cell(goodput_of(table), per_gpu=True) for label, table in tables.items()
+        }
         if key == preset_key:
             sweeps = tables
 st.dataframe(pd.DataFrame.from_dict(rows, orient="index"), width="stretch")
@@ -89,8 +106,9 @@ with st.expander(T("disagg.more_title")):
     st.markdown(T("disagg.util_text"))
     w.cached_chart(charts.worker_utilisation_bars, runs[-1][1], lang=L)
 with st.expander(T("disagg.how_we_know")):
-    w.engine_note("vllm", caveat_key=w.topology_caveats(*(c.topology.topology
-                                                            for c in configs.values())))
+    w.engine_note(
+        "vllm", caveat_key=w.topology_caveats(*(c.topology.topology for c in configs.values()))
+    )
     st.caption(T("disagg.sources"))
 with st.expander(T("disagg.formula_title")):
     w.formula(formulas.KV_TRANSFER, "disagg.formula_caption")

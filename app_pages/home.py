@@ -37,8 +37,9 @@ col_table.dataframe(shown, width="stretch")
 named = table.rename(columns=lambda c: sim_label(c, L))  # index: request ids, the chart names them
 w.cached_chart(tokens_in_window_bars, named, lang=L, where=col_chart)
 gain = table[LABELS[1]] - table[LABELS[0]]
-gains = ", ".join(T("home.gain", request=request_label(int(i), L), gain=int(g))
-                  for i, g in gain.items())  # fmt: skip
+gains = ", ".join(
+    T("home.gain", request=request_label(int(i), L), gain=int(g)) for i, g in gain.items()
+)
 st.info(T("home.window_result", t1=t1, gains=gains))
 
 st.markdown(T("home.lead"))

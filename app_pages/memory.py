@@ -14,11 +14,21 @@ st.title(T("memory.title"))
 w.glossary("KV", "GPU", "PCIe")
 c1, c2 = st.columns(2)
 with c1:
-    capacity = w.steps("kv", T("memory.capacity"), [8000, 12000, 16000, 24000, 32000, 48000,
-                                                   64000, 100000], ls.MEMORY["kv"])  # fmt: skip
+    capacity = w.steps(
+        "kv",
+        T("memory.capacity"),
+        [8000, 12000, 16000, 24000, 32000, 48000, 64000, 100000],
+        ls.MEMORY["kv"],
+    )
 with c2:
-    mode = w.select("mode", T("memory.mode"), ["recompute", "swap"], ls.MEMORY["mode"],
-                    help=T("memory.mode_help"), shown=w.option_label("mode"))  # fmt: skip
+    mode = w.select(
+        "mode",
+        T("memory.mode"),
+        ["recompute", "swap"],
+        ls.MEMORY["mode"],
+        help=T("memory.mode_help"),
+        shown=w.option_label("mode"),
+    )
 overrides = (("kv_capacity_tokens", capacity),)
 variant = "recompute" if mode == "recompute" else "swap (V0)"  # swap exists only in vLLM V0
 try:

@@ -23,8 +23,12 @@ with c1:
 with c2:
     model_name = w.select("model", T("common.model"), list(MODELS), ls.PREFILL_DECODE["model"])
 with c3:
-    context = w.steps("ctx", T("pd.context"), [256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
-                      ls.PREFILL_DECODE["ctx"])  # fmt: skip
+    context = w.steps(
+        "ctx",
+        T("pd.context"),
+        [256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
+        ls.PREFILL_DECODE["ctx"],
+    )
 
 with st.expander(T("common.own_model")):
     own = uploaded_model(T("common.own_model_upload"), help=T("common.own_model_help"))
@@ -70,9 +74,17 @@ trust.markdown(T("pd.trust_text"))
 profile, origin, detail = profile_origin(gpu_name)
 if origin == "fitted" and has_label(f"profile_detail.{gpu_name}"):  # the runs it was fitted on,
     detail = sim_label(f"profile_detail.{gpu_name}", L)  # in the page's language (labels.json)
-trust.caption(T(f"pd.trust_origin_{origin}", gpu=gpu_name, detail=detail, mfu=profile.mfu,
-             attn=profile.mfu_attn, mbu=profile.mbu,
-             overhead=profile.overhead_s * 1000))  # fmt: skip
+trust.caption(
+    T(
+        f"pd.trust_origin_{origin}",
+        gpu=gpu_name,
+        detail=detail,
+        mfu=profile.mfu,
+        attn=profile.mfu_attn,
+        mbu=profile.mbu,
+        overhead=profile.overhead_s * 1000,
+    )
+)
 report = charts.load_report()
 if report is None:
     trust.info(T("pd.trust_missing"))

@@ -27,8 +27,12 @@ with system_tab:
     st.markdown(T("prefix.system_text"))
     c1, c2 = st.columns(2)
     with c1:
-        system = w.steps("system", T("prefix.system_len"), [256, 500, 1000, 2000, 4000, 8000],
-                         ls.PREFIX_SYSTEM["system"])  # fmt: skip
+        system = w.steps(
+            "system",
+            T("prefix.system_len"),
+            [256, 500, 1000, 2000, 4000, 8000],
+            ls.PREFIX_SYSTEM["system"],
+        )
     with c2:
         rate = w.slider("rate", T("common.rate"), 1.0, 16.0, ls.PREFIX_SYSTEM["rate"], step=1.0)
     specs = on_off(ls.system_prompt_specs(system, rate))
@@ -43,8 +47,9 @@ with system_tab:
 
 with trace_tab:
     st.markdown(T("prefix.trace_text"))
-    rate = w.slider("trace_rate", T("common.rate"), 0.1, 0.5, ls.PREFIX_TRACE["trace_rate"],
-                    step=0.05)  # fmt: skip
+    rate = w.slider(
+        "trace_rate", T("common.rate"), 0.1, 0.5, ls.PREFIX_TRACE["trace_rate"], step=0.05
+    )
     specs = on_off(ls.trace_specs(rate))
     w.look("look.prefix_trace")
     w.timeline_of(specs, key="tl_trace")
@@ -64,8 +69,13 @@ with evict_tab:
     rows = []
     for size in ls.EVICT_SIZES:
         s = summarize(w.simulate_cached(*ls.evict_spec(size)))
-        rows.append({T("memory.capacity"): size, T("metric.prefix_cache_hit_rate"):
-                     s["prefix_cache_hit_rate"], T("metric.ttft_p50_s"): s["ttft_p50_s"]})
+        rows.append(
+            {
+                T("memory.capacity"): size,
+                T("metric.prefix_cache_hit_rate"): s["prefix_cache_hit_rate"],
+                T("metric.ttft_p50_s"): s["ttft_p50_s"],
+            }
+        )
     w.number_table(pd.DataFrame(rows), hide_index=True)
     with w.more():
         st.markdown(T("prefix.evict_takeaway"))

@@ -109,9 +109,16 @@ with watch_tab:
             up = float(meta.get("now_s", 0.0))
         except (TypeError, ValueError):
             up = 0.0
-        st.caption(T("serve.server_info", model=esc(meta.get("model", "?")),
-                     device=esc(meta.get("gpu", "?")), policy=esc(meta.get("policy", "?")),
-                     topology=esc(meta.get("topology", "?")), up=up))  # fmt: skip
+        st.caption(
+            T(
+                "serve.server_info",
+                model=esc(meta.get("model", "?")),
+                device=esc(meta.get("gpu", "?")),
+                policy=esc(meta.get("policy", "?")),
+                topology=esc(meta.get("topology", "?")),
+                up=up,
+            )
+        )
         if meta.get("policy") in POLICIES:  # the server's own scheduler, as on every lesson
             w.engine_note(meta["policy"], caveat_key=w.topology_caveats(meta.get("topology", "")))
         c1, c2, c3, c4 = st.columns(4)
@@ -138,8 +145,9 @@ with watch_tab:
         watch()
         st.markdown(f"**{T('serve.chat')}**")
         max_tokens = w.slider("chat_tokens", T("serve.chat_tokens"), 8, 256, 64)
-    question = None if down else st.chat_input(T("serve.chat_placeholder"), key="chat",
-                                               max_chars=2000)  # (a chat message, not a book)
+    question = (
+        None if down else st.chat_input(T("serve.chat_placeholder"), key="chat", max_chars=2000)
+    )  # (a chat message, not a book)
     if question:
         from live.serve_client import stream_chat
 
@@ -171,16 +179,22 @@ with replay_tab:
             shown=w.option_label("workload"),
         )
     with c2:
-        gpu = w.select("gpu", T("common.gpu"), [*GPUS, "custom"], defaults.hardware.gpu,
-                       shown=w.option_label("gpu"))  # fmt: skip
+        gpu = w.select(
+            "gpu",
+            T("common.gpu"),
+            [*GPUS, "custom"],
+            defaults.hardware.gpu,
+            shown=w.option_label("gpu"),
+        )
     with c3:
         sim_model = w.select("model", T("common.model"), list(MODELS), defaults.hardware.model)
     with c4:
         policy = w.select("policy", T("play.policy"), list(POLICIES), defaults.policy)
     c5, c6 = st.columns([1, 3])
     with c5:
-        topology = w.select("topo", T("play.topology"), list(TOPOLOGY_NAMES), "colocated",
-                            shown=w.option_label())  # fmt: skip
+        topology = w.select(
+            "topo", T("play.topology"), list(TOPOLOGY_NAMES), "colocated", shown=w.option_label()
+        )
     with c6:
         knobs_text = st.text_input(
             T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
@@ -234,8 +248,10 @@ with replay_tab:
         bar = st.progress(0.0, text=T("serve.replaying", n=len(requests)))
 
         def tick(elapsed: float) -> None:  # an st call: where Streamlit stops a visitor's run
-            bar.progress(min(1.0, elapsed / limit_s),
-                         text=T("errors.serve_progress", s=elapsed, limit=limit_s))  # fmt: skip
+            bar.progress(
+                min(1.0, elapsed / limit_s),
+                text=T("errors.serve_progress", s=elapsed, limit=limit_s),
+            )
 
         try:
             result = run_stoppable(lambda: replay_async(requests, options), limit_s, tick)

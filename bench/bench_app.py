@@ -60,8 +60,9 @@ def playground() -> None:
     print(f"{n} requests at {rate:g} req/s (the Playground's largest), CPU s of simulation")
     worst = 0.0
     for prompt, output in (("chat", "chat"), ("code", "code"), ("chat+longdoc", "chat")):
-        requests = generate(WorkloadConfig(rate_per_s=rate, num_requests=n, prompt=prompt,
-                                           output=output, seed=0))  # fmt: skip
+        requests = generate(
+            WorkloadConfig(rate_per_s=rate, num_requests=n, prompt=prompt, output=output, seed=0)
+        )
         for policy in ("vllm", "vllm-v0", "prefill-first", "static", "short-first", "sglang"):
             cells = []
             for topology in ("colocated", "router", "disaggregated"):
@@ -80,8 +81,11 @@ def playground() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="cached reruns per value")
-    parser.add_argument("--playground", action="store_true",
-                        help="time the Playground's largest simulations instead")  # fmt: skip
+    parser.add_argument(
+        "--playground",
+        action="store_true",
+        help="time the Playground's largest simulations instead",
+    )
     args = parser.parse_args()
     if args.playground:
         playground()

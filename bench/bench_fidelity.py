@@ -73,11 +73,14 @@ def main() -> None:
     started = time.perf_counter()
     samples, info = calibration_samples(options)
     profile, gpu, report = fit(samples, info, options.model)
-    print(f"calibrated on {report['kept']} of {report['samples']} steps "
-          f"({time.perf_counter() - started:.0f} s): MFU {profile.mfu:.3f}, attention "
-          f"{profile.mfu_attn:.3f}, MBU {profile.mbu:.3f}, {profile.overhead_s * 1e3:.1f} ms/step"
-          f" + {profile.overhead_per_seq_s * 1e3:.1f} ms/request; step fit median error "
-          f"{report['fit']['median_abs_pct_error']:.1f}%", flush=True)  # fmt: skip
+    print(
+        f"calibrated on {report['kept']} of {report['samples']} steps "
+        f"({time.perf_counter() - started:.0f} s): MFU {profile.mfu:.3f}, attention "
+        f"{profile.mfu_attn:.3f}, MBU {profile.mbu:.3f}, {profile.overhead_s * 1e3:.1f} ms/step"
+        f" + {profile.overhead_per_seq_s * 1e3:.1f} ms/request; step fit median error "
+        f"{report['fit']['median_abs_pct_error']:.1f}%",
+        flush=True,
+    )
 
     rows = []
     for workload in args.workloads.split(","):
@@ -88,35 +91,57 @@ def main() -> None:
             predicted = predict(requests, config, profile, gpu, lives[0])
             sim = [medians(fidelity(live, predicted)) for live in lives]
             noise = [medians(fidelity(a, b)) for a, b in zip(lives, lives[1:], strict=False)]
-            row = {"workload": workload, "policy": policy, "requests": len(requests),
-                   **median_run_errors(lives, predicted),
-                   "single_run_ttft_pct": float(np.median([m["ttft_median_err_pct"] for m in sim])),
-                   "single_run_tpot_pct": float(np.median([m["tpot_median_err_pct"] for m in sim])),
-                   "per_run": sim}  # fmt: skip
+            row = {
+                "workload": workload,
+                "policy": policy,
+                "requests": len(requests),
+                **median_run_errors(lives, predicted),
+                "single_run_ttft_pct": float(np.median([m["ttft_median_err_pct"] for m in sim])),
+                "single_run_tpot_pct": float(np.median([m["tpot_median_err_pct"] for m in sim])),
+                "per_run": sim,
+            }
             if noise:
-                row["live_vs_live_ttft_pct"] = float(np.median(
-                    [m["ttft_median_err_pct"] for m in noise]))  # fmt: skip
-                row["live_vs_live_tpot_pct"] = float(np.median(
-                    [m["tpot_median_err_pct"] for m in noise]))  # fmt: skip
+                row["live_vs_live_ttft_pct"] = float(
+                    np.median([m["ttft_median_err_pct"] for m in noise])
+                )
+                row["live_vs_live_tpot_pct"] = float(
+                    np.median([m["tpot_median_err_pct"] for m in noise])
+                )
             rows.append(row)
-            print(f"  {workload:9s} {policy:14s} TTFT {row['ttft_err_pct']:5.1f}%  TPOT "
-                  f"{row['tpot_err_pct']:5.1f}%", flush=True)  # fmt: skip
+            print(
+                f"  {workload:9s} {policy:14s} TTFT {row['ttft_err_pct']:5.1f}%  TPOT "
+                f"{row['tpot_err_pct']:5.1f}%",
+                flush=True,
+            )
 
     table = pd.DataFrame(rows).drop(columns="per_run").set_index(["workload", "policy"])
-    print("\nmedian |error| per request (%): calibrated simulation vs the median live run,"
-          " vs single live runs, and live run vs live run:")  # fmt: skip
+    print(
+        "\nmedian |error| per request (%): calibrated simulation vs the median live run,"
+        " vs single live runs, and live run vs live run:"
+    )
     print(table.round(1).to_string())
     by_policy = table.groupby("policy")[["ttft_err_pct", "tpot_err_pct"]].max()
     print("\nworst workload per policy, vs the median live run (%):")
     print(by_policy.round(1).to_string())
     print(f"\n{time.perf_counter() - started:.0f} s in all; device {info}")
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "profile": {"mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "profile": {
+                        "mfu": profile.mfu,
+                        "mfu_attn": profile.mfu_attn,
+                        "mbu": profile.mbu,
                         "overhead_s": profile.overhead_s,
-                        "overhead_per_seq_s": profile.overhead_per_seq_s},
-            "fit": report, "rows": rows,
-        }, indent=1, default=str))  # fmt: skip
+                        "overhead_per_seq_s": profile.overhead_per_seq_s,
+                    },
+                    "fit": report,
+                    "rows": rows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -59,8 +59,9 @@ def _score_one(args: tuple) -> dict:
     return row
 
 
-def score_runs(runs, overrides: dict | None = None, jobs: int = 1,
-               prompt_pool: int = 0) -> pd.DataFrame:  # fmt: skip
+def score_runs(
+    runs, overrides: dict | None = None, jobs: int = 1, prompt_pool: int = 0
+) -> pd.DataFrame:
     """One row per run: measured and predicted means, signed % errors (closed loops drawing
     from `prompt_pool` prompts when > 0: fidelity_replay.AIPERF_PROMPTS)."""
     work = [(r, overrides, prompt_pool) for r in runs]
@@ -115,14 +116,18 @@ def _fmt(v: float) -> str:
 
 
 def print_summary(summary: pd.DataFrame) -> None:
-    print(f"{'GPU':13s} {'model':20s} {'engine':7s} {'set':8s} {'runs':>4s} | "
-          f"{'TTFT bias':>9s} {'|err|':>5s} {'p90':>5s} | {'TPOT bias':>9s} {'|err|':>5s} "
-          f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s}")  # fmt: skip
+    print(
+        f"{'GPU':13s} {'model':20s} {'engine':7s} {'set':8s} {'runs':>4s} | "
+        f"{'TTFT bias':>9s} {'|err|':>5s} {'p90':>5s} | {'TPOT bias':>9s} {'|err|':>5s} "
+        f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s}"
+    )
     for _, r in summary.iterrows():
-        print(f"{r.gpu:13s} {r.model:20s} {r.engine:7s} {'fit' if r.fit else 'held-out':8s} "
-              f"{r.runs:4d} | {_fmt(r.ttft_bias):>9s} {r.ttft_mape:5.0f} {_fmt(r.ttft_p90_err)} | "
-              f"{_fmt(r.tpot_bias):>9s} {r.tpot_mape:5.0f} {_fmt(r.tpot_p90_err)} | "
-              f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f} | {r.prompt_load_max:4.2f}")  # fmt: skip
+        print(
+            f"{r.gpu:13s} {r.model:20s} {r.engine:7s} {'fit' if r.fit else 'held-out':8s} "
+            f"{r.runs:4d} | {_fmt(r.ttft_bias):>9s} {r.ttft_mape:5.0f} {_fmt(r.ttft_p90_err)} | "
+            f"{_fmt(r.tpot_bias):>9s} {r.tpot_mape:5.0f} {_fmt(r.tpot_p90_err)} | "
+            f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f} | {r.prompt_load_max:4.2f}"
+        )
 
 
 def points(scores: pd.DataFrame) -> pd.DataFrame:
@@ -150,19 +155,26 @@ def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: f
     profiles = {}
     for g in sorted(set(scores["gpu"])):
         p, note = fitted_profile(g)
-        profiles[g] = {"note": note, "mfu": p.mfu, "mfu_attn": p.mfu_attn, "mbu": p.mbu,
-                       "overhead_ms": p.overhead_s * 1000,
-                       "overhead_per_seq_us": p.overhead_per_seq_s * 1e6,
-                       "client_latency_ms": CLIENT_LATENCY_S.get(g, 0.0) * 1000}  # fmt: skip
+        profiles[g] = {
+            "note": note,
+            "mfu": p.mfu,
+            "mfu_attn": p.mfu_attn,
+            "mbu": p.mbu,
+            "overhead_ms": p.overhead_s * 1000,
+            "overhead_per_seq_us": p.overhead_per_seq_s * 1e6,
+            "client_latency_ms": CLIENT_LATENCY_S.get(g, 0.0) * 1000,
+        }
 
     def clean(records):
-        return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-                for r in records]  # fmt: skip
+        return [
+            {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+            for r in records
+        ]
 
     return {
         "about": "Simulator vs public measurements of real vLLM/SGLang servers; errors are "
-                 "signed % (simulated - measured) / measured. Sources: casys-kaist/LLMServingSim "
-                 "bench/examples (MIT), ai-dynamo/aiconfigurator silicon_sample.csv (Apache-2.0).",
+        "signed % (simulated - measured) / measured. Sources: casys-kaist/LLMServingSim "
+        "bench/examples (MIT), ai-dynamo/aiconfigurator silicon_sample.csv (Apache-2.0).",
         "command": "python bench/bench_fidelity_real.py",
         "elapsed_s": round(elapsed, 1),
         "profiles": profiles,
@@ -170,7 +182,7 @@ def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: f
         "summary": clean(summary.to_dict("records")),
         "runs": clean(points(scores).to_dict("records")),
         "skipped": dict(skipped),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -182,10 +194,14 @@ def main() -> None:
     parser.add_argument("--profile", default="fitted", help="fitted (default) or generic")
     parser.add_argument("--json", default=str(REPORT), help="where to write the report ('' = no)")
     parser.add_argument("--csv", help="also write one row per run here")
-    parser.add_argument("--prompt-pool", type=int, default=0,
-                        help="what-if: closed-loop requests draw from this many prompts, as "
-                             "aiperf's 100 synthetic ones (prefix-cache hits); the app's report "
-                             "is not overwritten")  # fmt: skip
+    parser.add_argument(
+        "--prompt-pool",
+        type=int,
+        default=0,
+        help="what-if: closed-loop requests draw from this many prompts, as "
+        "aiperf's 100 synthetic ones (prefix-cache hits); the app's report "
+        "is not overwritten",
+    )
     args = parser.parse_args()
     if args.prompt_pool < 0:
         parser.error("--prompt-pool must be 0 (every prompt its own) or more")
@@ -194,16 +210,21 @@ def main() -> None:
     started = time.perf_counter()
     runs, skipped = load_runs(args.data)
     runs = select(runs, gpu=args.gpu, max_osl=args.max_osl)
-    print(f"{len(runs)} public runs ({sum(r.fit for r in runs)} fit, "
-          f"{sum(not r.fit for r in runs)} held out); skipped: "
-          f"{', '.join(f'{v} {k}' for k, v in skipped.most_common())}", flush=True)  # fmt: skip
+    print(
+        f"{len(runs)} public runs ({sum(r.fit for r in runs)} fit, "
+        f"{sum(not r.fit for r in runs)} held out); skipped: "
+        f"{', '.join(f'{v} {k}' for k, v in skipped.most_common())}",
+        flush=True,
+    )
     overrides = {"profile": args.profile} if args.profile != "fitted" else None
     scores = score_runs(runs, overrides, args.jobs, args.prompt_pool)
     summary = summarize(scores)
     print_summary(summary)
     for name, o in overall(scores).items():
-        print(f"{name:8s} {o['runs']:4d} runs: mean |error| TTFT {o['ttft_mape']:.0f}%, "
-              f"TPOT {o['tpot_mape']:.0f}%, E2E {o['e2e_mape']:.0f}%")  # fmt: skip
+        print(
+            f"{name:8s} {o['runs']:4d} runs: mean |error| TTFT {o['ttft_mape']:.0f}%, "
+            f"TPOT {o['tpot_mape']:.0f}%, E2E {o['e2e_mape']:.0f}%"
+        )
     elapsed = time.perf_counter() - started
     print(f"({elapsed:.0f} s)")
     if args.csv:

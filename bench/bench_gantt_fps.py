@@ -39,8 +39,13 @@ from sim.workload import WorkloadConfig, generate  # noqa: E402
 from ui.gantt import timeline_figure  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-dev-shm-usage"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+]
 LISTEN = """() => {
     const gd = document.querySelector('.js-plotly-plot');
     window.__frames = []; window.__done = false;
@@ -52,8 +57,9 @@ RESET = "() => { window.__frames = []; window.__done = false; }"
 
 def build(num_requests: int, rate: float, frames: int, design: str | None, out: Path) -> dict:
     """Simulate, build the figure and write its HTML; returns sizes and timings."""
-    run = simulate(generate(WorkloadConfig(rate_per_s=rate, num_requests=num_requests, seed=1)),
-                   SimConfig())  # fmt: skip
+    run = simulate(
+        generate(WorkloadConfig(rate_per_s=rate, num_requests=num_requests, seed=1)), SimConfig()
+    )
     start = time.perf_counter()
     fig = timeline_figure([("chunked", run)], num_frames=frames, design=design)
     build_s = time.perf_counter() - start
@@ -64,10 +70,15 @@ def build(num_requests: int, rate: float, frames: int, design: str | None, out: 
     fig.write_html(path, include_plotlyjs=True, auto_play=False)
     bars = sum(len(tr.x) for tr in fig.data if tr.type == "bar")
     return {
-        "requests": num_requests, "segments": len(run.segments), "bars": bars, "path": path,
-        "design": "clip" if fig.frames[0].data else "cursor", "build_s": build_s,
-        "json_s": json_s, "json_mb": len(text) / 1e6,
-    }  # fmt: skip
+        "requests": num_requests,
+        "segments": len(run.segments),
+        "bars": bars,
+        "path": path,
+        "design": "clip" if fig.frames[0].data else "cursor",
+        "build_s": build_s,
+        "json_s": json_s,
+        "json_mb": len(text) / 1e6,
+    }
 
 
 def play(page, button: int) -> list[float]:
@@ -113,8 +124,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = [build(int(n), args.rate, args.frames, args.design, args.out)
-            for n in args.sizes.split(",")]  # fmt: skip
+    rows = [
+        build(int(n), args.rate, args.frames, args.design, args.out) for n in args.sizes.split(",")
+    ]
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
@@ -123,14 +135,18 @@ def main() -> None:
         browser.close()
     load = os.getloadavg()[0]
     print(f"load average {load:.1f} on {os.cpu_count()} CPUs (a busy machine lowers fps)")
-    print(f"{'requests':>8} {'segments':>8} {'bars':>6} {'design':>6} {'build s':>8} "
-          f"{'to_json s':>9} {'JSON MB':>8} {'fps 1x':>6} {'(runs)':<10} {'2x fps':>7}  "
-          "screenshot")  # fmt: skip
+    print(
+        f"{'requests':>8} {'segments':>8} {'bars':>6} {'design':>6} {'build s':>8} "
+        f"{'to_json s':>9} {'JSON MB':>8} {'fps 1x':>6} {'(runs)':<10} {'2x fps':>7}  "
+        "screenshot"
+    )
     for r in results:
         each = ",".join(f"{x:.0f}" for x in r["fps_all"])
-        print(f"{r['requests']:>8} {r['segments']:>8} {r['bars']:>6} {r['design']:>6} "
-              f"{r['build_s']:>8.2f} {r['json_s']:>9.2f} {r['json_mb']:>8.2f} {r['fps']:>6.1f} "
-              f"{each:<10} {r['peak']:>7.1f}  {r['path'].with_suffix('.png')}")  # fmt: skip
+        print(
+            f"{r['requests']:>8} {r['segments']:>8} {r['bars']:>6} {r['design']:>6} "
+            f"{r['build_s']:>8.2f} {r['json_s']:>9.2f} {r['json_mb']:>8.2f} {r['fps']:>6.1f} "
+            f"{each:<10} {r['peak']:>7.1f}  {r['path'].with_suffix('.png')}"
+        )
 
 
 if __name__ == "__main__":

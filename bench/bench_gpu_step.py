@@ -101,37 +101,59 @@ def main(argv: list[str] | None = None) -> int:
     steps = Steps(runner, args.ctx)
     w_bytes = weight_bytes(model)
     kv_token = 2 * s.layers * s.kv_heads * s.head_dim * elem
-    out = {"device": device_provenance(dev), "model": args.model, "dtype": str(dtype)[6:],
-           "attention": runner.attention, "cuda_graphs": runner.graphs is not None,
-           "copy_bw_gbs": copy_bw / 1e9, "matmul_peak_tflops": peak / 1e12,
-           "weight_gb": w_bytes / 1e9, "decode": [], "prefill": {}, "mixed": []}  # fmt: skip
-    print(f"{args.model} {out['dtype']} on {args.device}: copy {copy_bw / 1e9:.0f} GB/s, "
-          f"matmul {peak / 1e12:.1f} TFLOP/s, weights {w_bytes / 1e9:.2f} GB, "
-          f"attention {runner.attention}, graphs {out['cuda_graphs']}")  # fmt: skip
+    out = {
+        "device": device_provenance(dev),
+        "model": args.model,
+        "dtype": str(dtype)[6:],
+        "attention": runner.attention,
+        "cuda_graphs": runner.graphs is not None,
+        "copy_bw_gbs": copy_bw / 1e9,
+        "matmul_peak_tflops": peak / 1e12,
+        "weight_gb": w_bytes / 1e9,
+        "decode": [],
+        "prefill": {},
+        "mixed": [],
+    }
+    print(
+        f"{args.model} {out['dtype']} on {args.device}: copy {copy_bw / 1e9:.0f} GB/s, "
+        f"matmul {peak / 1e12:.1f} TFLOP/s, weights {w_bytes / 1e9:.2f} GB, "
+        f"attention {runner.attention}, graphs {out['cuda_graphs']}"
+    )
     reqs = [steps.request(args.ctx) for _ in range(max(batches))]
     for b in batches:  # decodes at offset ctx - 1: each reads ctx keys
         items = [(r, 1, args.ctx - 1, True) for r in reqs[:b]]
         ms = steps.time(items, args.reps) * 1e3
         target = DECODE_SLACK * (w_bytes + b * args.ctx * kv_token) / copy_bw * 1e3
         out["decode"].append({"batch": b, "ctx": args.ctx, "ms": ms, "target_ms": target})
-        print(f"decode B={b:<3} ctx={args.ctx}: {ms:8.2f} ms   target <= {target:7.2f} ms   "
-              f"{'ok' if ms <= target else 'MISSED'}")  # fmt: skip
+        print(
+            f"decode B={b:<3} ctx={args.ctx}: {ms:8.2f} ms   target <= {target:7.2f} ms   "
+            f"{'ok' if ms <= target else 'MISSED'}"
+        )
     chunk_req = steps.request(args.chunk)
     flops = peaks.prefill_cost(s, args.chunk, elem)[0]
     chunk = [(chunk_req, args.chunk, 0, False)]
     ms = steps.time(chunk, max(3, args.reps // 3)) * 1e3
     share = flops / (ms / 1e3) / peak
-    out["prefill"] = {"tokens": args.chunk, "ms": ms, "tflops": flops / ms / 1e9,
-                      "share_of_peak": share, "target_share": PREFILL_SHARE}  # fmt: skip
-    print(f"prefill {args.chunk} tokens: {ms:8.2f} ms, {flops / ms / 1e9:.1f} TFLOP/s = "
-          f"{100 * share:.0f}% of peak (target >= {100 * PREFILL_SHARE:.0f}%)")  # fmt: skip
+    out["prefill"] = {
+        "tokens": args.chunk,
+        "ms": ms,
+        "tflops": flops / ms / 1e9,
+        "share_of_peak": share,
+        "target_share": PREFILL_SHARE,
+    }
+    print(
+        f"prefill {args.chunk} tokens: {ms:8.2f} ms, {flops / ms / 1e9:.1f} TFLOP/s = "
+        f"{100 * share:.0f}% of peak (target >= {100 * PREFILL_SHARE:.0f}%)"
+    )
     for b in batches[1:2] + batches[-1:]:  # a long chunk stretches the decodes' step
         items = chunk + [(r, 1, args.ctx - 1, True) for r in reqs[:b]]
         mixed = steps.time(items, max(3, args.reps // 3)) * 1e3
         alone = next(d["ms"] for d in out["decode"] if d["batch"] == b)
         out["mixed"].append({"batch": b, "ms": mixed, "chunk_ms": ms, "decode_ms": alone})
-        print(f"mixed: chunk + {b} decodes {mixed:8.2f} ms (chunk alone {ms:.2f}, "
-              f"decodes alone {alone:.2f})")  # fmt: skip
+        print(
+            f"mixed: chunk + {b} decodes {mixed:8.2f} ms (chunk alone {ms:.2f}, "
+            f"decodes alone {alone:.2f})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0

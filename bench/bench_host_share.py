@@ -37,8 +37,9 @@ from sim.request import RequestSpec  # noqa: E402
 TARGET_MS = 1.0
 
 
-def one_run(batch: int, model: str, device: str, prompt: int, output: int,
-            attention: str | None = None) -> dict[str, float]:  # fmt: skip
+def one_run(
+    batch: int, model: str, device: str, prompt: int, output: int, attention: str | None = None
+) -> dict[str, float]:
     net, _tok, dev, dtype = load(model, device)
     forward_s = [0.0]
     plain = type(net).forward_layout
@@ -53,12 +54,15 @@ def one_run(batch: int, model: str, device: str, prompt: int, output: int,
 
     requests = [RequestSpec(i, 0.0, prompt, output) for i in range(batch)]
     ids = {i: [(7 * i + j) % net.shape.vocab for j in range(prompt)] for i in range(batch)}
-    cfg = with_overrides(SimConfig(policy="vllm"), {"kv_capacity_tokens": batch * (prompt + output),
-                                                   "max_num_seqs": max(batch, 1)})  # fmt: skip
+    cfg = with_overrides(
+        SimConfig(policy="vllm"),
+        {"kv_capacity_tokens": batch * (prompt + output), "max_num_seqs": max(batch, 1)},
+    )
 
     # Built and warmed before the clock starts (one colocated worker uses it).
-    runner = ModelRunner(net, KVStore(net.shape, batch, prompt + output, dev, dtype), dev, dtype,
-                         attention=attention)  # fmt: skip
+    runner = ModelRunner(
+        net, KVStore(net.shape, batch, prompt + output, dev, dtype), dev, dtype, attention=attention
+    )
     runner.warm_up()
     clock = MeasuredClock(lambda _worker: runner, ids)
     net.forward_layout = timed_forward  # instance attribute: forward_step calls it
@@ -71,9 +75,14 @@ def one_run(batch: int, model: str, device: str, prompt: int, output: int,
     steps = len(clock.samples)
     execute = sum(s[-1] for s in clock.samples)
     per = 1000 / steps
-    return {"steps": steps, "wall_ms": wall * per, "forward_ms": forward_s[0] * per,
-            "runner_ms": (execute - forward_s[0]) * per, "scheduler_ms": (wall - execute) * per,
-            "host_ms": (wall - forward_s[0]) * per}  # fmt: skip
+    return {
+        "steps": steps,
+        "wall_ms": wall * per,
+        "forward_ms": forward_s[0] * per,
+        "runner_ms": (execute - forward_s[0]) * per,
+        "scheduler_ms": (wall - execute) * per,
+        "host_ms": (wall - forward_s[0]) * per,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,18 +95,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=int, default=64)
     parser.add_argument("--attention", help="flat or grouped (default: the device's default)")
     args = parser.parse_args(argv)
-    print(f"host share per step, {args.model} on {args.device}, attention "
-          f"{args.attention or 'default'} (torch {torch.__version__}), "
-          f"median of {args.repeats}; target: host <= {TARGET_MS} ms at batch 64")  # fmt: skip
-    print(f"{'batch':>5} {'steps':>5} {'wall':>8} {'forward':>8} {'runner':>8} {'sched':>8} "
-          f"{'host':>8} {'host/1ms':>8}   (ms per step)")  # fmt: skip
+    print(
+        f"host share per step, {args.model} on {args.device}, attention "
+        f"{args.attention or 'default'} (torch {torch.__version__}), "
+        f"median of {args.repeats}; target: host <= {TARGET_MS} ms at batch 64"
+    )
+    print(
+        f"{'batch':>5} {'steps':>5} {'wall':>8} {'forward':>8} {'runner':>8} {'sched':>8} "
+        f"{'host':>8} {'host/1ms':>8}   (ms per step)"
+    )
     for b in (int(x) for x in args.batches.split(",")):
-        runs = [one_run(b, args.model, args.device, args.prompt, args.output, args.attention)
-                for _ in range(args.repeats)]  # fmt: skip
+        runs = [
+            one_run(b, args.model, args.device, args.prompt, args.output, args.attention)
+            for _ in range(args.repeats)
+        ]
         r = {k: sorted(run[k] for run in runs)[len(runs) // 2] for k in runs[0]}
-        print(f"{b:>5} {r['steps']:>5.0f} {r['wall_ms']:>8.3f} {r['forward_ms']:>8.3f} "
-              f"{r['runner_ms']:>8.3f} {r['scheduler_ms']:>8.3f} {r['host_ms']:>8.3f} "
-              f"{r['host_ms'] / TARGET_MS:>8.2f}")  # fmt: skip
+        print(
+            f"{b:>5} {r['steps']:>5.0f} {r['wall_ms']:>8.3f} {r['forward_ms']:>8.3f} "
+            f"{r['runner_ms']:>8.3f} {r['scheduler_ms']:>8.3f} {r['host_ms']:>8.3f} "
+            f"{r['host_ms'] / TARGET_MS:>8.2f}"
+        )
     return 0
 
 

@@ -97,9 +97,11 @@ def main() -> None:
     global DEVICE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--model", default="SmolLM2-135M",
-                    help="SmolLM2-135M (real weights if installed) or a random preset: "
-                    + ", ".join(PRESETS))  # fmt: skip
+    ap.add_argument(
+        "--model",
+        default="SmolLM2-135M",
+        help="SmolLM2-135M (real weights if installed) or a random preset: " + ", ".join(PRESETS),
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], help="default: fp32 CPU, bf16 GPU")
     ap.add_argument("--random", action="store_true", help="random weights of SmolLM2's shape")
@@ -122,9 +124,11 @@ def main() -> None:
         else f"{args.threads} thread(s), CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
     print(f"torch {torch.__version__}, {where}, {str(dtype).removeprefix('torch.')}")
-    print(f"peak matmul: fp32 {flops32 / 1e9:.1f} GFLOP/s, bf16 {flops16 / 1e9:.1f} GFLOP/s; "
-          f"copy {copy_bw / 1e9:.1f} GB/s, read {bandwidth / 1e9:.1f} GB/s; "
-          f"ridge {peak / bandwidth:.1f} FLOP/byte")  # fmt: skip
+    print(
+        f"peak matmul: fp32 {flops32 / 1e9:.1f} GFLOP/s, bf16 {flops16 / 1e9:.1f} GFLOP/s; "
+        f"copy {copy_bw / 1e9:.1f} GB/s, read {bandwidth / 1e9:.1f} GB/s; "
+        f"ridge {peak / bandwidth:.1f} FLOP/byte"
+    )
 
     model: LlamaModel
     try:
@@ -146,10 +150,12 @@ def main() -> None:
     def row(name: str, fn: Callable[[], object], cost: tuple[float, float]) -> None:
         best, med = timed(fn, args.reps)
         flops, nbytes = cost
-        print(f"{name:<22}{best * 1e3:>8.1f} ({med * 1e3:>5.0f}){flops / 1e9:>8.1f}"
-              f"{nbytes / 1e6:>8.0f}{flops / nbytes:>8.1f}{flops / best / 1e9:>9.1f}"
-              f"{100 * flops / best / peak:>6.0f}%{nbytes / best / 1e9:>7.1f}"
-              f"{100 * nbytes / best / bandwidth:>5.0f}%")  # fmt: skip
+        print(
+            f"{name:<22}{best * 1e3:>8.1f} ({med * 1e3:>5.0f}){flops / 1e9:>8.1f}"
+            f"{nbytes / 1e6:>8.0f}{flops / nbytes:>8.1f}{flops / best / 1e9:>9.1f}"
+            f"{100 * flops / best / peak:>6.0f}%{nbytes / best / 1e9:>7.1f}"
+            f"{100 * nbytes / best / bandwidth:>5.0f}%"
+        )
 
     store = KVStore(s, 1, 1024, DEVICE, dtype)
     slot, ids = store.allocate(), list(range(1000, 2024))
@@ -161,8 +167,11 @@ def main() -> None:
     slots = [store.allocate() for _ in range(32)]
     for b in (1, 8, 32):
         step = [Segment(slots[i], [42], args.ctx, True) for i in range(b)]
-        row(f"decode B={b} ctx={args.ctx}", lambda st=step: model.forward_step(st, store),
-            decode_cost(s, b, args.ctx, elem))  # fmt: skip
+        row(
+            f"decode B={b} ctx={args.ctx}",
+            lambda st=step: model.forward_step(st, store),
+            decode_cost(s, b, args.ctx, elem),
+        )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,25 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSONS = ["home", "prefill-vs-decode", "batching", "chunked-prefill", "long-prompts", "memory",
-           "prefix-caching", "disaggregation"]  # fmt: skip
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-dev-shm-usage", "--disable-component-update", "--no-first-run"]  # fmt: skip
+LESSONS = [
+    "home",
+    "prefill-vs-decode",
+    "batching",
+    "chunked-prefill",
+    "long-prompts",
+    "memory",
+    "prefix-caching",
+    "disaggregation",
+]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+    "--disable-component-update",
+    "--no-first-run",
+]
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -53,11 +68,28 @@ def start_server(env: dict | None = None) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
-         "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
@@ -85,8 +117,11 @@ def cpu_s(pid: int) -> float:
 
 def memory_mb(pid: int) -> tuple[float, float]:
     """(resident now, peak resident) of a process, MB."""
-    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
-                  .splitlines() if ":" in line)  # fmt: skip
+    status = dict(
+        line.split(":", 1)
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if ":" in line
+    )
     return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
 
 
@@ -105,10 +140,14 @@ async def visit(browser, url: str, start: asyncio.Event, timeout_s: float) -> fl
     t0 = time.perf_counter()
     try:
         await page.goto(url, wait_until="domcontentloaded", timeout=timeout_s * 1000)
-        await page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', state="attached",
-                                     timeout=timeout_s * 1000)  # fmt: skip
-        await page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                                     state="attached", timeout=timeout_s * 1000)  # fmt: skip
+        await page.wait_for_selector(
+            '[data-testid="stPlotlyChart"] .main-svg', state="attached", timeout=timeout_s * 1000
+        )
+        await page.wait_for_selector(
+            '[data-testid="stApp"][data-test-script-state="notRunning"]',
+            state="attached",
+            timeout=timeout_s * 1000,
+        )
         return time.perf_counter() - t0
     except Exception:  # timed out: report it as such
         return float("inf")
@@ -122,8 +161,9 @@ async def load(url: str, pages: list[str], timeout_s: float) -> list[float]:
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
         start = asyncio.Event()
-        tasks = [asyncio.create_task(visit(browser, f"{url}/{page}", start, timeout_s))
-                 for page in pages]  # fmt: skip
+        tasks = [
+            asyncio.create_task(visit(browser, f"{url}/{page}", start, timeout_s)) for page in pages
+        ]
         await asyncio.sleep(2.0)  # every context and tab is open before anyone navigates
         start.set()
         out = await asyncio.gather(*tasks)
@@ -131,8 +171,9 @@ async def load(url: str, pages: list[str], timeout_s: float) -> list[float]:
     return out
 
 
-async def ws_visit(url: str, page: str, start: asyncio.Event, timeout_s: float,
-                   assets: list[str]) -> float:  # fmt: skip
+async def ws_visit(
+    url: str, page: str, start: asyncio.Event, timeout_s: float, assets: list[str]
+) -> float:
     """A visitor without a browser: Streamlit's own websocket protocol. Fetches the page's HTML
     and scripts as a browser would (--assets), opens /_stcore/stream, asks for `page` and times
     until the server's script_finished: the server's part of a visitor's wait, alone."""
@@ -148,8 +189,9 @@ async def ws_visit(url: str, page: str, start: asyncio.Event, timeout_s: float,
 
             await _fetch(httpx, url, assets, timeout_s)
         ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
-        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None,
-                                      open_timeout=timeout_s) as ws:  # fmt: skip
+        async with websockets.connect(
+            ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout_s
+        ) as ws:
             msg = BackMsg()
             msg.rerun_script.page_name = page
             await ws.send(msg.SerializeToString())
@@ -165,8 +207,9 @@ async def ws_visit(url: str, page: str, start: asyncio.Event, timeout_s: float,
 async def _fetch(httpx, url: str, assets: list[str], timeout_s: float) -> None:
     async with httpx.AsyncClient(timeout=timeout_s) as http:
         for path in assets:  # gzip-encoded, as a browser asks for them; not unzipped here
-            async with http.stream("GET", url + path,
-                                   headers={"Accept-Encoding": "gzip"}) as response:
+            async with http.stream(
+                "GET", url + path, headers={"Accept-Encoding": "gzip"}
+            ) as response:
                 async for _ in response.aiter_raw():
                     pass
 
@@ -219,20 +262,30 @@ def run_load(args) -> dict:
     done = sorted(seconds)
     q = statistics.quantiles([min(s, 1e9) for s in done], n=10) if len(done) > 1 else done * 9
     return {
-        "clients": args.clients, "client": args.client, "assets": args.assets,
-        "warm": args.warm, "settle_s": args.settle, "pages": sorted(set(pages)),
-        "p50_s": round(statistics.median(done), 2), "p90_s": round(q[8], 2),
-        "max_s": round(done[-1], 2), "within_target": sum(s <= args.target for s in done),
-        "target_s": args.target, "timed_out": sum(s == float("inf") for s in done),
-        "server_cpu_s": round(cpu, 1), "server_rss_mb": round(rss), "server_peak_mb": round(peak),
-        "wall_s": round(wall, 1), "cores": os.cpu_count(),
+        "clients": args.clients,
+        "client": args.client,
+        "assets": args.assets,
+        "warm": args.warm,
+        "settle_s": args.settle,
+        "pages": sorted(set(pages)),
+        "p50_s": round(statistics.median(done), 2),
+        "p90_s": round(q[8], 2),
+        "max_s": round(done[-1], 2),
+        "within_target": sum(s <= args.target for s in done),
+        "target_s": args.target,
+        "timed_out": sum(s == float("inf") for s in done),
+        "server_cpu_s": round(cpu, 1),
+        "server_rss_mb": round(rss),
+        "server_peak_mb": round(peak),
+        "wall_s": round(wall, 1),
+        "cores": os.cpu_count(),
         "per_client_s": [round(s, 2) for s in seconds],
-    }  # fmt: skip
+    }
 
 
 def run_cold(args) -> list[dict]:
     rows = []
-    for lesson in ([args.page] if args.page else LESSONS):
+    for lesson in [args.page] if args.page else LESSONS:
         proc, url = start_server({**os.environ, "PDLAB_WARMUP": "0"})  # truly cold, no warm-up
         try:
             asyncio.run(load(url, ["home"], args.timeout))  # the server's own imports, home page
@@ -243,10 +296,17 @@ def run_cold(args) -> list[dict]:
             cpu2 = cpu_s(proc.pid)
         finally:
             stop_server(proc)
-        rows.append({"page": lesson, "cold_s": round(first, 2), "cold_cpu_s": round(cpu1 - cpu0, 2),
-                     "rss_growth_mb": round(rss1 - rss0), "peak_mb": round(peak1),
-                     "second_visit_s": round(second, 2),
-                     "second_cpu_s": round(cpu2 - cpu1, 2)})  # fmt: skip
+        rows.append(
+            {
+                "page": lesson,
+                "cold_s": round(first, 2),
+                "cold_cpu_s": round(cpu1 - cpu0, 2),
+                "rss_growth_mb": round(rss1 - rss0),
+                "peak_mb": round(peak1),
+                "second_visit_s": round(second, 2),
+                "second_cpu_s": round(cpu2 - cpu1, 2),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -257,15 +317,26 @@ def main() -> None:
     parser.add_argument("--page", help="one url path for every client (default: the 8 lessons)")
     parser.add_argument("--url", help="a server already running (default: start a fresh one)")
     parser.add_argument("--warm", action="store_true", help="visit each page once first")
-    parser.add_argument("--client", choices=["browser", "ws"], default="browser",
-                        help="browser: N chromium contexts; ws: N websocket sessions, no "
-                        "browser (the server's part alone)")
-    parser.add_argument("--assets", action="store_true",
-                        help="ws: also download the HTML and scripts per visitor (needs httpx)")
+    parser.add_argument(
+        "--client",
+        choices=["browser", "ws"],
+        default="browser",
+        help="browser: N chromium contexts; ws: N websocket sessions, no "
+        "browser (the server's part alone)",
+    )
+    parser.add_argument(
+        "--assets",
+        action="store_true",
+        help="ws: also download the HTML and scripts per visitor (needs httpx)",
+    )
     parser.add_argument("--cold", action="store_true", help="per lesson: a cold first view")
-    parser.add_argument("--settle", type=float, default=0.0,
-                        help="open Home, then wait this many seconds before the class arrives "
-                        "(the server's warm-up fills the caches meanwhile)")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="open Home, then wait this many seconds before the class arrives "
+        "(the server's warm-up fills the caches meanwhile)",
+    )
     parser.add_argument("--target", type=float, default=5.0, help="seconds a visitor may wait")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--json", help="also write the result to this file")

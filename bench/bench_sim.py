@@ -65,8 +65,9 @@ def one(policy: str, topology: str, knobs: dict, args) -> dict:
     if args.workload:
         requests = load_workload(args.workload)[: args.requests]
     else:
-        requests = generate(WorkloadConfig(rate_per_s=args.rate, num_requests=args.requests,
-                                           seed=1))  # fmt: skip
+        requests = generate(
+            WorkloadConfig(rate_per_s=args.rate, num_requests=args.requests, seed=1)
+        )
     config = with_overrides(SimConfig(policy=policy), {"topology": topology, **knobs})
     start = time.process_time()
     run = simulate(requests, config, step_by_step=args.mode == "step")
@@ -99,8 +100,11 @@ def cli_pairs(workload: str, pairs: int) -> None:
         wall = time.perf_counter() - start
         if status:
             raise SystemExit(f"python -m sim run failed ({status})")
-        return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
-                "peak_mb": usage.ru_maxrss / 1024}  # fmt: skip
+        return {
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "wall_s": wall,
+            "peak_mb": usage.ru_maxrss / 1024,
+        }
 
     rows: dict[str, list[dict]] = {"fast": [], "step": []}
     timed([])  # a warm-up (file and bytecode caches), not counted
@@ -111,16 +115,21 @@ def cli_pairs(workload: str, pairs: int) -> None:
     for mode, runs in rows.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         spread = f"{min(r['cpu_s'] for r in runs):.2f}-{max(r['cpu_s'] for r in runs):.2f}"
-        print(f"  {mode:5s} cpu {med['cpu_s']:6.2f} s ({spread})  wall {med['wall_s']:6.2f} s"
-              f"  peak {med['peak_mb']:5.0f} MB")  # fmt: skip
+        print(
+            f"  {mode:5s} cpu {med['cpu_s']:6.2f} s ({spread})  wall {med['wall_s']:6.2f} s"
+            f"  peak {med['peak_mb']:5.0f} MB"
+        )
     ratios = [s["cpu_s"] / f["cpu_s"] for f, s in zip(rows["fast"], rows["step"], strict=True)]
-    print(f"  step / fast CPU, pair by pair: median {statistics.median(ratios):.2f}x "
-          f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
+    print(
+        f"  step / fast CPU, pair by pair: median {statistics.median(ratios):.2f}x "
+        f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+    )
 
 
 def in_subprocess(args: list[str]) -> dict:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -134,8 +143,11 @@ def main() -> None:
     parser.add_argument("--one", nargs=3, metavar=("POLICY", "TOPOLOGY", "KNOBS_JSON"))
     parser.add_argument("--mode", default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", action="store_true")
-    parser.add_argument("--cli", action="store_true",
-                        help="time whole `python -m sim run --json` processes (needs --workload)")
+    parser.add_argument(
+        "--cli",
+        action="store_true",
+        help="time whole `python -m sim run --json` processes (needs --workload)",
+    )
     parser.add_argument("--pairs", type=int, default=5, help="--cli: pairs of processes")
     args = parser.parse_args()
     if args.cli:
@@ -152,9 +164,11 @@ def main() -> None:
         return
     what = args.workload or f"chat requests at {args.rate:g} req/s"
     print(f"{args.requests} {what}, Llama-3.1-8B on H100-SXM; CPU time in simulate()")
-    print(f"{'policy':14s} {'topology':14s} {'mode':5s} {'cpu s':>7s} {'x base':>7s} "
-          f"{'req/s':>8s} {'steps/s':>9s} {'steps':>8s} {'running':>7s} {'peak MB':>8s} "
-          f"{'speed-up':>8s}")  # fmt: skip
+    print(
+        f"{'policy':14s} {'topology':14s} {'mode':5s} {'cpu s':>7s} {'x base':>7s} "
+        f"{'req/s':>8s} {'steps/s':>9s} {'steps':>8s} {'running':>7s} {'peak MB':>8s} "
+        f"{'speed-up':>8s}"
+    )
     modes = args.modes.split(",")
     common = ["--requests", str(args.requests), "--rate", str(args.rate)]
     if args.workload:
@@ -165,8 +179,9 @@ def main() -> None:
         ratio = {}
         for mode in modes:
             base = in_subprocess(["--baseline"])["cpu_s"]
-            r = in_subprocess([*common, "--mode", mode, "--one", policy, topology,
-                               json.dumps(knobs)])  # fmt: skip
+            r = in_subprocess(
+                [*common, "--mode", mode, "--one", policy, topology, json.dumps(knobs)]
+            )
             ratio[mode] = r["cpu_s"] / base
             speed = f"{ratio['step'] / ratio['fast']:7.1f}x" if len(ratio) == 2 else ""
             print(

@@ -31,8 +31,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rates", default="1:12:1", help="the sweep's A:B:STEP (req/s)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--backend", choices=("processes", "ray"), default="processes",
-                        help="ray: also sweep on the Ray cluster here")  # fmt: skip
+    parser.add_argument(
+        "--backend",
+        choices=("processes", "ray"),
+        default="processes",
+        help="ray: also sweep on the Ray cluster here",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from sim.trace_import import save_csv
@@ -44,17 +48,27 @@ def main() -> None:
     first = next(iter(settings))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chat.csv"
-        save_csv(generate(WorkloadConfig(num_requests=args.requests, rate_per_s=4.0, seed=7)),
-                 path)  # fmt: skip
-        command = [sys.executable, "-m", "sim", "sweep", "--workload", str(path), "--rate",
-                   args.rates, "--slo", "distserve-chatbot-66b"]  # fmt: skip
+        save_csv(generate(WorkloadConfig(num_requests=args.requests, rate_per_s=4.0, seed=7)), path)
+        command = [
+            sys.executable,
+            "-m",
+            "sim",
+            "sweep",
+            "--workload",
+            str(path),
+            "--rate",
+            args.rates,
+            "--slo",
+            "distserve-chatbot-66b",
+        ]
         walls: dict[str, list[float]] = {label: [] for label in settings}
         tables = {}
         for _ in range(args.repeats):
             for label, extra in settings.items():
                 start = time.perf_counter()
-                out = subprocess.run([*command, *extra], cwd=ROOT, check=True,
-                                     capture_output=True, text=True).stdout  # fmt: skip
+                out = subprocess.run(
+                    [*command, *extra], cwd=ROOT, check=True, capture_output=True, text=True
+                ).stdout
                 walls[label].append(time.perf_counter() - start)
                 tables.setdefault(label, out)
                 assert out == tables[first], f"{label} printed another table"
@@ -63,8 +77,10 @@ def main() -> None:
     base = statistics.median(walls[first])
     for label, runs in walls.items():
         wall = statistics.median(runs)
-        print(f"{label}: {wall:6.2f} s wall (median of {args.repeats}), "
-              f"speed-up {base / wall:4.2f}x vs {first}")  # fmt: skip
+        print(
+            f"{label}: {wall:6.2f} s wall (median of {args.repeats}), "
+            f"speed-up {base / wall:4.2f}x vs {first}"
+        )
     print("every setting printed the same table")
 
 

@@ -117,13 +117,24 @@ def to_transformers(net: LlamaModel) -> LlamaForCausalLM:
     """A LlamaForCausalLM with the live model's shape, (unfused) weights and dtype, eval mode."""
     s = net.shape
     config = LlamaConfig(
-        vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
-        num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-        head_dim=s.head_dim, max_position_embeddings=s.max_len, rms_norm_eps=s.norm_eps,
+        vocab_size=s.vocab,
+        hidden_size=s.hidden,
+        intermediate_size=s.intermediate,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        num_key_value_heads=s.kv_heads,
+        head_dim=s.head_dim,
+        max_position_embeddings=s.max_len,
+        rms_norm_eps=s.norm_eps,
         rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta},
-        tie_word_embeddings=s.tied, attention_bias=s.qkv_bias, mlp_bias=False, hidden_act="silu",
-        bos_token_id=1, eos_token_id=EOS_ID, pad_token_id=EOS_ID,
-    )  # fmt: skip
+        tie_word_embeddings=s.tied,
+        attention_bias=s.qkv_bias,
+        mlp_bias=False,
+        hidden_act="silu",
+        bos_token_id=1,
+        eos_token_id=EOS_ID,
+        pad_token_id=EOS_ID,
+    )
     hf = hf_state_dict(net)  # our fused q/k/v and gate/up split back under HF names
     torch.manual_seed(0)  # the random init is overwritten below; seeded so runs are identical
     dtype = next(net.parameters()).dtype
@@ -155,18 +166,28 @@ def check_same_model(net: LlamaModel, hf: LlamaForCausalLM, tokenizer) -> None:
     ours, our_logits = live_greedy(net, ids, CHECK_TOKENS)
     x = torch.tensor([ids], device=DEVICE)
     hf_logits = hf(input_ids=x).logits[0, -1].to(our_logits.dtype)
-    hf_out = hf.generate(x, max_new_tokens=CHECK_TOKENS, do_sample=False, eos_token_id=None,
-                         pad_token_id=EOS_ID)[0, len(ids):].tolist()  # fmt: skip
+    hf_out = hf.generate(
+        x, max_new_tokens=CHECK_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=EOS_ID
+    )[0, len(ids) :].tolist()
     diff = float((our_logits - hf_logits).abs().max())
     show = tokenizer.decode if text else str
     print(f"check: {show(ids)!r} -> live {show(ours)!r}")
     print(f"       transformers {show(hf_out)!r}; max |logit diff| {diff:.2e}")
     # left padding must not change a row: the same prompt next to a longer one, in one batch
-    longer = (tokenizer.encode("Paris is a city with a long history. " + CHECK_PROMPT).ids
-              if text else list(range(2000, 2009)) + ids)  # fmt: skip
+    longer = (
+        tokenizer.encode("Paris is a city with a long history. " + CHECK_PROMPT).ids
+        if text
+        else list(range(2000, 2009)) + ids
+    )
     batch_ids, mask = left_pad([ids, longer])
-    padded = hf.generate(batch_ids, attention_mask=mask, max_new_tokens=CHECK_TOKENS,
-                         do_sample=False, eos_token_id=None, pad_token_id=EOS_ID)  # fmt: skip
+    padded = hf.generate(
+        batch_ids,
+        attention_mask=mask,
+        max_new_tokens=CHECK_TOKENS,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=EOS_ID,
+    )
     padded_out = padded[0, batch_ids.shape[1] :].tolist()
     if our_logits.dtype == torch.float32:
         agree = ours == hf_out == padded_out and diff <= LOGIT_TOL
@@ -174,8 +195,10 @@ def check_same_model(net: LlamaModel, hf: LlamaForCausalLM, tokenizer) -> None:
         scale = float(our_logits.abs().max())
         agree = ours[0] == hf_out[0] == padded_out[0] and diff <= BF16_REL_TOL * scale
     if not agree:
-        sys.exit(f"the models disagree (live {ours}, transformers {hf_out}, left-padded "
-                 f"{padded_out}, logit diff {diff:.2e}): fix the weight copy")  # fmt: skip
+        sys.exit(
+            f"the models disagree (live {ours}, transformers {hf_out}, left-padded "
+            f"{padded_out}, logit diff {diff:.2e}): fix the weight copy"
+        )
     print("       same greedy tokens (bf16: first token), also left-padded in a batch: OK\n")
 
 
@@ -215,8 +238,15 @@ def generate_timed(hf: LlamaForCausalLM, prompts: list[list[int]], new: int) -> 
     streamer = StepTimes()
     start = time.perf_counter()
     ids, mask = left_pad(prompts)  # counted: a server packs its batch too (~microseconds)
-    out = hf.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                      do_sample=False, pad_token_id=EOS_ID, streamer=streamer)  # fmt: skip
+    out = hf.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=new,
+        min_new_tokens=new,
+        do_sample=False,
+        pad_token_id=EOS_ID,
+        streamer=streamer,
+    )
     if DEVICE.type == "cuda":
         torch.cuda.synchronize(DEVICE)
     wall = time.perf_counter() - start
@@ -226,8 +256,9 @@ def generate_timed(hf: LlamaForCausalLM, prompts: list[list[int]], new: int) -> 
     return [*steps, wall]
 
 
-def serve_static(hf: LlamaForCausalLM, requests: list[RequestSpec],
-                 ids: dict[int, list[int]]) -> pd.DataFrame:  # fmt: skip
+def serve_static(
+    hf: LlamaForCausalLM, requests: list[RequestSpec], ids: dict[int, list[int]]
+) -> pd.DataFrame:
     """Serve the workload in arrival-order static batches on a virtual clock; per-request rows."""
     todo = sorted(requests, key=lambda r: r.arrival_s)
     rows: list[dict] = []
@@ -243,13 +274,21 @@ def serve_static(hf: LlamaForCausalLM, requests: list[RequestSpec],
             first = start + steps[0]  # virtual s
             finish = start + steps[r.output_tokens - 1]  # its own last token (streamed out)
             k = r.output_tokens
-            rows.append({
-                "request_id": r.request_id, "arrival_s": r.arrival_s,
-                "prompt_tokens": r.prompt_tokens, "output_tokens": k,
-                "first_token_s": first, "finish_s": finish, "ttft_s": first - r.arrival_s,
-                "tpot_s": (finish - first) / (k - 1) if k > 1 else float("nan"),
-                "batch_start_s": start, "batch_size": len(batch), "padded_prompt_tokens": width,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "request_id": r.request_id,
+                    "arrival_s": r.arrival_s,
+                    "prompt_tokens": r.prompt_tokens,
+                    "output_tokens": k,
+                    "first_token_s": first,
+                    "finish_s": finish,
+                    "ttft_s": first - r.arrival_s,
+                    "tpot_s": (finish - first) / (k - 1) if k > 1 else float("nan"),
+                    "batch_start_s": start,
+                    "batch_size": len(batch),
+                    "padded_prompt_tokens": width,
+                }
+            )
         clock = start + wall
     return pd.DataFrame(rows)
 
@@ -271,9 +310,15 @@ class Summary:
 def summarize(system: str, policy: str, df: pd.DataFrame, note: str = "") -> Summary:
     """The table row for one run's per-request rows (columns as in sim/trace.py)."""
     makespan = float(df["finish_s"].max() - df["arrival_s"].min())
-    return Summary(system, policy, float(df["output_tokens"].sum()) / makespan,
-                   float(df["ttft_s"].median()), float(df["tpot_s"].median()), makespan,
-                   note)  # fmt: skip
+    return Summary(
+        system,
+        policy,
+        float(df["output_tokens"].sum()) / makespan,
+        float(df["ttft_s"].median()),
+        float(df["tpot_s"].median()),
+        makespan,
+        note,
+    )
 
 
 def best_of(runs: list[Summary]) -> Summary:
@@ -294,16 +339,21 @@ def run_live_policy(requests: list[RequestSpec], policy: str, knobs: dict) -> Su
     if len(done) != len(requests):
         raise RuntimeError(f"{policy}: only {len(done)} of {len(requests)} requests finished")
     knob_text = ",".join(f"{k}={v}" for k, v in knobs.items())
-    return summarize("live", f"{policy} {knob_text}".strip(), done,
-                     f"off-clock {wall - stepped:.1f} s; ")  # fmt: skip
+    return summarize(
+        "live", f"{policy} {knob_text}".strip(), done, f"off-clock {wall - stepped:.1f} s; "
+    )
 
 
 def print_table(rows: list[Summary]) -> None:
-    print(f"{'system':<14}{'policy':<34}{'out tok/s':>10}{'TTFT p50 s':>12}{'TPOT p50 s':>12}"
-          f"{'makespan s':>12}")  # fmt: skip
+    print(
+        f"{'system':<14}{'policy':<34}{'out tok/s':>10}{'TTFT p50 s':>12}{'TPOT p50 s':>12}"
+        f"{'makespan s':>12}"
+    )
     for s in rows:
-        print(f"{s.system:<14}{s.policy:<34}{s.tok_s:>10.1f}{s.ttft_p50:>12.3f}"
-              f"{s.tpot_p50:>12.4f}{s.makespan:>12.2f}   {s.note}")  # fmt: skip
+        print(
+            f"{s.system:<14}{s.policy:<34}{s.tok_s:>10.1f}{s.ttft_p50:>12.3f}"
+            f"{s.tpot_p50:>12.4f}{s.makespan:>12.2f}   {s.note}"
+        )
 
 
 def main() -> None:
@@ -325,20 +375,33 @@ def main() -> None:
     torch.set_num_threads(1)  # both systems: one intra-op thread (the live engine's CPU default)
     transformers.logging.set_verbosity_error()
 
-    workload = WorkloadConfig(arrival="poisson", rate_per_s=args.rate, num_requests=NUM_REQUESTS,
-                              prompt=Uniform(64, 256), output=Uniform(16, 48), seed=0)  # fmt: skip
+    workload = WorkloadConfig(
+        arrival="poisson",
+        rate_per_s=args.rate,
+        num_requests=NUM_REQUESTS,
+        prompt=Uniform(64, 256),
+        output=Uniform(16, 48),
+        seed=0,
+    )
     requests = generate(workload)
     net, tokenizer, _dev, dtype = load(MODEL, DEVICE.type)
     ids = prompt_ids(requests, tokenizer, net.shape.vocab, LiveOptions().seed)  # = the live ids
     prompt_total = sum(r.prompt_tokens for r in requests)
     output_total = sum(r.output_tokens for r in requests)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"{torch.get_num_threads()} thread, {str(dtype).removeprefix('torch.')}, "
-          + (f"GPU {torch.cuda.get_device_name(DEVICE)}" if DEVICE.type == "cuda" else
-             f"CPU {torch.backends.cpu.get_cpu_capability()}"))  # fmt: skip
-    print(f"workload: {NUM_REQUESTS} requests, Poisson {args.rate:g} req/s (last arrival "
-          f"{requests[-1].arrival_s:.2f} s), prompts Uniform(64, 256) = {prompt_total} tokens, "
-          f"outputs Uniform(16, 48) = {output_total} tokens, seed 0\n")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.get_num_threads()} thread, {str(dtype).removeprefix('torch.')}, "
+        + (
+            f"GPU {torch.cuda.get_device_name(DEVICE)}"
+            if DEVICE.type == "cuda"
+            else f"CPU {torch.backends.cpu.get_cpu_capability()}"
+        )
+    )
+    print(
+        f"workload: {NUM_REQUESTS} requests, Poisson {args.rate:g} req/s (last arrival "
+        f"{requests[-1].arrival_s:.2f} s), prompts Uniform(64, 256) = {prompt_total} tokens, "
+        f"outputs Uniform(16, 48) = {output_total} tokens, seed 0\n"
+    )
 
     hf = to_transformers(net)
     check_same_model(net, hf, tokenizer)
@@ -370,13 +433,17 @@ def main() -> None:
         "\nlive / transformers (tok/s: x > 1 = live is faster; TTFT, TPOT: x < 1 = live is faster)"
     )
     for s in results[:-1]:
-        print(f"  {s.policy:<32} tok/s x{s.tok_s / hf_best.tok_s:.2f}   "
-              f"TTFT p50 x{s.ttft_p50 / hf_best.ttft_p50:.2f}   "
-              f"TPOT p50 x{s.tpot_p50 / hf_best.tpot_p50:.2f}")  # fmt: skip
+        print(
+            f"  {s.policy:<32} tok/s x{s.tok_s / hf_best.tok_s:.2f}   "
+            f"TTFT p50 x{s.ttft_p50 / hf_best.ttft_p50:.2f}   "
+            f"TPOT p50 x{s.tpot_p50 / hf_best.tpot_p50:.2f}"
+        )
     med = statistics.median(s.tok_s for s in hf_runs)
-    print(f"\ntransformers tok/s median over runs: {med:.1f}. off-clock = seconds of a live run "
-          "NOT on its virtual clock (scheduler Python, KV setup, warm-up); pad = share of the "
-          "prompt tokens transformers computed that were left padding.")  # fmt: skip
+    print(
+        f"\ntransformers tok/s median over runs: {med:.1f}. off-clock = seconds of a live run "
+        "NOT on its virtual clock (scheduler Python, KV setup, warm-up); pad = share of the "
+        "prompt tokens transformers computed that were left padding."
+    )
 
 
 if __name__ == "__main__":

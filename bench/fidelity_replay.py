@@ -37,9 +37,17 @@ from sim.trace import RunResult
 CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
 
 
-def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
-                num_requests: int, start: str = "even", seed: int = 0,
-                prompts: int = 0, step_by_step: bool = False) -> RunResult:  # fmt: skip
+def closed_loop(
+    config: SimConfig,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    num_requests: int,
+    start: str = "even",
+    seed: int = 0,
+    prompts: int = 0,
+    step_by_step: bool = False,
+) -> RunResult:
     """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
     one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
 
@@ -87,8 +95,9 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
     def send() -> None:
         if prompts:
             which = int(draw.integers(prompts))
-            spec = RequestSpec(len(live), env.now, isl, osl, prefix_group=f"prompt-{which}",
-                               prefix_tokens=isl)  # fmt: skip
+            spec = RequestSpec(
+                len(live), env.now, isl, osl, prefix_group=f"prompt-{which}", prefix_tokens=isl
+            )
         else:
             spec = RequestSpec(len(live), env.now, isl, osl)
         req = Request(spec)
@@ -96,8 +105,7 @@ def closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int,
         cluster.route(req)
 
     def after_step(_worker) -> None:  # top up the clients whose request just finished
-        in_flight = sum(r.state not in (RequestState.FINISHED, RequestState.REJECTED)
-                        for r in live)  # fmt: skip
+        in_flight = sum(r.state not in (RequestState.FINISHED, RequestState.REJECTED) for r in live)
         while in_flight < started[0] and len(live) < num_requests:
             send()
             in_flight += 1
@@ -182,8 +190,9 @@ def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.Da
     return simulate(specs, config).requests[["ttft_s", "tpot_s", "e2e_s"]]
 
 
-def replay(run: PublicRun, profile_overrides: dict | None = None,
-           prompt_pool: int = 0) -> pd.DataFrame:  # fmt: skip
+def replay(
+    run: PublicRun, profile_overrides: dict | None = None, prompt_pool: int = 0
+) -> pd.DataFrame:
     """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count, and for a
     vLLM closed loop a `weight` each (its burst wave's N requests 1, the steady state's share
     the other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
@@ -196,8 +205,9 @@ def replay(run: PublicRun, profile_overrides: dict | None = None,
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
     n, warm = closed_loop_size(run.concurrency, run.osl, prompt_pool)
     start = CLOSED_LOOP_START.get(run.policy, "even")
-    res = closed_loop(config, run.isl, run.osl, run.concurrency, n, start=start,
-                      prompts=prompt_pool)  # fmt: skip
+    res = closed_loop(
+        config, run.isl, run.osl, run.concurrency, n, start=start, prompts=prompt_pool
+    )
     req = res.requests.set_index("request_id")
     steady = req.loc[req.index >= warm, ["ttft_s", "tpot_s", "e2e_s"]]
     if start != "even" or prompt_pool:
@@ -251,10 +261,21 @@ def prompt_load(run: PublicRun) -> float:
 
 def _describe(run: PublicRun) -> dict:
     """A score row's first columns: what the run is, and what its measurements need."""
-    return {"key": run.key, "source": run.source, "gpu": run.gpu, "model": run.model,
-            "engine": run.engine, "parallel": run.parallel, "kind": run.kind, "fit": run.fit,
-            "concurrency": run.concurrency, "isl": run.isl, "osl": run.osl,
-            "requests": len(run.specs) or run.concurrency, "prompt_load": prompt_load(run)}
+    return {
+        "key": run.key,
+        "source": run.source,
+        "gpu": run.gpu,
+        "model": run.model,
+        "engine": run.engine,
+        "parallel": run.parallel,
+        "kind": run.kind,
+        "fit": run.fit,
+        "concurrency": run.concurrency,
+        "isl": run.isl,
+        "osl": run.osl,
+        "requests": len(run.specs) or run.concurrency,
+        "prompt_load": prompt_load(run),
+    }
 
 
 def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
@@ -277,8 +298,10 @@ def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
             out[f"{m[:-2]}_measured_mean"], out[f"{m[:-2]}_predicted_mean"] = q, p
             out[f"{m[:-2]}_mean_err"] = signed_pct(p, q)
             out[f"{m[:-2]}_p90_err"] = math.nan
-        e2e = [run.measured_means["ttft_s"] + (run.osl - 1) * run.measured_means["tpot_s"],
-               out["ttft_predicted_mean"] + (run.osl - 1) * out["tpot_predicted_mean"]]  # fmt: skip
+        e2e = [
+            run.measured_means["ttft_s"] + (run.osl - 1) * run.measured_means["tpot_s"],
+            out["ttft_predicted_mean"] + (run.osl - 1) * out["tpot_predicted_mean"],
+        ]
         out["e2e_measured_mean"], out["e2e_predicted_mean"] = e2e
         out["e2e_mean_err"] = signed_pct(e2e[1], e2e[0])
         out["e2e_p90_err"] = math.nan

@@ -134,8 +134,11 @@ def _mark(runs: list[PublicRun]) -> list[PublicRun]:
 # ---- LLMServingSim: per-request traces ---------------------------------------------------------
 
 LSS_GPUS = {"RTXPRO6000": "RTX-PRO-6000", "RTX4090": "RTX-4090"}
-LSS_MODELS = {"meta-llama/Llama-3.1-8B": "Llama-3.1-8B", "Qwen/Qwen3-32B": "Qwen3-32B",
-              "Qwen/Qwen3-30B-A3B-Instruct-2507": "Qwen3-30B-A3B"}  # fmt: skip
+LSS_MODELS = {
+    "meta-llama/Llama-3.1-8B": "Llama-3.1-8B",
+    "Qwen/Qwen3-32B": "Qwen3-32B",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": "Qwen3-30B-A3B",
+}
 
 
 def load_llmservingsim(root: Path, skipped: Counter) -> list[PublicRun]:
@@ -150,22 +153,30 @@ def load_llmservingsim(root: Path, skipped: Counter) -> list[PublicRun]:
         if gpu is None or model is None or kw.get("dtype", "bfloat16") != "bfloat16":
             skipped[f"LLMServingSim {folder.parent.name}/{folder.name}: not in the catalog"] += 1
             continue
-        rows = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()
-                if line.strip()]  # fmt: skip
+        rows = [
+            json.loads(line)
+            for line in (folder / "requests.jsonl").read_text().splitlines()
+            if line.strip()
+        ]
         # Timestamps share one monotonic clock; arrivals are the server's queued_ts (the source's
         # own validator anchors TTFT there too: bench/core/validate.py).
         t0 = min(r["queued_ts"] for r in rows)
         specs, measured = [], []
         for i, r in enumerate(sorted(rows, key=lambda r: r["queued_ts"])):
-            specs.append(RequestSpec(i, r["queued_ts"] - t0, int(r["input_toks"]),
-                                     int(r["output_toks"])))  # fmt: skip
+            specs.append(
+                RequestSpec(i, r["queued_ts"] - t0, int(r["input_toks"]), int(r["output_toks"]))
+            )
             out = int(r["output_toks"])
             tpot = (r["last_token_ts"] - r["first_token_ts"]) / (out - 1) if out > 1 else math.nan
-            measured.append((i, r["first_token_ts"] - r["queued_ts"], tpot,
-                             r["last_token_ts"] - r["queued_ts"]))  # fmt: skip
+            measured.append(
+                (i, r["first_token_ts"] - r["queued_ts"], tpot, r["last_token_ts"] - r["queued_ts"])
+            )
         tp, dp = int(kw.get("tensor_parallel_size") or 1), int(kw.get("data_parallel_size") or 1)
-        settings = {"tensor_parallel": tp, "max_num_seqs": int(kw["max_num_seqs"]),
-                    "max_num_batched_tokens": int(kw["max_num_batched_tokens"])}  # fmt: skip
+        settings = {
+            "tensor_parallel": tp,
+            "max_num_seqs": int(kw["max_num_seqs"]),
+            "max_num_batched_tokens": int(kw["max_num_batched_tokens"]),
+        }
         parallel = f"TP{tp}"
         if dp > 1:  # vLLM data parallel: one engine per rank behind a least-loaded balancer
             settings.update(topology="router", router="least-loaded", num_instances=dp)
@@ -176,23 +187,35 @@ def load_llmservingsim(root: Path, skipped: Counter) -> list[PublicRun]:
         kv = (meta.get("kv_cache") or {}).get("num_kv_tokens")
         if kv:  # the server's own count, when meta.json records it
             settings["kv_capacity_tokens"] = int(kv)
-        runs.append(PublicRun(
-            key=f"lss/{folder.parent.name}/{folder.name}", source="LLMServingSim", gpu=gpu,
-            model=model, engine=f"vLLM {meta.get('vllm_version', '?')}", policy="vllm",
-            settings=settings, parallel=parallel, specs=specs,
-            measured=pd.DataFrame(measured, columns=["request_id", "ttft_s", "tpot_s", "e2e_s"])
-            .set_index("request_id"),
-        ))  # fmt: skip
+        runs.append(
+            PublicRun(
+                key=f"lss/{folder.parent.name}/{folder.name}",
+                source="LLMServingSim",
+                gpu=gpu,
+                model=model,
+                engine=f"vLLM {meta.get('vllm_version', '?')}",
+                policy="vllm",
+                settings=settings,
+                parallel=parallel,
+                specs=specs,
+                measured=pd.DataFrame(
+                    measured, columns=["request_id", "ttft_s", "tpot_s", "e2e_s"]
+                ).set_index("request_id"),
+            )
+        )
     return runs
 
 
 # ---- aiconfigurator: closed-loop means ---------------------------------------------------------
 
 AIC_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
-AIC_MODELS = {"Qwen/Qwen3-32B": "Qwen3-32B", "meta-llama/Llama-3.1-70B": "Llama-3.1-70B",
-              "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B",
-              "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B",
-              "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B"}  # fmt: skip
+AIC_MODELS = {
+    "Qwen/Qwen3-32B": "Qwen3-32B",
+    "meta-llama/Llama-3.1-70B": "Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B",
+    "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B",
+}
 AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
 # aiconfigurator deploys an FP8 or FP4 model with an FP8 KV cache: its quantization presets pair
 # gemm fp8/fp8_static/nvfp4 with kvcache_quant_mode fp8 (src/aiconfigurator/sdk/
@@ -274,10 +297,14 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             precision = (row["precision"] or "bf16").lower()
             model = AIC_MODELS[row["model_path"]]
             model += "" if precision == "bf16" else f":{precision}"
-            source = dict(p.split("=", 1) for p in row["silicon_data_source"].split("; ")
-                          if "=" in p)  # fmt: skip
-            conc = int(_num(source.get("silicon_concurrency")) if
-                       "silicon_concurrency" in source else _num(row["batch_size"]))  # fmt: skip
+            source = dict(
+                p.split("=", 1) for p in row["silicon_data_source"].split("; ") if "=" in p
+            )
+            conc = int(
+                _num(source.get("silicon_concurrency"))
+                if "silicon_concurrency" in source
+                else _num(row["batch_size"])
+            )
             tp = int(_num(row["tp_size"]) or 1)
             name, policy = AIC_ENGINES[row["backend"]]
             version = row["backend_version"] or "?"
@@ -287,22 +314,35 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
                 settings["mem_utilization"] = sglang_mem_fraction_static(
-                    mem, tp, sglang_chunk_default(mem))
+                    mem, tp, sglang_chunk_default(mem)
+                )
                 release = _version(version)
                 if release < SGLANG_RESERVES_FIXED_OUTPUT:
                     settings["reserve_fixed_output"] = False  # (see SglangKnobs)
                 if release >= AIC_SGLANG_GENERATED_FROM:
-                    settings.update(enable_mixed_chunk=True,
-                                    max_prefill_tokens=int(row["isl"]) + 1500)  # fmt: skip
-            runs.append(PublicRun(
-                key=row["id"], source="aiconfigurator", gpu=AIC_GPUS[row["system"]], model=model,
-                engine=f"{name} {version}", policy=policy, settings=settings,
-                kv_dtype="fp8" if precision in AIC_FP8_KV else "",
-                parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
-                isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,
-                measured_means={"ttft_s": float(row["silicon_ttft_ms"]) / 1000,
-                                "tpot_s": float(row["silicon_tpot_ms"]) / 1000},
-            ))  # fmt: skip
+                    settings.update(
+                        enable_mixed_chunk=True, max_prefill_tokens=int(row["isl"]) + 1500
+                    )
+            runs.append(
+                PublicRun(
+                    key=row["id"],
+                    source="aiconfigurator",
+                    gpu=AIC_GPUS[row["system"]],
+                    model=model,
+                    engine=f"{name} {version}",
+                    policy=policy,
+                    settings=settings,
+                    kv_dtype="fp8" if precision in AIC_FP8_KV else "",
+                    parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
+                    isl=int(row["isl"]),
+                    osl=int(row["osl"]),
+                    concurrency=conc,
+                    measured_means={
+                        "ttft_s": float(row["silicon_ttft_ms"]) / 1000,
+                        "tpot_s": float(row["silicon_tpot_ms"]) / 1000,
+                    },
+                )
+            )
     return runs
 
 
@@ -314,8 +354,17 @@ def load_runs(path: str | Path | None = None) -> tuple[list[PublicRun], Counter]
     return _mark(runs), skipped
 
 
-def select(runs: Iterable[PublicRun], gpu: str | None = None, fit: bool | None = None,
-           max_osl: int | None = None) -> list[PublicRun]:  # fmt: skip
+def select(
+    runs: Iterable[PublicRun],
+    gpu: str | None = None,
+    fit: bool | None = None,
+    max_osl: int | None = None,
+) -> list[PublicRun]:
     """Filter runs by GPU, fit/held-out and output length (long outputs cost the most)."""
-    return [r for r in runs if (gpu is None or r.gpu == gpu) and (fit is None or r.fit == fit)
-            and (max_osl is None or r.osl <= max_osl)]  # fmt: skip
+    return [
+        r
+        for r in runs
+        if (gpu is None or r.gpu == gpu)
+        and (fit is None or r.fit == fit)
+        and (max_osl is None or r.osl <= max_osl)
+    ]

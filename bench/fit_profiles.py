@@ -61,9 +61,14 @@ def to_params(x: np.ndarray) -> dict:
     through exp."""
     lo, hi = BOUNDS[:, 0], BOUNDS[:, 1]
     eff = lo + (hi - lo) / (1 + np.exp(-x[:3]))
-    return {"profile": "generic", "mfu": float(eff[0]), "mfu_attn": float(eff[1]),
-            "mbu": float(eff[2]), "overhead_ms": float(np.clip(np.exp(x[3]), 0.0, 1000.0)),
-            "overhead_per_seq_ms": float(np.clip(np.exp(x[4]), 0.0, 100.0))}  # fmt: skip
+    return {
+        "profile": "generic",
+        "mfu": float(eff[0]),
+        "mfu_attn": float(eff[1]),
+        "mbu": float(eff[2]),
+        "overhead_ms": float(np.clip(np.exp(x[3]), 0.0, 1000.0)),
+        "overhead_per_seq_ms": float(np.clip(np.exp(x[4]), 0.0, 100.0)),
+    }
 
 
 def to_x(params: np.ndarray) -> np.ndarray:
@@ -76,8 +81,11 @@ def at_depth(params: dict, run: PublicRun, ref_layers: int) -> dict:
     """The knobs for `run`: the overheads are searched for a `ref_layers`-deep model and scale
     with the run's model depth, as sim/profiles.py scales a fitted profile."""
     k = get_model(run.model).layers / ref_layers
-    return {**params, "overhead_ms": params["overhead_ms"] * k,
-            "overhead_per_seq_ms": params["overhead_per_seq_ms"] * k}  # fmt: skip
+    return {
+        **params,
+        "overhead_ms": params["overhead_ms"] * k,
+        "overhead_per_seq_ms": params["overhead_per_seq_ms"] * k,
+    }
 
 
 def pairs(run: PublicRun, params: dict) -> list[tuple[str, float, float]]:
@@ -88,15 +96,22 @@ def pairs(run: PublicRun, params: dict) -> list[tuple[str, float, float]]:
         return []
     if run.specs:
         meas = run.measured
-        return [("ttft", pred.ttft_s.mean(), meas.ttft_s.mean()),
-                ("ttft", pred.ttft_s.median(), meas.ttft_s.median()),
-                ("ttft", np.percentile(pred.ttft_s.dropna(), 90), np.percentile(meas.ttft_s, 90)),
-                ("tpot", pred.tpot_s.mean(), meas.tpot_s.mean()),
-                ("tpot", np.percentile(pred.tpot_s.dropna(), 90),
-                 np.percentile(meas.tpot_s.dropna(), 90)),
-                ("e2e", pred.e2e_s.mean(), meas.e2e_s.mean())]  # fmt: skip
-    return [("ttft", mean_of(pred, "ttft_s"), run.measured_means["ttft_s"]),
-            ("tpot", mean_of(pred, "tpot_s"), run.measured_means["tpot_s"])]  # fmt: skip
+        return [
+            ("ttft", pred.ttft_s.mean(), meas.ttft_s.mean()),
+            ("ttft", pred.ttft_s.median(), meas.ttft_s.median()),
+            ("ttft", np.percentile(pred.ttft_s.dropna(), 90), np.percentile(meas.ttft_s, 90)),
+            ("tpot", pred.tpot_s.mean(), meas.tpot_s.mean()),
+            (
+                "tpot",
+                np.percentile(pred.tpot_s.dropna(), 90),
+                np.percentile(meas.tpot_s.dropna(), 90),
+            ),
+            ("e2e", pred.e2e_s.mean(), meas.e2e_s.mean()),
+        ]
+    return [
+        ("ttft", mean_of(pred, "ttft_s"), run.measured_means["ttft_s"]),
+        ("tpot", mean_of(pred, "tpot_s"), run.measured_means["tpot_s"]),
+    ]
 
 
 def _pairs(args):
@@ -153,10 +168,13 @@ class Objective:
         if value < self.best[0]:
             self.best = (value, x, latency)
             p = to_params(x)
-            print(f"  [{self.calls}] {math.sqrt(value):.3f}: mfu {p['mfu']:.3f} mfu_attn "
-                  f"{p['mfu_attn']:.3f} mbu {p['mbu']:.3f} overhead {p['overhead_ms']:.2f} ms"
-                  f" + {p['overhead_per_seq_ms'] * 1000:.0f} us/seq, latency "
-                  f"{latency * 1000:.0f} ms", flush=True)  # fmt: skip
+            print(
+                f"  [{self.calls}] {math.sqrt(value):.3f}: mfu {p['mfu']:.3f} mfu_attn "
+                f"{p['mfu_attn']:.3f} mbu {p['mbu']:.3f} overhead {p['overhead_ms']:.2f} ms"
+                f" + {p['overhead_per_seq_ms'] * 1000:.0f} us/seq, latency "
+                f"{latency * 1000:.0f} ms",
+                flush=True,
+            )
         return value
 
 
@@ -198,9 +216,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--iters", type=int, default=80, help="Nelder-Mead iterations")
     parser.add_argument("--max-runs", type=int, default=0, help="subsample the fit set (0 = all)")
-    parser.add_argument("--from-fitted", action="store_true",
-                        help="start from the GPU's profile in sim/profiles.py (a refit after a "
-                             "change to the replay), not from the generic one")  # fmt: skip
+    parser.add_argument(
+        "--from-fitted",
+        action="store_true",
+        help="start from the GPU's profile in sim/profiles.py (a refit after a "
+        "change to the replay), not from the generic one",
+    )
     args = parser.parse_args()
     runs, _ = load_runs(args.data)
     for gpu in FIT_RULES:
@@ -220,21 +241,27 @@ def main() -> None:
         start = START
         if args.from_fitted and gpu in FITTED:
             d = FITTED[gpu].for_layers(ref_layers)
-            start = np.array([d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000,
-                              d.overhead_per_seq_s * 1000])  # fmt: skip
+            start = np.array(
+                [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
+            )
         before = f(to_x(start))
         x, value = nelder_mead(f, to_x(start), args.iters, step=0.2 if args.from_fitted else 0.4)
         if f.pool:
             f.pool.shutdown()
         p, latency = to_params(x), f.best[2]
-        print(f"# {gpu}: {len(fit)} fit runs, {f.calls} replays of them, "
-              f"{time.perf_counter() - started:.0f} s; RMS log error {math.sqrt(before):.3f} "
-              f"(start) -> {math.sqrt(value):.3f}; client latency "
-              f"{latency * 1000:.0f} ms")  # fmt: skip
-        print(f'"{gpu}": DeviceProfile(mfu={p["mfu"]:.3f}, mfu_attn={p["mfu_attn"]:.3f}, '
-              f'mbu={p["mbu"]:.3f}, overhead_s={p["overhead_ms"] / 1000:.5f}, '
-              f'overhead_per_seq_s={p["overhead_per_seq_ms"] / 1000:.7f}),  '
-              f"# layers {ref_layers}, client latency {latency:.3f} s", flush=True)  # fmt: skip
+        print(
+            f"# {gpu}: {len(fit)} fit runs, {f.calls} replays of them, "
+            f"{time.perf_counter() - started:.0f} s; RMS log error {math.sqrt(before):.3f} "
+            f"(start) -> {math.sqrt(value):.3f}; client latency "
+            f"{latency * 1000:.0f} ms"
+        )
+        print(
+            f'"{gpu}": DeviceProfile(mfu={p["mfu"]:.3f}, mfu_attn={p["mfu_attn"]:.3f}, '
+            f"mbu={p['mbu']:.3f}, overhead_s={p['overhead_ms'] / 1000:.5f}, "
+            f"overhead_per_seq_s={p['overhead_per_seq_ms'] / 1000:.7f}),  "
+            f"# layers {ref_layers}, client latency {latency:.3f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

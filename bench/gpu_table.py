@@ -35,28 +35,46 @@ def rows(folder: Path) -> list[tuple[str, str, str, str]]:
             out.append((name, "missing", goal, "MISSING"))  # target NaN: set by the missing run
             return
         ok = value <= target if le else value >= target
-        out.append((name, fmt.format(value), ("<= " if le else ">= ") + fmt.format(target),
-                    "ok" if ok else "MISSED"))  # fmt: skip
+        out.append(
+            (
+                name,
+                fmt.format(value),
+                ("<= " if le else ">= ") + fmt.format(target),
+                "ok" if ok else "MISSED",
+            )
+        )
 
     fig = read(folder / "figures.json") or {}
     for d in fig.get("decode", []) or [{"batch": b, "ctx": 1024} for b in (1, 8, 32, 64)]:
-        add(f"decode step B={d['batch']}, ctx {d['ctx']} (1.5x bytes/copy BW)", d.get("ms"),
-            d.get("target_ms", float("nan")), "{:.2f} ms")  # fmt: skip
+        add(
+            f"decode step B={d['batch']}, ctx {d['ctx']} (1.5x bytes/copy BW)",
+            d.get("ms"),
+            d.get("target_ms", float("nan")),
+            "{:.2f} ms",
+        )
     p = fig.get("prefill") or {}
     share = p.get("share_of_peak")
-    add(f"prefill chunk {p.get('tokens', 2048)} tokens, share of matmul peak",
-        None if share is None else 100 * share, 60.0, "{:.0f} %", le=False)  # fmt: skip
+    add(
+        f"prefill chunk {p.get('tokens', 2048)} tokens, share of matmul peak",
+        None if share is None else 100 * share,
+        60.0,
+        "{:.0f} %",
+        le=False,
+    )
     fid = read(folder / "fidelity.json") or {}
     fit = ((fid.get("fit") or {}).get("fit") or {}).get("median_abs_pct_error")
     add("calibration step fit, median |error|", fit, FIT_PCT, "{:.1f} %")
     table = fid.get("rows") or []
     for key, name, target in (
-        ("live_vs_live_ttft_pct", "two live runs, TTFT (worst workload x policy)",
-         LIVE_VS_LIVE_PCT),
+        (
+            "live_vs_live_ttft_pct",
+            "two live runs, TTFT (worst workload x policy)",
+            LIVE_VS_LIVE_PCT,
+        ),
         ("live_vs_live_tpot_pct", "two live runs, TPOT (worst)", LIVE_VS_LIVE_PCT),
         ("ttft_err_pct", "simulation vs live, TTFT (worst)", SIM_VS_LIVE_PCT),
         ("tpot_err_pct", "simulation vs live, TPOT (worst)", SIM_VS_LIVE_PCT),
-    ):  # fmt: skip
+    ):
         values = [r[key] for r in table if r.get(key) is not None]
         worst = max(values) if values else None
         if worst is not None:
@@ -70,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path((argv or sys.argv[1:] or ["."])[0])
     fig = read(folder / "figures.json") or {}
     dev = fig.get("device") or {}
-    print(f"issue 27 figures: {fig.get('model', '?')} {fig.get('dtype', '')} on "
-          f"{dev.get('gpu') or dev.get('cpu') or '?'}; copy {fig.get('copy_bw_gbs', 0):.0f} GB/s, "
-          f"matmul peak {fig.get('matmul_peak_tflops', 0):.3g} TFLOP/s")  # fmt: skip
+    print(
+        f"issue 27 figures: {fig.get('model', '?')} {fig.get('dtype', '')} on "
+        f"{dev.get('gpu') or dev.get('cpu') or '?'}; copy {fig.get('copy_bw_gbs', 0):.0f} GB/s, "
+        f"matmul peak {fig.get('matmul_peak_tflops', 0):.3g} TFLOP/s"
+    )
     table = rows(folder)
     width = max(len(r[0]) for r in table)
     print(f"{'figure':<{width}}  {'measured':>10}  {'target':>12}  verdict")

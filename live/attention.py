@@ -123,9 +123,12 @@ class StepLayout:
 
     @classmethod
     def build(
-        cls, segments: Sequence[Segment], shape: ModelShape, device: torch.device,
+        cls,
+        segments: Sequence[Segment],
+        shape: ModelShape,
+        device: torch.device,
         call_keys: float = 0.0,
-    ) -> StepLayout:  # fmt: skip
+    ) -> StepLayout:
         """Pack the segments (prefills first, then decodes by slot) and precompute masks."""
         if len({s.slot for s in segments}) != len(segments):
             raise ValueError("a KV slot appears twice in one step")
@@ -162,9 +165,15 @@ class StepLayout:
         )
         sample_rows = [last_row[i] for i, s in enumerate(segments) if s.sample]
         return cls(
-            _long(ids, device), _long(pos, device), tuple(spans), len(ids) - len(slots),
-            _long(slots, device), _long(offsets, device), groups, _long(sample_rows, device),
-        )  # fmt: skip
+            _long(ids, device),
+            _long(pos, device),
+            tuple(spans),
+            len(ids) - len(slots),
+            _long(slots, device),
+            _long(offsets, device),
+            groups,
+            _long(sample_rows, device),
+        )
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, kv: KVStore, layer: int) -> Tensor:
         return attention(q, k, v, self, kv, layer)

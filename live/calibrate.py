@@ -34,8 +34,12 @@ from sim.trace import RunResult
 
 REFERENCE_CPU = custom_gpu(bf16_tflops=0.5, mem_bw_gb_s=50.0, mem_gb=24.0, name="this CPU")
 # The simulator's catalog model with the same shape as each live model: its cost twin.
-SIM_MODEL = {"smollm2-135m": "SmolLM2-135M", "smollm2-135m-shape": "SmolLM2-135M",
-             "1b-like": "Llama-3.2-1B", "8b-like": "Llama-3.1-8B"}  # fmt: skip
+SIM_MODEL = {
+    "smollm2-135m": "SmolLM2-135M",
+    "smollm2-135m-shape": "SmolLM2-135M",
+    "1b-like": "Llama-3.2-1B",
+    "8b-like": "Llama-3.1-8B",
+}
 
 
 def sim_model(live_model: str) -> str:
@@ -49,14 +53,27 @@ def sim_model(live_model: str) -> str:
     if config.is_file():
         c = json.loads(config.read_text())
         heads = c.get("num_attention_heads", 0)
-        shape = (c.get("num_hidden_layers"), c.get("hidden_size"), heads,
-                 c.get("num_key_value_heads", heads),
-                 c.get("head_dim") or c.get("hidden_size", 0) // max(heads, 1),
-                 c.get("intermediate_size"), c.get("vocab_size"),
-                 bool(c.get("tie_word_embeddings", False)))  # fmt: skip
+        shape = (
+            c.get("num_hidden_layers"),
+            c.get("hidden_size"),
+            heads,
+            c.get("num_key_value_heads", heads),
+            c.get("head_dim") or c.get("hidden_size", 0) // max(heads, 1),
+            c.get("intermediate_size"),
+            c.get("vocab_size"),
+            bool(c.get("tie_word_embeddings", False)),
+        )
         for m in MODELS.values():
-            if (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab,
-                    m.tied_embeddings) == shape:  # fmt: skip
+            if (
+                m.layers,
+                m.hidden,
+                m.heads,
+                m.kv_heads,
+                m.head_dim,
+                m.intermediate,
+                m.vocab,
+                m.tied_embeddings,
+            ) == shape:
                 return m.name
     raise ValueError(
         f"the simulator's catalog has no model shaped like {live_model!r} "
@@ -86,16 +103,28 @@ def calibration_workload(max_len: int = 8192) -> list[RequestSpec]:
     were predicted 10-20% too fast). Prompts are cut to fit a model that holds fewer than
     `max_len` tokens per request.
     """
-    rows = [(0.0, 96, 16), (0.05, 384, 12), (0.1, 32, 24), (0.3, 1024, 8), (0.35, 192, 16),
-            (0.4, 48, 20), (0.45, 64, 24), (0.5, 128, 20), (0.55, 32, 28),
-            (0.6, 256, 16)]  # fmt: skip
+    rows = [
+        (0.0, 96, 16),
+        (0.05, 384, 12),
+        (0.1, 32, 24),
+        (0.3, 1024, 8),
+        (0.35, 192, 16),
+        (0.4, 48, 20),
+        (0.45, 64, 24),
+        (0.5, 128, 20),
+        (0.55, 32, 28),
+        (0.6, 256, 16),
+    ]
     return [RequestSpec(i, t, min(p, max_len - o), o) for i, (t, p, o) in enumerate(rows)]
 
 
 # Policies the calibration workload runs under: whole prompts (alone and several in one step),
 # chunks over a cached prefix mixed with decodes, and static batches (decode batches that shrink).
-CALIBRATION_RUNS = (("prefill-first", {}), ("vllm", {"max_num_batched_tokens": 160}),
-                    ("static", {}))  # fmt: skip
+CALIBRATION_RUNS = (
+    ("prefill-first", {}),
+    ("vllm", {"max_num_batched_tokens": 160}),
+    ("static", {}),
+)
 
 
 def calibration_samples(options) -> tuple[list, dict]:
@@ -128,8 +157,7 @@ def fit(samples, info: dict, model_name: str) -> tuple[DeviceProfile, GpuSpec, d
     keep = [s for s, e in zip(samples, errors, strict=True) if abs(e) <= limit]
     profile = fit_profile(keep, gpu, model)
     report = fit_report(keep, profile, gpu, model)
-    return profile, gpu, {"device": info, "fit": report, "samples": len(samples),
-                          "kept": len(keep)}  # fmt: skip
+    return profile, gpu, {"device": info, "fit": report, "samples": len(samples), "kept": len(keep)}
 
 
 def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, GpuSpec, dict]:
@@ -138,25 +166,40 @@ def calibrate(options, model_name: str | None = None) -> tuple[DeviceProfile, Gp
     return fit(samples, info, model_name or options.model)
 
 
-def calibrated_config(config: SimConfig, profile: DeviceProfile, gpu: GpuSpec,
-                      model_name: str = "SmolLM2-135M") -> SimConfig:  # fmt: skip
+def calibrated_config(
+    config: SimConfig, profile: DeviceProfile, gpu: GpuSpec, model_name: str = "SmolLM2-135M"
+) -> SimConfig:
     """`config` with the device replaced by the calibrated one (what the simulator predicts)."""
-    return with_overrides(config, {
-        "gpu": "custom", "gpu_tflops": gpu.bf16_tflops, "gpu_bw_gb_s": gpu.mem_bw_gb_s,
-        "gpu_mem_gb": gpu.mem_gb, "model": sim_model(model_name),
-        "mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
-        "overhead_ms": profile.overhead_s * 1000,
-        "overhead_per_seq_ms": profile.overhead_per_seq_s * 1000,
-    })  # fmt: skip
+    return with_overrides(
+        config,
+        {
+            "gpu": "custom",
+            "gpu_tflops": gpu.bf16_tflops,
+            "gpu_bw_gb_s": gpu.mem_bw_gb_s,
+            "gpu_mem_gb": gpu.mem_gb,
+            "model": sim_model(model_name),
+            "mfu": profile.mfu,
+            "mfu_attn": profile.mfu_attn,
+            "mbu": profile.mbu,
+            "overhead_ms": profile.overhead_s * 1000,
+            "overhead_per_seq_ms": profile.overhead_per_seq_s * 1000,
+        },
+    )
 
 
-def predict(requests: list[RequestSpec], config: SimConfig, profile: DeviceProfile,
-            gpu: GpuSpec, live_run: RunResult) -> RunResult:  # fmt: skip
+def predict(
+    requests: list[RequestSpec],
+    config: SimConfig,
+    profile: DeviceProfile,
+    gpu: GpuSpec,
+    live_run: RunResult,
+) -> RunResult:
     """The calibrated simulation of the live run's workload (same KV capacity as the live run)."""
     from live.engine import without_prefix_cache
 
-    cfg = calibrated_config(without_prefix_cache(config), profile, gpu,
-                            live_run.meta.get("live_model", "SmolLM2-135M"))  # fmt: skip
+    cfg = calibrated_config(
+        without_prefix_cache(config), profile, gpu, live_run.meta.get("live_model", "SmolLM2-135M")
+    )
     capacity = live_run.meta["config"]["kv_capacity_tokens"]
     return simulate(requests, with_overrides(cfg, {"kv_capacity_tokens": capacity}))
 
@@ -165,10 +208,14 @@ def fidelity(live: RunResult, predicted: RunResult) -> pd.DataFrame:
     """Per request: TTFT and TPOT measured vs predicted, and the absolute error in %."""
     a = live.requests.set_index("request_id")
     b = predicted.requests.set_index("request_id")
-    out = pd.DataFrame({
-        "ttft_live_s": a.ttft_s, "ttft_sim_s": b.ttft_s,
-        "tpot_live_s": a.tpot_s, "tpot_sim_s": b.tpot_s,
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "ttft_live_s": a.ttft_s,
+            "ttft_sim_s": b.ttft_s,
+            "tpot_live_s": a.tpot_s,
+            "tpot_sim_s": b.tpot_s,
+        }
+    )
     out["ttft_err_pct"] = (out.ttft_sim_s - out.ttft_live_s).abs() / out.ttft_live_s * 100
     out["tpot_err_pct"] = (out.tpot_sim_s - out.tpot_live_s).abs() / out.tpot_live_s * 100
     return out
@@ -176,21 +223,37 @@ def fidelity(live: RunResult, predicted: RunResult) -> pd.DataFrame:
 
 def medians(table: pd.DataFrame) -> dict[str, float]:
     """Median absolute % errors of TTFT and TPOT (NaN-tolerant)."""
-    return {"ttft_median_err_pct": float(np.nanmedian(table.ttft_err_pct)),
-            "tpot_median_err_pct": float(np.nanmedian(table.tpot_err_pct))}  # fmt: skip
+    return {
+        "ttft_median_err_pct": float(np.nanmedian(table.ttft_err_pct)),
+        "tpot_median_err_pct": float(np.nanmedian(table.tpot_err_pct)),
+    }
 
 
 def save_profile(path: Path, profile: DeviceProfile, gpu: GpuSpec, info: dict) -> None:
     """Write the fitted profile (and what it is relative to) as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "profile": {"mfu": profile.mfu, "mfu_attn": profile.mfu_attn, "mbu": profile.mbu,
+    path.write_text(
+        json.dumps(
+            {
+                "profile": {
+                    "mfu": profile.mfu,
+                    "mfu_attn": profile.mfu_attn,
+                    "mbu": profile.mbu,
                     "overhead_s": profile.overhead_s,
-                    "overhead_per_seq_s": profile.overhead_per_seq_s},
-        "device_spec": {"name": gpu.name, "bf16_tflops": gpu.bf16_tflops,
-                        "mem_bw_gb_s": gpu.mem_bw_gb_s, "mem_gb": gpu.mem_gb},
-        "info": info,
-    }, indent=1, default=str))  # fmt: skip
+                    "overhead_per_seq_s": profile.overhead_per_seq_s,
+                },
+                "device_spec": {
+                    "name": gpu.name,
+                    "bf16_tflops": gpu.bf16_tflops,
+                    "mem_bw_gb_s": gpu.mem_bw_gb_s,
+                    "mem_gb": gpu.mem_gb,
+                },
+                "info": info,
+            },
+            indent=1,
+            default=str,
+        )
+    )
 
 
 def load_profile(path: Path) -> tuple[DeviceProfile, GpuSpec]:

@@ -28,23 +28,35 @@ from sim.config import SimConfig
 from sim.policies import DEFAULT_POLICY
 from sim.workload import load_csv
 
-REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
-                "max_itl_s", "worker", "status"]  # fmt: skip
+REQUEST_VIEW = [
+    "request_id",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "max_itl_s",
+    "worker",
+    "status",
+]
 
 
 def _requests(args):
     from live.workloads import LIVE_WORKLOADS, live_workload
 
     if bool(args.scenario) == bool(args.workload):
-        raise CliError(f"give exactly one of --scenario ({', '.join(LIVE_WORKLOADS)} or a lesson) "
-                       "or --workload FILE.csv")  # fmt: skip
+        raise CliError(
+            f"give exactly one of --scenario ({', '.join(LIVE_WORKLOADS)} or a lesson) "
+            "or --workload FILE.csv"
+        )
     return load_csv(args.workload) if args.workload else live_workload(args.scenario)
 
 
 def _sim_config(args) -> SimConfig:
     """Policy, topology and knobs as `python -m sim run` reads them (the model is the live one)."""
-    knobs = argparse.Namespace(policy=args.policy, topology=args.topology, gpu=None, model=None,
-                               set=args.set)  # fmt: skip
+    knobs = argparse.Namespace(
+        policy=args.policy, topology=args.topology, gpu=None, model=None, set=args.set
+    )
     return _config(knobs, SimConfig())
 
 
@@ -69,9 +81,11 @@ def cmd_run(args) -> None:
     if args.json:
         return
     device = run.meta.get("device", {})
-    print(f"measured on {device.get('device')} ({device.get('dtype')}, {device.get('threads')} "
-          f"threads), model {args.model}, policy {config.policy}, "
-          f"topology {config.topology.topology}")  # fmt: skip
+    print(
+        f"measured on {device.get('device')} ({device.get('dtype')}, {device.get('threads')} "
+        f"threads), model {args.model}, policy {config.policy}, "
+        f"topology {config.topology.topology}"
+    )
     _print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
     for rid, text in info["texts"].items():
         print(f"  R{rid}: …{info['prompt_text'][rid][-40:]!r} -> {text!r}")
@@ -105,11 +119,13 @@ def cmd_fidelity(args) -> None:
         others = [s for other, ss in steps.items() if other != name for s in ss]
         profile, gpu, report = fit(base + others, info, options.model)
         table = fidelity(live, predict(requests, config, profile, gpu, live))
-        print(f"\n{name}: measured vs calibrated simulation, per request (profile fitted on "
-              f"{report['kept']} steps without {name}'s: MFU {profile.mfu:.3f}, MBU "
-              f"{profile.mbu:.3f}, {profile.overhead_s * 1000:.1f} ms/step + "
-              f"{profile.overhead_per_seq_s * 1000:.1f} ms/request; step fit median error "
-              f"{report['fit']['median_abs_pct_error']:.1f}%)")  # fmt: skip
+        print(
+            f"\n{name}: measured vs calibrated simulation, per request (profile fitted on "
+            f"{report['kept']} steps without {name}'s: MFU {profile.mfu:.3f}, MBU "
+            f"{profile.mbu:.3f}, {profile.overhead_s * 1000:.1f} ms/step + "
+            f"{profile.overhead_per_seq_s * 1000:.1f} ms/request; step fit median error "
+            f"{report['fit']['median_abs_pct_error']:.1f}%)"
+        )
         _print_table(table)
         rows[name] = medians(table)
     print("\nmedian absolute error (%):")
@@ -134,11 +150,16 @@ def build_parser() -> _Parser:
     )
     for name, text in commands:
         p = sub.add_parser(name, help=text)
-        p.add_argument("--scenario", help="freeze, three, blocking, chat (GPU-sized: freeze-16k, "
-                       "chat-gpu), or a lesson scenario")  # fmt: skip
+        p.add_argument(
+            "--scenario",
+            help="freeze, three, blocking, chat (GPU-sized: freeze-16k, "
+            "chat-gpu), or a lesson scenario",
+        )
         p.add_argument("--workload", help="a CSV, as for python -m sim run")
-        p.add_argument("--policy", default=DEFAULT_POLICY if name == "run" else
-                       "prefill-first,vllm,static,short-first")  # fmt: skip
+        p.add_argument(
+            "--policy",
+            default=DEFAULT_POLICY if name == "run" else "prefill-first,vllm,static,short-first",
+        )
         p.add_argument("--topology")
         p.add_argument("--set", action="append", metavar="KEY=VALUE")
         p.add_argument(
@@ -174,8 +195,12 @@ def cmd_replay(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        commands = {"run": cmd_run, "fidelity": cmd_fidelity, "serve": cmd_serve,
-                    "replay": cmd_replay}  # fmt: skip
+        commands = {
+            "run": cmd_run,
+            "fidelity": cmd_fidelity,
+            "serve": cmd_serve,
+            "replay": cmd_replay,
+        }
         return commands[args.command](args) or 0
     except BrokenPipeError:
         return 0
@@ -183,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except ModuleNotFoundError as err:
-        print(f"error: {err.name} is not installed: pip install -r requirements-live.txt",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: {err.name} is not installed: pip install -r requirements-live.txt",
+            file=sys.stderr,
+        )
         return 2
     except (CliError, ValueError, OSError, RuntimeError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -28,8 +28,12 @@ class MeasuredClock:
 
     name = "measured"
 
-    def __init__(self, make_runner: Callable[[str], object], prompt_ids: dict[int, list[int]],
-                 shares: StepCostModel | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        make_runner: Callable[[str], object],
+        prompt_ids: dict[int, list[int]],
+        shares: StepCostModel | None = None,
+    ) -> None:
         self.make_runner = make_runner  # worker name -> a fresh ModelRunner (its own KV store)
         self.prompt_ids = prompt_ids  # request id -> prompt token ids
         self.shares = shares  # splits a measured step into compute/bandwidth shares (optional)
@@ -50,14 +54,22 @@ class MeasuredClock:
             if req.request_id not in runner._tokens:  # first step of this request here
                 runner.add_prompt(req.request_id, self.prompt_ids[req.request_id])
         _sampled, seconds = runner.execute(batch)
-        self.samples.append((worker.name, tuple(batch.prefill_chunks), batch.num_decodes,
-                             batch.decode_context_tokens, seconds))  # fmt: skip
+        self.samples.append(
+            (
+                worker.name,
+                tuple(batch.prefill_chunks),
+                batch.num_decodes,
+                batch.decode_context_tokens,
+                seconds,
+            )
+        )
         if self.on_step is not None:
             self.on_step(worker.name, len(self.samples))
         compute_s = memory_s = 0.0
         if self.shares is not None:  # attribute the measured time as the calibrated model would
-            c = self.shares.step_cost(batch.prefill_chunks, batch.num_decodes,
-                                      batch.decode_context_tokens)  # fmt: skip
+            c = self.shares.step_cost(
+                batch.prefill_chunks, batch.num_decodes, batch.decode_context_tokens
+            )
             busy = max(c.seconds - c.overhead_s, 1e-12)
             compute_s = (
                 (seconds - c.overhead_s) * c.compute_s / busy if seconds > c.overhead_s else 0

@@ -70,6 +70,15 @@ def run_and_predict(
         live, extra = run_live(requests, config, options, typed=typed, progress=on_step)
         predicted = predict(requests, config, profile, gpu, live)
         errors = fidelity(live, predicted)
-        out.append(PolicyRun(config.policy, live, predicted, errors, medians(errors),
-                             extra["texts"], extra["prompt_text"]))  # fmt: skip
+        out.append(
+            PolicyRun(
+                config.policy,
+                live,
+                predicted,
+                errors,
+                medians(errors),
+                extra["texts"],
+                extra["prompt_text"],
+            )
+        )
     return out

@@ -72,19 +72,25 @@ def load(model: str, device: str):
         return random_model(model, device=dev, dtype=dtype), None, dev, dtype
     if Path(model).is_dir():
         return load_hf_checkpoint(model, device=dev, dtype=dtype), None, dev, dtype
-    raise ValueError(f"unknown model {model!r}; use one of {', '.join(MODELS)} or a checkpoint "
-                     "folder (config.json + *.safetensors)")  # fmt: skip
+    raise ValueError(
+        f"unknown model {model!r}; use one of {', '.join(MODELS)} or a checkpoint "
+        "folder (config.json + *.safetensors)"
+    )
 
 
 def check_size(requests: list[RequestSpec], max_tokens: int = MAX_TOTAL_TOKENS) -> None:
     """Refuse workloads too big for a shared live model, saying what to change."""
     if len(requests) > MAX_REQUESTS:
-        raise ValueError(f"{len(requests)} requests: the live engine takes at most "
-                         f"{MAX_REQUESTS} per run; use fewer")  # fmt: skip
+        raise ValueError(
+            f"{len(requests)} requests: the live engine takes at most "
+            f"{MAX_REQUESTS} per run; use fewer"
+        )
     total = sum(r.prompt_tokens + r.output_tokens for r in requests)
     if total > max_tokens:
-        raise ValueError(f"{total} prompt + output tokens: the live engine takes at most "
-                         f"{max_tokens} per run; use shorter prompts or outputs")  # fmt: skip
+        raise ValueError(
+            f"{total} prompt + output tokens: the live engine takes at most "
+            f"{max_tokens} per run; use shorter prompts or outputs"
+        )
 
 
 def _cuda(device: str) -> bool:
@@ -128,15 +134,17 @@ def run_live(
     check_size(requests, MAX_TOTAL_TOKENS_CUDA if _cuda(options.device) else MAX_TOTAL_TOKENS)
     config = without_prefix_cache(config)
     if config.engine.preemption_mode != "recompute":
-        raise ValueError("the live engine preempts by recompute only (as vLLM V1); "
-                         "set preemption_mode=recompute")  # fmt: skip
+        raise ValueError(
+            "the live engine preempts by recompute only (as vLLM V1); set preemption_mode=recompute"
+        )
     net, tokenizer, dev, dtype = load(options.model, options.device)
     ids = prompt_ids(requests, tokenizer, net.shape.vocab, options.seed)
     ids.update(typed or {})
     max_len = max(r.prompt_tokens + r.output_tokens for r in requests)
     if max_len > net.shape.max_len:
-        raise ValueError(f"a request needs {max_len} tokens; {options.model} holds at most "
-                         f"{net.shape.max_len}")  # fmt: skip
+        raise ValueError(
+            f"a request needs {max_len} tokens; {options.model} holds at most {net.shape.max_len}"
+        )
     slots = len(requests)
     if not config.engine.kv_capacity_tokens:  # the engine's block accounting = the real stores
         config = with_overrides(config, {"kv_capacity_tokens": slots * max_len})
@@ -159,12 +167,18 @@ def run_live(
             if holders:
                 out = max((rn.generated(r.request_id) for rn in holders), key=len)
                 texts[r.request_id] = tokenizer.decode(out)
-    return run, {"samples": clock.samples, "transfers": clock.transfers, "texts": texts,
-                 "prompt_text": {k: tokenizer.decode(v) for k, v in ids.items()}
-                 if tokenizer is not None else {}}  # fmt: skip
+    return run, {
+        "samples": clock.samples,
+        "transfers": clock.transfers,
+        "texts": texts,
+        "prompt_text": {k: tokenizer.decode(v) for k, v in ids.items()}
+        if tokenizer is not None
+        else {},
+    }
 
 
 def replace_model_in(config: SimConfig, sim_model: str = "SmolLM2-135M") -> SimConfig:
     """The simulator's config for the same run (the catalog model matching the live one)."""
-    return dataclasses.replace(config, hardware=dataclasses.replace(config.hardware,
-                                                                    model=sim_model))  # fmt: skip
+    return dataclasses.replace(
+        config, hardware=dataclasses.replace(config.hardware, model=sim_model)
+    )

@@ -71,9 +71,11 @@ class FlatLayout:
 
     @staticmethod
     def host(
-        segments: Sequence[Segment], kv: KVStore, rows: int | None = None,
+        segments: Sequence[Segment],
+        kv: KVStore,
+        rows: int | None = None,
         ctx: int | None = None,
-    ) -> tuple[list[int], dict]:  # fmt: skip
+    ) -> tuple[list[int], dict]:
         """The step's integers, packed in one list, and the Python-side sizes. No tensors yet.
 
         `rows`/`ctx` force the decode shape (CUDA graph buckets); by default they are exact.
@@ -120,8 +122,9 @@ class FlatLayout:
         )
         mask = None if sizes["full"] else torch.arange(c, device=dev)[None, :] < lengths[:, None]
         mask = None if mask is None else mask.view(r, 1, 1, c)
-        return cls(ids, pos, write, lengths, sample, spans, p, r, c, mask,
-                   torch.arange(r, device=dev))  # fmt: skip
+        return cls(
+            ids, pos, write, lengths, sample, spans, p, r, c, mask, torch.arange(r, device=dev)
+        )
 
     @classmethod
     def build(cls, segments: Sequence[Segment], kv: KVStore, shape: ModelShape) -> FlatLayout:
@@ -146,8 +149,9 @@ def staging_buffer(numel: int, pin_memory: bool = True) -> Tensor:
     buf = _PINNED.get(0)
     if buf is None or buf.numel() < numel:
         with torch.inference_mode(False):
-            buf = _PINNED[0] = torch.empty(max(4096, 2 * numel), dtype=torch.long,
-                                           pin_memory=pin_memory)  # fmt: skip
+            buf = _PINNED[0] = torch.empty(
+                max(4096, 2 * numel), dtype=torch.long, pin_memory=pin_memory
+            )
     return buf
 
 
@@ -175,8 +179,9 @@ def _lower_right_mask(offset: int, n: int, group: int, device) -> Tensor | None:
     return (keys[None, :] <= queries[:, None]).repeat(group, 1)
 
 
-def flat_attention(q: Tensor, k: Tensor, v: Tensor, lay: FlatLayout, kv: KVStore,
-                   layer: int) -> Tensor:  # fmt: skip
+def flat_attention(
+    q: Tensor, k: Tensor, v: Tensor, lay: FlatLayout, kv: KVStore, layer: int
+) -> Tensor:
     """Write the step's K/V, then attend. q: (P+R, H, hd); k, v: (P+R, KV, hd) -> (P+R, H, hd)."""
     p, r = lay.num_prefill_rows, lay.rows
     for sp in lay.prefills:
@@ -202,4 +207,3 @@ def _decode_rows(q: Tensor, lay: FlatLayout, kv: KVStore, layer: int) -> Tensor:
     qf = q.view(r, kv_heads, heads // kv_heads, hd)  # GQA fold: (R, KV, group, hd), a view
     out = F.scaled_dot_product_attention(qf, keys, values, attn_mask=lay.dec_mask)
     return out.reshape(r, heads, hd)  # CUDA's SDPA may return a transposed layout: not a view
-

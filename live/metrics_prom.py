@@ -51,7 +51,7 @@ TTFT_BUCKETS = (
     160.0,
     640.0,
     2560.0,
-)  # fmt: skip  (vLLM's)
+)  # vLLM's
 ITL_BUCKETS = (
     0.01,
     0.025,

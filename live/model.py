@@ -50,7 +50,7 @@ ATTENTION = ("flat", "grouped")
 
 
 def default_attention(device: torch.device) -> str:
-    """"flat" on CUDA (one kernel per layer, graph-capturable); "grouped" on CPU (fewest keys)."""
+    """ "flat" on CUDA (one kernel per layer, graph-capturable); "grouped" on CPU (fewest keys)."""
     return "flat" if device.type == "cuda" else "grouped"
 
 

@@ -30,8 +30,13 @@ def cpu_model() -> str:
 def nvidia_driver() -> str:
     """The NVIDIA driver version (nvidia-smi), or NOT_RECORDED."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
         return out.stdout.strip().splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         return NOT_RECORDED
@@ -41,16 +46,29 @@ def device_provenance(device=None) -> dict:
     """kind, torch, cpu, cores; on CUDA also gpu, gpu_memory_gb, driver, cuda, capability."""
     import torch
 
-    dev = torch.device(device) if device is not None else torch.device(
-        "cuda" if torch.cuda.is_available() else "cpu")  # fmt: skip
-    out = {"kind": dev.type, "torch": torch.__version__, "cpu": cpu_model(),
-           "cores": os.cpu_count()}  # fmt: skip
+    dev = (
+        torch.device(device)
+        if device is not None
+        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    out = {
+        "kind": dev.type,
+        "torch": torch.__version__,
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+    }
     if dev.type == "cuda":
         props = torch.cuda.get_device_properties(dev)
-        out.update({"gpu": props.name, "gpu_memory_gb": round(props.total_memory / 1e9, 1),
-                    "driver": nvidia_driver(), "cuda": torch.version.cuda,
-                    "capability": f"{props.major}.{props.minor}",
-                    "gpus": torch.cuda.device_count()})  # fmt: skip
+        out.update(
+            {
+                "gpu": props.name,
+                "gpu_memory_gb": round(props.total_memory / 1e9, 1),
+                "driver": nvidia_driver(),
+                "cuda": torch.version.cuda,
+                "capability": f"{props.major}.{props.minor}",
+                "gpus": torch.cuda.device_count(),
+            }
+        )
     return out
 
 
@@ -63,6 +81,8 @@ def describe(dev: dict | None) -> str:
     if dev.get("kind") == "cuda":
         mem = dev.get("gpu_memory_gb")
         mem = f"{mem:g} GB" if isinstance(mem, int | float) else f"memory {NOT_RECORDED}"
-        return (f"{get('gpu')} ({mem}, driver {get('driver')}, CUDA {get('cuda')}, "
-                f"torch {get('torch')}) on {host})")  # fmt: skip
+        return (
+            f"{get('gpu')} ({mem}, driver {get('driver')}, CUDA {get('cuda')}, "
+            f"torch {get('torch')}) on {host})"
+        )
     return f"{host}, torch {get('torch')})"

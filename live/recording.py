@@ -84,17 +84,23 @@ def _unframe(data: dict) -> pd.DataFrame:
 
 
 def run_to_dict(run: RunResult) -> dict:
-    return {"requests": _frame(run.requests), "segments": _frame(run.segments),
-            "steps": _frame(run.steps), "meta": _jsonable(run.meta),
-            "token_times": {str(k): np.round(v, 6).tolist()
-                            for k, v in run.token_times.items()}}  # fmt: skip
+    return {
+        "requests": _frame(run.requests),
+        "segments": _frame(run.segments),
+        "steps": _frame(run.steps),
+        "meta": _jsonable(run.meta),
+        "token_times": {str(k): np.round(v, 6).tolist() for k, v in run.token_times.items()},
+    }
 
 
 def run_from_dict(data: dict) -> RunResult:
-    return RunResult(_unframe(data["requests"]), _unframe(data["segments"]),
-                     _unframe(data["steps"]),
-                     {int(k): np.asarray(v, dtype=float) for k, v in data["token_times"].items()},
-                     data["meta"])  # fmt: skip
+    return RunResult(
+        _unframe(data["requests"]),
+        _unframe(data["segments"]),
+        _unframe(data["steps"]),
+        {int(k): np.asarray(v, dtype=float) for k, v in data["token_times"].items()},
+        data["meta"],
+    )
 
 
 def machine() -> dict:
@@ -102,8 +108,13 @@ def machine() -> dict:
     GPU model, memory, driver, CUDA and torch on a GPU; CPU model, cores and torch on a CPU."""
     from live.provenance import cpu_model, device_provenance
 
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "os": platform.platform(terse=True),
-            "python": platform.python_version(), "device": device_provenance()}  # fmt: skip
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "os": platform.platform(terse=True),
+        "python": platform.python_version(),
+        "device": device_provenance(),
+    }
 
 
 def versions() -> dict:
@@ -117,32 +128,59 @@ def versions() -> dict:
             out[name] = None
     try:
         out["pdlab_commit"] = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-            text=True, check=True).stdout.strip()  # fmt: skip
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         out["pdlab_commit"] = None
     return out
 
 
-def save(path: Path, *, workload: str, topology: str, model: str, runs, profile, gpu,
-         info: dict, wall_s: float) -> None:  # fmt: skip
+def save(
+    path: Path,
+    *,
+    workload: str,
+    topology: str,
+    model: str,
+    runs,
+    profile,
+    gpu,
+    info: dict,
+    wall_s: float,
+) -> None:
     """Write one click's runs (live.compare.PolicyRun list) and their provenance."""
     data = {
-        "format": FORMAT, "workload": workload, "topology": topology, "model": model,
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "machine": machine(),
-        "versions": versions(), "wall_s": round(wall_s, 2),
-        "profile": dataclasses.asdict(profile), "gpu": dataclasses.asdict(gpu),
+        "format": FORMAT,
+        "workload": workload,
+        "topology": topology,
+        "model": model,
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "versions": versions(),
+        "wall_s": round(wall_s, 2),
+        "profile": dataclasses.asdict(profile),
+        "gpu": dataclasses.asdict(gpu),
         "fit": {"median_abs_pct_error": info["fit"]["median_abs_pct_error"]},
-        "runs": [{"policy": r.policy, "live": run_to_dict(r.live),
-                  "predicted": run_to_dict(r.predicted), "errors": _frame(r.errors.reset_index()),
-                  "medians": _jsonable(r.medians),
-                  "texts": {str(k): v for k, v in r.texts.items()},
-                  "prompt_text": {str(k): v for k, v in r.prompt_text.items()}}
-                 for r in runs],
-    }  # fmt: skip
+        "runs": [
+            {
+                "policy": r.policy,
+                "live": run_to_dict(r.live),
+                "predicted": run_to_dict(r.predicted),
+                "errors": _frame(r.errors.reset_index()),
+                "medians": _jsonable(r.medians),
+                "texts": {str(k): v for k, v in r.texts.items()},
+                "prompt_text": {str(k): v for k, v in r.prompt_text.items()},
+            }
+            for r in runs
+        ],
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(data), ensure_ascii=False, separators=(",", ":")) + "\n",
-                    encoding="utf-8")  # fmt: skip
+    path.write_text(
+        json.dumps(_jsonable(data), ensure_ascii=False, separators=(",", ":")) + "\n",
+        encoding="utf-8",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,8 +209,10 @@ class Recording:
         """One line naming the device (recordings before the field: CPU and cores only)."""
         from live.provenance import describe
 
-        return describe(self.machine.get("device") or {"kind": "cpu", **self.machine,
-                                                        "torch": self.versions.get("torch")})
+        return describe(
+            self.machine.get("device")
+            or {"kind": "cpu", **self.machine, "torch": self.versions.get("torch")}
+        )
 
 
 def load(path: Path) -> Recording:
@@ -187,15 +227,33 @@ def load(path: Path) -> Recording:
         errors = _unframe(r["errors"])
         if "request_id" in errors.columns:
             errors = errors.set_index("request_id")
-        runs.append(PolicyRun(r["policy"], run_from_dict(r["live"]),
-                              run_from_dict(r["predicted"]), errors, r["medians"],
-                              {int(k): v for k, v in r["texts"].items()},
-                              {int(k): v for k, v in r["prompt_text"].items()}))  # fmt: skip
+        runs.append(
+            PolicyRun(
+                r["policy"],
+                run_from_dict(r["live"]),
+                run_from_dict(r["predicted"]),
+                errors,
+                r["medians"],
+                {int(k): v for k, v in r["texts"].items()},
+                {int(k): v for k, v in r["prompt_text"].items()},
+            )
+        )
     fields = {f.name for f in dataclasses.fields(DeviceProfile)}
     profile = DeviceProfile(**{k: v for k, v in data["profile"].items() if k in fields})
-    return Recording(Path(path).stem, data["workload"], data["topology"], data["model"],
-                     data["date"], data["machine"], data["versions"], data["wall_s"], profile,
-                     data["gpu"]["name"], data["fit"]["median_abs_pct_error"], runs)  # fmt: skip
+    return Recording(
+        Path(path).stem,
+        data["workload"],
+        data["topology"],
+        data["model"],
+        data["date"],
+        data["machine"],
+        data["versions"],
+        data["wall_s"],
+        profile,
+        data["gpu"]["name"],
+        data["fit"]["median_abs_pct_error"],
+        runs,
+    )
 
 
 def available(folder: Path = RECORDINGS) -> list[Path]:
@@ -214,15 +272,17 @@ def record(workload: str, policy: str, versus: str, topology: str, model: str, c
     from sim.config import SimConfig, with_overrides
 
     n = 2048 if workload in GPU_WORKLOADS else 128  # the Live page's GPU_CHUNKS / CPU_CHUNKS
-    chunks = {p: {"max_num_batched_tokens": n} for p in ("vllm", "vllm-v0", "chunked",
-                                                         "short-first")}  # fmt: skip
+    chunks = {
+        p: {"max_num_batched_tokens": n} for p in ("vllm", "vllm-v0", "chunked", "short-first")
+    }
     chunks["sglang"] = {"chunked_prefill_size": n}
-    configs = [with_overrides(SimConfig(policy=p), {"topology": topology, **chunks.get(p, {})})
-               for p in (policy, versus)]  # fmt: skip
+    configs = [
+        with_overrides(SimConfig(policy=p), {"topology": topology, **chunks.get(p, {})})
+        for p in (policy, versus)
+    ]
     profile, gpu, info = calibration
     start = time.perf_counter()
-    runs = run_and_predict(live_workload(workload), configs, LiveOptions(model=model), profile,
-                           gpu)  # fmt: skip
+    runs = run_and_predict(live_workload(workload), configs, LiveOptions(model=model), profile, gpu)
     return runs, time.perf_counter() - start
 
 
@@ -244,8 +304,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         runs, wall = record(workload, policy, versus, topology, args.model, calibration)
         path = Path(args.out) / f"{name}.json"
-        save(path, workload=workload, topology=topology, model=args.model, runs=runs,
-             profile=calibration[0], gpu=calibration[1], info=calibration[2], wall_s=wall)
+        save(
+            path,
+            workload=workload,
+            topology=topology,
+            model=args.model,
+            runs=runs,
+            profile=calibration[0],
+            gpu=calibration[1],
+            info=calibration[2],
+            wall_s=wall,
+        )
         print(f"{path}: {path.stat().st_size / 1000:.0f} KB, {wall:.1f} s")
     return 0
 

@@ -130,8 +130,10 @@ async def _one(client, m: Measured, prompt, model: str, options: ReplayOptions, 
             seen = _count(m, chunk, seen, options.api, t0)
             chunks += 1
             if chunks > most:  # chunks forever, and no tokens: the read timeout never fires
-                raise StreamError(f"more than {most} chunks for {s.output_tokens} tokens "
-                                  f"({seen} received): stopped reading")  # fmt: skip
+                raise StreamError(
+                    f"more than {most} chunks for {s.output_tokens} tokens "
+                    f"({seen} received): stopped reading"
+                )
         m.status, m.error = _ending(stream, seen, s.output_tokens, url)
     except asyncio.CancelledError:
         m.status, m.error = "cancelled", "cancelled (Ctrl-C)"

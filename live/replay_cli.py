@@ -84,8 +84,10 @@ def load_workload(path: str) -> list[RequestSpec]:
     if hasattr(ti, "load_workload"):  # sim picks the reader by extension (.jsonl = Mooncake)
         return ti.load_workload(path)
     if path.lower().endswith((".jsonl", ".json")):
-        raise CliError("this version of sim cannot read Mooncake JSONL; convert it to CSV "
-                       "(arrival_s,prompt_tokens,output_tokens)")  # fmt: skip
+        raise CliError(
+            "this version of sim cannot read Mooncake JSONL; convert it to CSV "
+            "(arrival_s,prompt_tokens,output_tokens)"
+        )
     return ti.load_csv(path)
 
 

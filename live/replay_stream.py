@@ -83,8 +83,10 @@ def _count(m: Measured, chunk, seen: int, api: str, t0: float) -> int:
     if usage is not None and usage.completion_tokens is not None:
         new = usage.completion_tokens - seen
         if usage.completion_tokens > m.spec.output_tokens:  # a token time each: bound the list
-            raise StreamError(f"the server reported {usage.completion_tokens} completion tokens, "
-                              f"more than the {m.spec.output_tokens} asked")  # fmt: skip
+            raise StreamError(
+                f"the server reported {usage.completion_tokens} completion tokens, "
+                f"more than the {m.spec.output_tokens} asked"
+            )
     elif chunk.choices:
         c = chunk.choices[0]
         text = getattr(c.delta, "content", None) if api == "chat" else c.text

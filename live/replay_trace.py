@@ -110,19 +110,32 @@ def tables(
         max_itl = float(np.max(np.diff(times))) if got > 1 else math.nan
         e2e = last - m.sent_s if finished and got else math.nan
         ok = finished and ttft <= ttft_slo_s and (math.isnan(tpot) or tpot <= tpot_slo_s)
-        rows.append({
-            "request_id": s.request_id, "arrival_s": m.sent_s, "prompt_tokens": s.prompt_tokens,
-            "output_tokens": s.output_tokens, "priority": s.priority,
-            "first_token_s": first if finished else math.nan,
-            "finish_s": last if finished else math.nan, "ttft_s": ttft, "tpot_s": tpot,
-            "max_itl_s": max_itl, "e2e_s": e2e, "slo_met": bool(ok),
-            "preemptions": math.nan,  # invisible to a client
-            "worker": endpoint, "status": m.status, "reject_reason": m.error,
-            "cached_tokens": m.cached_tokens,  # when the server reports it in its usage
-            "scheduled_s": s.arrival_s, "output_tokens_received": got,
-            "prompt_tokens_server": m.prompt_tokens_server,
-            "server_request_id": m.server_request_id, "error": m.error,
-        })  # fmt: skip
+        rows.append(
+            {
+                "request_id": s.request_id,
+                "arrival_s": m.sent_s,
+                "prompt_tokens": s.prompt_tokens,
+                "output_tokens": s.output_tokens,
+                "priority": s.priority,
+                "first_token_s": first if finished else math.nan,
+                "finish_s": last if finished else math.nan,
+                "ttft_s": ttft,
+                "tpot_s": tpot,
+                "max_itl_s": max_itl,
+                "e2e_s": e2e,
+                "slo_met": bool(ok),
+                "preemptions": math.nan,  # invisible to a client
+                "worker": endpoint,
+                "status": m.status,
+                "reject_reason": m.error,
+                "cached_tokens": m.cached_tokens,  # when the server reports it in its usage
+                "scheduled_s": s.arrival_s,
+                "output_tokens_received": got,
+                "prompt_tokens_server": m.prompt_tokens_server,
+                "server_request_id": m.server_request_id,
+                "error": m.error,
+            }
+        )
         segs += _segments(m, times, endpoint, threshold)
     # The contract's columns (whatever this version of sim.trace lists; one a client cannot
     # know is NaN), then the replay's own.

@@ -57,10 +57,15 @@ class ModelRunner:
     """Executes sim Batches on one model with its own KV store (one worker)."""
 
     def __init__(
-        self, model: LlamaModel, kv_store: KVStore, device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None, threads: int | None = None, attention: str | None = None,
+        self,
+        model: LlamaModel,
+        kv_store: KVStore,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        threads: int | None = None,
+        attention: str | None = None,
         graphs: bool | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.device = torch.device(device) if device is not None else kv_store.device
         self.dtype = dtype or kv_store.dtype
         if (kv_store.device.type, kv_store.dtype) != (self.device.type, self.dtype):
@@ -88,10 +93,12 @@ class ModelRunner:
     def device_info(self) -> dict[str, str | int]:
         """Device, dtype, CPU threads and torch version, for reports and the UI."""
         info: dict[str, str | int] = {
-            "device": str(self.device), "dtype": str(self.dtype).removeprefix("torch."),
-            "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        }  # fmt: skip
+        }
         if self.device.type == "cuda":  # which GPU: model, memory, driver, CUDA
             from live.provenance import device_provenance
 
@@ -159,8 +166,10 @@ class ModelRunner:
         slots = [self._slot.get(req.request_id) for req, n, _o, _d in batch.items if n == 1]
         if len(slots) != len(batch.items) or None in slots:
             return None
-        fake = [Segment(slot, (0,), offset, True)
-                for slot, (_r, _n, offset, _d) in zip(slots, batch.items, strict=True)]
+        fake = [
+            Segment(slot, (0,), offset, True)
+            for slot, (_r, _n, offset, _d) in zip(slots, batch.items, strict=True)
+        ]
         return decode_shape(fake, self.kv)
 
     def release(self, request_id: int, forget: bool = False) -> None:
@@ -197,8 +206,9 @@ class ModelRunner:
         slot, n = self.kv.allocate(), min(8, self.kv.max_len // 3)
         try:
             for offset, length in ((0, n), (n, n), (2 * n, 1)):
-                self.model.forward_step([Segment(slot, [0] * length, offset, True)], self.kv,
-                                        self.attention)
+                self.model.forward_step(
+                    [Segment(slot, [0] * length, offset, True)], self.kv, self.attention
+                )
             _sync(self.device)
         finally:
             self.kv.free(slot)

@@ -71,8 +71,9 @@ def create_app(engine, served_name: str, args=None):
         raw = await read_body(request, limits.max_body_bytes, args.body_timeout)
         data = schema.parse(kind, raw)
         if data.model not in (None, "") and data.model not in names:
-            raise LimitError(404, f"The model `{data.model}` does not exist.", "NotFoundError",
-                             "model")  # fmt: skip
+            raise LimitError(
+                404, f"The model `{data.model}` does not exist.", "NotFoundError", "model"
+            )
         return data
 
     def tokenize_text(text: str) -> list[int]:
@@ -89,8 +90,14 @@ def create_app(engine, served_name: str, args=None):
 
     @app.get("/v1/models")
     async def models():
-        card = {"id": served_name, "object": "model", "created": created, "owned_by": "pdlab",
-                "root": engine.options.model, "max_model_len": limits.max_model_len}  # fmt: skip
+        card = {
+            "id": served_name,
+            "object": "model",
+            "created": created,
+            "owned_by": "pdlab",
+            "root": engine.options.model,
+            "max_model_len": limits.max_model_len,
+        }
         return {"object": "list", "data": [card]}
 
     @app.post("/tokenize")
@@ -114,8 +121,11 @@ def create_app(engine, served_name: str, args=None):
         data = await body_of(request, schema.DetokenizeRequest)
         bad = next((i for i in data.tokens if not 0 <= i < codec.vocab), None)
         if bad is not None:  # (the BPE tokenizer raises OverflowError for 10**30: a 500)
-            raise LimitError(400, f"token id {bad} is outside the vocabulary "
-                             f"(0..{codec.vocab - 1})", param="tokens")  # fmt: skip
+            raise LimitError(
+                400,
+                f"token id {bad} is outside the vocabulary (0..{codec.vocab - 1})",
+                param="tokens",
+            )
         return {"prompt": await asyncio.to_thread(codec.decode, data.tokens)}
 
     @app.get("/metrics")
@@ -168,8 +178,9 @@ def create_app(engine, served_name: str, args=None):
         def sink(event):  # runs on the engine thread
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        handle = engine.submit(prompt_ids, max_tokens, sink, data.min_tokens,
-                               bool(data.ignore_eos), data.priority)  # fmt: skip
+        handle = engine.submit(
+            prompt_ids, max_tokens, sink, data.min_tokens, bool(data.ignore_eos), data.priority
+        )
         try:
             first = await queue.get()  # accepted, or rejected by the engine (e.g. the policy)
         except asyncio.CancelledError:
@@ -189,8 +200,9 @@ def create_app(engine, served_name: str, args=None):
 
         if chat:
             prompt_ids = await asyncio.to_thread(tokenize_chat, schema.messages_of(data.messages))
-            default_max = min(limits.default_max_tokens,
-                              max(1, limits.max_model_len - len(prompt_ids)))  # fmt: skip
+            default_max = min(
+                limits.default_max_tokens, max(1, limits.max_model_len - len(prompt_ids))
+            )
         else:
             prompt = schema.prompt_of(data)
             is_text = isinstance(prompt, str)
@@ -207,8 +219,9 @@ def create_app(engine, served_name: str, args=None):
                 engine.abort(handle)
                 raise
             return JSONResponse(body, headers=headers)
-        events = stream_events(engine, queue, handle, text, chat, ident, served_name,
-                               data.stream_options)  # fmt: skip
+        events = stream_events(
+            engine, queue, handle, text, chat, ident, served_name, data.stream_options
+        )
         # Start the stream here, while a disconnect still cancels this handler: a generator that
         # never started has no `finally` to run, and Starlette may see the client leave before
         # it starts one (then nothing would abort the request). Once started, a dropped
@@ -218,8 +231,9 @@ def create_app(engine, served_name: str, args=None):
         except asyncio.CancelledError:
             await events.aclose()
             raise
-        return StreamingResponse(_then(first, events), media_type="text/event-stream",
-                                 headers=headers)  # fmt: skip
+        return StreamingResponse(
+            _then(first, events), media_type="text/event-stream", headers=headers
+        )
 
     @app.post("/v1/completions")
     async def completions(request: Request):

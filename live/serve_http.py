@@ -101,19 +101,28 @@ async def read_body(request, limit: int, timeout_s: float) -> bytes:
 
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise LimitError(413, f"the request body has {declared} bytes; at most {limit} "
-                         "(--max-body-bytes)", "RequestTooLargeError")  # fmt: skip
+        raise LimitError(
+            413,
+            f"the request body has {declared} bytes; at most {limit} (--max-body-bytes)",
+            "RequestTooLargeError",
+        )
     body = bytearray()
     try:
         async with asyncio.timeout(timeout_s):
             async for chunk in request.stream():
                 body += chunk
                 if len(body) > limit:
-                    raise LimitError(413, f"the request body is over {limit} bytes "
-                                     "(--max-body-bytes)", "RequestTooLargeError")  # fmt: skip
+                    raise LimitError(
+                        413,
+                        f"the request body is over {limit} bytes (--max-body-bytes)",
+                        "RequestTooLargeError",
+                    )
     except TimeoutError:
-        raise LimitError(408, f"the request body did not arrive within {timeout_s:g} s "
-                         "(--body-timeout)", "RequestTimeoutError") from None  # fmt: skip
+        raise LimitError(
+            408,
+            f"the request body did not arrive within {timeout_s:g} s (--body-timeout)",
+            "RequestTimeoutError",
+        ) from None
     except ClientDisconnect:
         raise ClientGone from None
     return bytes(body)

@@ -129,8 +129,9 @@ def prompt_of(data: CompletionRequest) -> str | list[int]:
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str) or all(isinstance(i, int) for i in prompt):
         return prompt
-    raise LimitError(400, "send one prompt per request (a string or a list of token ids)",
-                     param="prompt")  # fmt: skip
+    raise LimitError(
+        400, "send one prompt per request (a string or a list of token ids)", param="prompt"
+    )
 
 
 def messages_of(messages: list[Message]) -> list[dict]:

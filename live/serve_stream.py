@@ -15,8 +15,11 @@ import time
 
 def usage(handle, completion: int) -> dict:
     prompt = handle.spec.prompt_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}  # fmt: skip
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 async def whole_answer(queue, handle, text, chat: bool, ident: str, model: str) -> dict:
@@ -53,8 +56,13 @@ async def stream_events(engine, queue, handle, text, chat, ident, model, options
     continuous = include_usage and bool(options.continuous_usage_stats)
 
     def sse(choices: list, usage_now: dict | None = None) -> str:
-        chunk = {"id": ident, "object": kind, "created": int(time.time()), "model": model,
-                 "choices": choices}  # fmt: skip
+        chunk = {
+            "id": ident,
+            "object": kind,
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+        }
         if usage_now is not None:
             chunk["usage"] = usage_now
         return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
@@ -68,8 +76,12 @@ async def stream_events(engine, queue, handle, text, chat, ident, model, options
     done = False
     try:
         if chat:  # the role first, as OpenAI and vLLM do
-            role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                    "finish_reason": None}  # fmt: skip
+            role = {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
             yield sse([role], usage(handle, 0) if continuous else None)
         while not done:
             event = await queue.get()

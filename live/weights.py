@@ -56,9 +56,11 @@ def cache_dir() -> Path:
 
 
 def random_model(
-    preset: str | ModelShape, seed: int = 0, device: torch.device | str = "cpu",
+    preset: str | ModelShape,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
-) -> LlamaModel:  # fmt: skip
+) -> LlamaModel:
     """A model of a preset shape with random weights (std 0.02; norms near 1)."""
     shape = PRESETS[preset] if isinstance(preset, str) else preset
     model = LlamaModel(shape, device="meta", dtype=dtype).to_empty(device=device)
@@ -74,9 +76,11 @@ def random_model(
 
 
 def model_from_state(
-    shape: ModelShape, state: dict[str, Tensor], device: torch.device | str = "cpu",
+    shape: ModelShape,
+    state: dict[str, Tensor],
+    device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
-) -> LlamaModel:  # fmt: skip
+) -> LlamaModel:
     """Build a model from a state dict in our naming (fused qkv and gate_up)."""
     model = LlamaModel(shape, device="meta")
     model.load_state_dict(state, strict=True, assign=True)
@@ -137,12 +141,18 @@ def _read_gguf(path: Path) -> tuple[ModelShape, dict[str, Tensor], Tokenizer]:
     hidden = f["llama.embedding_length"]
     names = {t.name for t in reader.tensors}
     shape = ModelShape(
-        layers=f["llama.block_count"], hidden=hidden, heads=heads, kv_heads=kv_heads,
-        head_dim=hidden // heads, intermediate=f["llama.feed_forward_length"],
+        layers=f["llama.block_count"],
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hidden // heads,
+        intermediate=f["llama.feed_forward_length"],
         vocab=len(reader.fields["tokenizer.ggml.tokens"].data),
-        rope_theta=float(f["llama.rope.freq_base"]), tied="output.weight" not in names,
-        max_len=f["llama.context_length"], norm_eps=f["llama.attention.layer_norm_rms_epsilon"],
-    )  # fmt: skip
+        rope_theta=float(f["llama.rope.freq_base"]),
+        tied="output.weight" not in names,
+        max_len=f["llama.context_length"],
+        norm_eps=f["llama.attention.layer_norm_rms_epsilon"],
+    )
     raw = {
         t.name: torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type).copy())
         for t in reader.tensors
@@ -197,15 +207,19 @@ def load_hf_checkpoint(
         raise ValueError(f"{folder}: attention biases on a llama model are not supported")
     heads = cfg["num_attention_heads"]
     shape = ModelShape(
-        layers=cfg["num_hidden_layers"], hidden=cfg["hidden_size"], heads=heads,
+        layers=cfg["num_hidden_layers"],
+        hidden=cfg["hidden_size"],
+        heads=heads,
         kv_heads=cfg.get("num_key_value_heads", heads),
         head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-        intermediate=cfg["intermediate_size"], vocab=cfg["vocab_size"],
+        intermediate=cfg["intermediate_size"],
+        vocab=cfg["vocab_size"],
         rope_theta=float(cfg.get("rope_theta", 10_000.0)),
         tied=bool(cfg.get("tie_word_embeddings", False)),
-        max_len=cfg.get("max_position_embeddings", 2048), norm_eps=cfg.get("rms_norm_eps", 1e-6),
+        max_len=cfg.get("max_position_embeddings", 2048),
+        norm_eps=cfg.get("rms_norm_eps", 1e-6),
         qkv_bias=kind == "qwen2",
-    )  # fmt: skip
+    )
     hf: dict[str, Tensor] = {}
     for file in sorted(folder.glob("*.safetensors")):  # one file or several shards
         hf |= load_file(file)
@@ -253,12 +267,15 @@ def hf_state_dict(model: LlamaModel) -> dict[str, Tensor]:
         gate, up = ours[f"layers.{i}.gate_up.weight"].chunk(2)
         hf |= {
             p + "input_layernorm.weight": ours[f"layers.{i}.attn_norm.weight"],
-            a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v,
+            a + "q_proj.weight": q,
+            a + "k_proj.weight": k,
+            a + "v_proj.weight": v,
             a + "o_proj.weight": ours[f"layers.{i}.o.weight"],
             p + "post_attention_layernorm.weight": ours[f"layers.{i}.mlp_norm.weight"],
-            p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+            p + "mlp.gate_proj.weight": gate,
+            p + "mlp.up_proj.weight": up,
             p + "mlp.down_proj.weight": ours[f"layers.{i}.down.weight"],
-        }  # fmt: skip
+        }
         if s.qkv_bias:
             qb, kb, vb = ours[f"layers.{i}.qkv.bias"].split((q_dim, kv_dim, kv_dim))
             hf |= {a + "q_proj.bias": qb, a + "k_proj.bias": kb, a + "v_proj.bias": vb}

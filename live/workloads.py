@@ -36,8 +36,7 @@ GPU_WORKLOADS = {
     # whole prefill (~0.5 s for 8b-like on an H200) freezes them; vllm's chunks keep them going.
     "freeze-16k": lambda: _rows([(0.05 * i, 512, 96) for i in range(4)] + [(0.3, 16_384, 8)]),
     # C2/C4 at GPU scale: sixteen chats of 256..2048-token prompts arriving over 1.5 s.
-    "chat-gpu": lambda: _rows([(0.1 * i, 256 * (1 + i % 8), 64 + 16 * (i % 5))
-                               for i in range(16)]),  # fmt: skip
+    "chat-gpu": lambda: _rows([(0.1 * i, 256 * (1 + i % 8), 64 + 16 * (i % 5)) for i in range(16)]),
 }
 
 
@@ -55,6 +54,13 @@ def live_workload(name: str, max_requests: int = 16, max_tokens: int = 6000) -> 
     reqs = scenario.requests()[:max_requests]
     total = sum(r.prompt_tokens + min(r.output_tokens, 32) for r in reqs)
     scale = min(1.0, max_tokens / total)
-    return [RequestSpec(i, r.arrival_s, max(1, int(r.prompt_tokens * scale)),
-                        max(1, min(r.output_tokens, 32)), r.priority)
-            for i, r in enumerate(reqs)]  # fmt: skip
+    return [
+        RequestSpec(
+            i,
+            r.arrival_s,
+            max(1, int(r.prompt_tokens * scale)),
+            max(1, min(r.output_tokens, 32)),
+            r.priority,
+        )
+        for i, r in enumerate(reqs)
+    ]

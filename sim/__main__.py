@@ -25,7 +25,6 @@ from sim.cli import main  # noqa: E402  (after the environment above)
 gc.set_threshold(50_000, 20, 20)
 
 
-
 class Terminated(BaseException):
     """SIGTERM arrived (`kill`, a batch scheduler's time limit): unwinds like Ctrl-C, so a
     sweep's clean-up stops its workers (sim/parallel.py), and ends in one line."""

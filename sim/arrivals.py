@@ -75,8 +75,9 @@ def build_requests(
     priorities = [0] * len(arrivals) if priority is None else [int(p) for p in priority]
     shared = [("", 0, ())] * len(arrivals) if prefixes is None else list(prefixes)
     if not len(arrivals) == len(prompts) == len(outputs) == len(priorities) == len(shared):
-        raise ValueError("arrival_s, prompt_tokens, output_tokens, priority and prefixes differ "
-                         "in length")  # fmt: skip
+        raise ValueError(
+            "arrival_s, prompt_tokens, output_tokens, priority and prefixes differ in length"
+        )
     order = sorted(range(len(arrivals)), key=arrivals.__getitem__)  # sorted() is stable
     return [
         RequestSpec(new_id, arrivals[i], prompts[i], outputs[i], priorities[i], *shared[i])

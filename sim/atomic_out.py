@@ -57,8 +57,7 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, f"cannot put the new files in place: {os.strerror(err)}", str(b))
 
 
-def write_folder(out_dir: str | Path, names: Iterable[str],
-                 write: Callable[[Path], None]) -> Path:  # fmt: skip
+def write_folder(out_dir: str | Path, names: Iterable[str], write: Callable[[Path], None]) -> Path:
     """Call `write(folder)` to fill a fresh folder with the files `names`, then put it at
     `out_dir` in one step (see the module's docstring). Returns `out_dir` as a Path."""
     out = Path(os.path.abspath(out_dir))  # ("out/.." named by its real name)
@@ -74,14 +73,18 @@ def write_folder(out_dir: str | Path, names: Iterable[str],
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OutputBusy(f"another run is writing {out_dir} right now; wait for it to end "
-                             "or give another --out folder") from None  # fmt: skip
+            raise OutputBusy(
+                f"another run is writing {out_dir} right now; wait for it to end "
+                "or give another --out folder"
+            ) from None
         if out.is_dir():
             other = sorted(p.name for p in out.iterdir() if p.name not in names)
             if other:
-                raise FileExistsError(f"--out {out_dir} holds other files than a run's "
-                                      f"({', '.join(other[:3])}); give a new or empty "
-                                      "folder")  # fmt: skip
+                raise FileExistsError(
+                    f"--out {out_dir} holds other files than a run's "
+                    f"({', '.join(other[:3])}); give a new or empty "
+                    "folder"
+                )
         for stale in parent.glob(f".{out.name}.partial-*"):  # a killed writer's (we hold the
             shutil.rmtree(stale, ignore_errors=True)  # lock: no live writer owns them)
         partial = parent / f".{out.name}.partial-{os.getpid()}"

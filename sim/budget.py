@@ -75,8 +75,9 @@ class Budget:
                 raise ValueError(f"budget {f.name} must be > 0, got {value!r}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None,
-                 extra: Mapping[str, object] | None = None) -> Budget:  # fmt: skip
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, extra: Mapping[str, object] | None = None
+    ) -> Budget:
         """The defaults, raised or lowered by PDLAB_MAX_* variables, then by `extra` (e.g. the
         [limits] table of .streamlit/secrets.toml). A value that is not a number is an error."""
         environ = os.environ if environ is None else environ
@@ -91,8 +92,9 @@ class Budget:
             try:
                 values[f.name] = kind(float(raw))
             except (TypeError, ValueError):
-                raise ValueError(f"{ENV_PREFIX}{f.name.upper()} must be a number, got {raw!r}") \
-                    from None
+                raise ValueError(
+                    f"{ENV_PREFIX}{f.name.upper()} must be a number, got {raw!r}"
+                ) from None
         return cls(**values)
 
 
@@ -110,28 +112,38 @@ class BudgetExceeded(ValueError):
 def check(config: SimConfig, num_requests: int, budget: Budget) -> None:
     """Raise BudgetExceeded if a run of this size is over budget before it starts."""
     if num_requests > budget.max_requests:
-        raise BudgetExceeded("max_requests", budget.max_requests,
-                             f"{num_requests:,} requests are more than the {budget.max_requests:,}"
-                             " one run may simulate here: use fewer requests")  # fmt: skip
+        raise BudgetExceeded(
+            "max_requests",
+            budget.max_requests,
+            f"{num_requests:,} requests are more than the {budget.max_requests:,}"
+            " one run may simulate here: use fewer requests",
+        )
     workers = num_workers(config)
     if workers > budget.max_workers:
-        raise BudgetExceeded("max_workers", budget.max_workers,
-                             f"{workers} instances are more than the {budget.max_workers} one run"
-                             " may simulate here: lower num_instances, num_prefill or num_decode")
+        raise BudgetExceeded(
+            "max_workers",
+            budget.max_workers,
+            f"{workers} instances are more than the {budget.max_workers} one run"
+            " may simulate here: lower num_instances, num_prefill or num_decode",
+        )
     blocks = kv_blocks(config)
     if blocks > budget.max_kv_blocks:
-        raise BudgetExceeded("max_kv_blocks", budget.max_kv_blocks,
-                             f"{blocks:,} KV blocks over {workers} instance(s) are more than the "
-                             f"{budget.max_kv_blocks:,} one run may hold here: set "
-                             "kv_capacity_tokens, or lower tensor_parallel or the instances")
+        raise BudgetExceeded(
+            "max_kv_blocks",
+            budget.max_kv_blocks,
+            f"{blocks:,} KV blocks over {workers} instance(s) are more than the "
+            f"{budget.max_kv_blocks:,} one run may hold here: set "
+            "kv_capacity_tokens, or lower tensor_parallel or the instances",
+        )
 
 
 class BudgetClock(SimulatedClock):
     """The simulator's clock, counting steps: over `max_steps` or `deadline` (this thread's CPU
     time), or with the CPU seconds of a `SharedSeconds` spent, it raises."""
 
-    def __init__(self, budget: Budget, deadline: float | None = None,
-                 shared: SharedSeconds | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, budget: Budget, deadline: float | None = None, shared: SharedSeconds | None = None
+    ) -> None:
         self.budget = budget
         self.steps = 0
         self.shared = shared
@@ -152,10 +164,13 @@ class BudgetClock(SimulatedClock):
         before = self.steps
         self.steps += steps
         if self.steps > self.budget.max_steps:
-            raise BudgetExceeded("max_steps", self.budget.max_steps,
-                                 f"the run passed {self.budget.max_steps:,} engine steps, the most "
-                                 "one run may take here: use fewer requests, a lower rate or a "
-                                 "larger token budget per step (max_num_batched_tokens)")
+            raise BudgetExceeded(
+                "max_steps",
+                self.budget.max_steps,
+                f"the run passed {self.budget.max_steps:,} engine steps, the most "
+                "one run may take here: use fewer requests, a lower rate or a "
+                "larger token budget per step (max_num_batched_tokens)",
+            )
         if before >> 10 != self.steps >> 10:
             if self.shared is not None:
                 self.shared.check()
@@ -164,9 +179,12 @@ class BudgetClock(SimulatedClock):
 
 
 def over_seconds(budget: Budget) -> BudgetExceeded:
-    return BudgetExceeded("max_seconds", budget.max_seconds,
-                          f"the run took more than {budget.max_seconds:g} s, the most "
-                          "one run may take here: use fewer requests or a lower rate")
+    return BudgetExceeded(
+        "max_seconds",
+        budget.max_seconds,
+        f"the run took more than {budget.max_seconds:g} s, the most "
+        "one run may take here: use fewer requests or a lower rate",
+    )
 
 
 class SharedSeconds:
@@ -191,8 +209,12 @@ class SharedSeconds:
             raise over_seconds(self.budget)
 
 
-def simulate_within(requests: Sequence[RequestSpec], config: SimConfig, budget: Budget,
-                    clock: BudgetClock | None = None) -> RunResult:  # fmt: skip
+def simulate_within(
+    requests: Sequence[RequestSpec],
+    config: SimConfig,
+    budget: Budget,
+    clock: BudgetClock | None = None,
+) -> RunResult:
     """`sim.cluster.simulate`, refused or stopped (BudgetExceeded) when over budget."""
     check(config, len(requests), budget)
     return simulate(list(requests), config, clock=clock or BudgetClock(budget))
@@ -203,10 +225,15 @@ def simulate_within(requests: Sequence[RequestSpec], config: SimConfig, budget: 
 WATCH_GRACE_S = 0.25
 
 
-def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Budget,
-                 target: float = 0.9,
-                 progress: Callable[[int, int], None] | None = None,
-                 jobs: int = 1) -> pd.DataFrame:  # fmt: skip
+def sweep_within(
+    workload,
+    config: SimConfig,
+    rates: Sequence[float],
+    budget: Budget,
+    target: float = 0.9,
+    progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+) -> pd.DataFrame:
     """`sim.sweep.sweep_rates` (same table) with every run under `budget`, and the whole sweep
     within `budget.max_seconds` of CPU time. With `jobs` > 1 the rates run in that many
     processes (sim/parallel.py), all of them within the same `budget.max_seconds`."""
@@ -214,9 +241,18 @@ def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Bu
         context = pool_context()
         spent = context.Value("d", 0.0)  # CPU seconds of all the points, from every worker
         items = [(workload, config, rate, target, budget) for rate in rates]
-        return pd.DataFrame(map_points(_point_in_worker, items, jobs, progress=progress,
-                                       context=context, initializer=_share, initargs=(spent,),
-                                       watch=cpu_watch(budget)))  # fmt: skip
+        return pd.DataFrame(
+            map_points(
+                _point_in_worker,
+                items,
+                jobs,
+                progress=progress,
+                context=context,
+                initializer=_share,
+                initargs=(spent,),
+                watch=cpu_watch(budget),
+            )
+        )
     deadline = time.thread_time() + budget.max_seconds
     rows = []
     for i, rate in enumerate(rates):
@@ -226,11 +262,18 @@ def sweep_within(workload, config: SimConfig, rates: Sequence[float], budget: Bu
     return pd.DataFrame(rows)
 
 
-def _point_within(workload, config: SimConfig, rate: float, target: float, budget: Budget,
-                  deadline: float | None = None,
-                  shared: SharedSeconds | None = None) -> dict:  # fmt: skip
-    run = simulate_within(requests_at_rate(workload, rate), config, budget,
-                          BudgetClock(budget, deadline, shared))  # fmt: skip
+def _point_within(
+    workload,
+    config: SimConfig,
+    rate: float,
+    target: float,
+    budget: Budget,
+    deadline: float | None = None,
+    shared: SharedSeconds | None = None,
+) -> dict:
+    run = simulate_within(
+        requests_at_rate(workload, rate), config, budget, BudgetClock(budget, deadline, shared)
+    )
     return sweep_row(run, config, rate, target)
 
 
@@ -242,8 +285,9 @@ def _share(spent) -> None:
     _SPENT = spent
 
 
-def _point_in_worker(workload, config: SimConfig, rate: float, target: float,
-                     budget: Budget) -> dict:  # fmt: skip
+def _point_in_worker(
+    workload, config: SimConfig, rate: float, target: float, budget: Budget
+) -> dict:
     """One point of a parallel sweep: all its CPU time (building the requests and the row too)
     goes to the sweep's shared count; a point that starts with the budget spent stops at once."""
     shared = SharedSeconds(_SPENT, budget)

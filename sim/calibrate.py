@@ -162,8 +162,9 @@ def fit_profile(
                 break  # the winners of every max are stable: converged
             winners = now
     overhead, a, c, b, per_seq = (float(v) for v in best)
-    return DeviceProfile(mfu=1 / a, mfu_attn=1 / c, mbu=1 / b, overhead_s=overhead,
-                         overhead_per_seq_s=per_seq)  # fmt: skip
+    return DeviceProfile(
+        mfu=1 / a, mfu_attn=1 / c, mbu=1 / b, overhead_s=overhead, overhead_per_seq_s=per_seq
+    )
 
 
 def fit_report(

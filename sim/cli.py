@@ -76,11 +76,17 @@ def _dropped_note(old: str, new: str, dropped) -> None:
     """ONE line on stderr naming the chosen knobs --policy left behind, and why."""
     if not dropped:
         return
-    why = [f"{d.name}={d.value} ({old}: {d.meaning}; {new}: {d.new_meaning})"
-           if d.new_meaning else f"{d.name}={d.value} ({new} has no such knob)"
-           for d in dropped]  # fmt: skip
-    print(f"note: --policy {new} drops the {old} knobs {', '.join(why)}; {new}'s own defaults "
-          "apply (python -m sim list)", file=sys.stderr)  # fmt: skip
+    why = [
+        f"{d.name}={d.value} ({old}: {d.meaning}; {new}: {d.new_meaning})"
+        if d.new_meaning
+        else f"{d.name}={d.value} ({new} has no such knob)"
+        for d in dropped
+    ]
+    print(
+        f"note: --policy {new} drops the {old} knobs {', '.join(why)}; {new}'s own defaults "
+        "apply (python -m sim list)",
+        file=sys.stderr,
+    )
 
 
 def _workload_and_base(args):
@@ -96,11 +102,33 @@ def _workload_and_base(args):
     return scenario.requests(variant), variant.config, f"{scenario.name} [{variant.label}]"
 
 
-REQUEST_VIEW = ["request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
-                "max_itl_s", "e2e_s", "slo_met", "preemptions", "worker", "status"]  # fmt: skip
-SUMMARY_VIEW = ["num_requests", "finished", "rejected", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
-                "tpot_p99_s", "max_itl_s", "output_tokens_per_s", "preemptions_total",
-                "slo_attainment"]  # fmt: skip
+REQUEST_VIEW = [
+    "request_id",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "max_itl_s",
+    "e2e_s",
+    "slo_met",
+    "preemptions",
+    "worker",
+    "status",
+]
+SUMMARY_VIEW = [
+    "num_requests",
+    "finished",
+    "rejected",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "max_itl_s",
+    "output_tokens_per_s",
+    "preemptions_total",
+    "slo_attainment",
+]
 CACHE_VIEW = "prefix_cache_hit_rate"  # after SUMMARY_VIEW, when the policy keeps a prefix cache
 
 
@@ -113,8 +141,9 @@ def _summary_view(config: SimConfig) -> list[str]:
 def _print_table(frame: pd.DataFrame, limit: int = 40) -> None:
     import pandas as pd
 
-    with pd.option_context("display.width", 160, "display.max_columns", 30,
-                           "display.float_format", "{:.4f}".format):  # fmt: skip
+    with pd.option_context(
+        "display.width", 160, "display.max_columns", 30, "display.float_format", "{:.4f}".format
+    ):
         if len(frame) > limit:
             print(frame.head(limit // 2).to_string())
             print(f"... {len(frame) - limit} more rows (use --out DIR or --json for all) ...")
@@ -142,12 +171,15 @@ def cmd_list(args) -> None:
         print(f"  {'':30s}       variants: {' | '.join(v.label for v in s.variants)}")
     print("\nPolicies (--policy NAME) and their knobs (--set knob=value):")
     for name, cls in POLICIES.items():
-        knobs = ", ".join(f"{f.name}={getattr(cls.Knobs(), f.name)}"
-                          for f in dataclasses.fields(cls.Knobs))  # fmt: skip
+        knobs = ", ".join(
+            f"{f.name}={getattr(cls.Knobs(), f.name)}" for f in dataclasses.fields(cls.Knobs)
+        )
         alias = "   (old name of vllm-v0)" if name == "chunked" else ""
         print(f"  {name:14s} mirrors {cls.mirrors}{alias}\n  {'':14s} {knobs}")
-    print("  (0 = the engine's own default for the GPU, e.g. vLLM on an H100: 8192 tokens and "
-          "1024 sequences; SGLang: chunked_prefill_size 8192)")
+    print(
+        "  (0 = the engine's own default for the GPU, e.g. vLLM on an H100: 8192 tokens and "
+        "1024 sequences; SGLang: chunked_prefill_size 8192)"
+    )
     print(f"\nTopologies (--topology NAME): {', '.join(TOPOLOGY_NAMES)}")
     print("  routers (--set router=NAME): round-robin, least-loaded, length")
     print(
@@ -178,8 +210,10 @@ def cmd_run(args) -> None:
     summary = emit_files_and_json(run, args)
     if args.json:
         return
-    print(f"{label}: policy {config.policy}, topology {config.topology.topology}, "
-          f"{run.meta['num_gpus']}x {run.meta['gpu']}, {run.meta['model']}")  # fmt: skip
+    print(
+        f"{label}: policy {config.policy}, topology {config.topology.topology}, "
+        f"{run.meta['num_gpus']}x {run.meta['gpu']}, {run.meta['model']}"
+    )
     for key in _summary_view(config):
         value = summary.get(key)
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -235,8 +269,9 @@ def cmd_sweep(args) -> None:
         config = with_overrides(config, {"ttft_slo_s": slo.ttft_s, "tpot_slo_s": slo.tpot_s})
     if args.backend == "processes":  # each worker process holds one run at a time
         check_memory(config, copies=min(cpu_jobs(args.jobs), len(rates)))
-    table = sweep_rates(workload, config, rates, jobs=args.jobs, backend=args.backend,
-                        address=args.address)
+    table = sweep_rates(
+        workload, config, rates, jobs=args.jobs, backend=args.backend, address=args.address
+    )
     print(f"SLO: TTFT <= {config.slo.ttft_slo_s:g} s and TPOT <= {config.slo.tpot_slo_s:g} s")
     _print_table(table.set_index("rate_per_s"), limit=200)
     g = goodput_of(table)
@@ -252,9 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m sim", description="PD Lab simulator")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="scenarios, policies, topologies, GPUs, models")
-    for name, text in (("run", "simulate one configuration"),
-                       ("compare", "run every variant of a scenario"),
-                       ("sweep", "attainment per arrival rate, and the goodput")):  # fmt: skip
+    for name, text in (
+        ("run", "simulate one configuration"),
+        ("compare", "run every variant of a scenario"),
+        ("sweep", "attainment per arrival rate, and the goodput"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--scenario", help="a scenario name (see list), or its claim id, e.g. C5")
         if name != "compare":
@@ -275,19 +312,33 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--json", action="store_true", help="print one JSON object")
             p.add_argument("--out", help="write requests/segments/steps CSV, summary, trace")
-            p.add_argument("--step-by-step", action="store_true",
-                           help="take every engine step one by one (same trace, slower; the "
-                                "default takes runs of decode-only steps at once)")  # fmt: skip
+            p.add_argument(
+                "--step-by-step",
+                action="store_true",
+                help="take every engine step one by one (same trace, slower; the "
+                "default takes runs of decode-only steps at once)",
+            )
         if name == "sweep":
             p.add_argument("--rate", required=True, help="arrival rates A:B:STEP (req/s)")
             p.add_argument("--slo", help=f"an SLO preset: {', '.join(SLO_PRESETS)}")
-            p.add_argument("--jobs", type=int, default=1,
-                           help="run the rates in N processes (0: one per core; same table)")
-            p.add_argument("--backend", choices=BACKENDS, default="processes",
-                           help="where the points run: local processes, or a Ray cluster")
-            p.add_argument("--address", help="the Ray cluster's address, HOST:6379 or "
-                           "ray://HOST:10001 (--backend ray; default: the one `ray start "
-                           "--head` runs here; 'local': start one for this sweep)")  # fmt: skip
+            p.add_argument(
+                "--jobs",
+                type=int,
+                default=1,
+                help="run the rates in N processes (0: one per core; same table)",
+            )
+            p.add_argument(
+                "--backend",
+                choices=BACKENDS,
+                default="processes",
+                help="where the points run: local processes, or a Ray cluster",
+            )
+            p.add_argument(
+                "--address",
+                help="the Ray cluster's address, HOST:6379 or "
+                "ray://HOST:10001 (--backend ray; default: the one `ray start "
+                "--head` runs here; 'local': start one for this sweep)",
+            )
     return parser
 
 
@@ -306,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {message}", file=sys.stderr)
         return 2
     except (RecursionError, OverflowError) as err:  # a crafted input's last resort: one line
-        print(f"error: an input is too deep or too large to read ({type(err).__name__})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: an input is too deep or too large to read ({type(err).__name__})",
+            file=sys.stderr,
+        )
         return 2
     return 0

@@ -92,8 +92,11 @@ class Cluster:
         self.workers: list[Worker] = []
         # DP+EP: the instances step together (LockstepGroup), under the cost model's clock.
         self.lockstep = None
-        if (ep > 1 and isinstance(self.cost, StepCostModel)
-                and type(self.clock).step_timing is SimulatedClock.step_timing):  # fmt: skip
+        if (
+            ep > 1
+            and isinstance(self.cost, StepCostModel)
+            and type(self.clock).step_timing is SimulatedClock.step_timing
+        ):
             self.lockstep = LockstepGroup(self.env, self.cost)
         self._rr = count()
         if topo.topology == "colocated":
@@ -120,8 +123,9 @@ class Cluster:
             # Nothing else touches them mid-run: a run may take the policy's admission steps in.
             for w in self.workers:
                 w.limit_s = lambda: self.next_arrival_s
-                w.absorbs = (w.on_step is None
-                             and type(self.clock).after_step is SimulatedClock.after_step)
+                w.absorbs = (
+                    w.on_step is None and type(self.clock).after_step is SimulatedClock.after_step
+                )
 
     def knobs_for(self, gpu) -> object:
         """The policy's knobs with "the engine's default" resolved for `gpu` (e.g. vLLM's
@@ -146,8 +150,9 @@ class Cluster:
         engine.hands_off = role == "prefill"
         swap_s = self.model.kv_bytes_per_token / (gpu.host_link_gb_s * 1e9)
         if self.lockstep is not None:  # one rank of a DP+EP group: steps with the others
-            w = LockstepWorker(self.lockstep, self.env, engine, role, cost, swap_s,
-                               c.hardware.tensor_parallel)  # fmt: skip
+            w = LockstepWorker(
+                self.lockstep, self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel
+            )
         else:
             w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
         w.clock = self.clock
@@ -281,13 +286,18 @@ class Cluster:
         }
         finish = [r.finish_s for r in requests if r.finish_s == r.finish_s]
         return {
-            "policy": c.policy, "topology": c.topology.topology, "gpu": self.gpu.name,
-            "model": self.model.name, "num_gpus": sum(w.gpus for w in self.workers),
-            "ttft_slo_s": c.slo.ttft_slo_s, "tpot_slo_s": c.slo.tpot_slo_s,
-            "duration_s": max(finish, default=0.0), "workers": workers,
+            "policy": c.policy,
+            "topology": c.topology.topology,
+            "gpu": self.gpu.name,
+            "model": self.model.name,
+            "num_gpus": sum(w.gpus for w in self.workers),
+            "ttft_slo_s": c.slo.ttft_slo_s,
+            "tpot_slo_s": c.slo.tpot_slo_s,
+            "duration_s": max(finish, default=0.0),
+            "workers": workers,
             "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
-        }  # fmt: skip
+        }
 
 
 def simulate(

@@ -46,8 +46,9 @@ def _within(name: str, value, lo: float, hi: float, unit: str = "", lo_open: boo
     if not ok:
         unit = f" {unit}" if unit else ""
         span = f"more than {lo:g} and at most" if lo_open else f"between {lo:g} and"
-        raise ValueError(f"{name} must be {span} {hi:g}{unit}, got {value!r}: "
-                         f"set {name} within that range")  # fmt: skip
+        raise ValueError(
+            f"{name} must be {span} {hi:g}{unit}, got {value!r}: set {name} within that range"
+        )
 
 
 def _known(knob: str, lookup, name: str) -> None:
@@ -98,9 +99,11 @@ class HardwareConfig:
         _within("overhead_ms", self.overhead_ms, 0, 10_000, "ms")
         _within("overhead_per_seq_ms", self.overhead_per_seq_ms, 0, 1_000, "ms")
         if self.gpu.lower() == "custom":
-            for name, lo, hi, unit in (("gpu_tflops", 0.1, 1e5, "TFLOP/s"),
-                                       ("gpu_bw_gb_s", 1, 1e6, "GB/s"),
-                                       ("gpu_mem_gb", 1, 1e5, "GB")):  # fmt: skip
+            for name, lo, hi, unit in (
+                ("gpu_tflops", 0.1, 1e5, "TFLOP/s"),
+                ("gpu_bw_gb_s", 1, 1e6, "GB/s"),
+                ("gpu_mem_gb", 1, 1e5, "GB"),
+            ):
                 v = getattr(self, name)
                 _require(
                     isinstance(v, numbers.Real) and math.isfinite(v) and v > 0,
@@ -272,8 +275,11 @@ def _convert(name: str, raw, default):
                 raise ValueError
             return value
     except ValueError:
-        kind = {bool: "true/false", int: f"whole number up to {MAX_WHOLE:,}",
-                float: "finite number"}[type(default)]  # fmt: skip
+        kind = {
+            bool: "true/false",
+            int: f"whole number up to {MAX_WHOLE:,}",
+            float: "finite number",
+        }[type(default)]
         raise ValueError(f"{name} must be a {kind}, got {raw!r}") from None
     return raw
 

@@ -123,8 +123,18 @@ class StepCostModel:
     """Step durations for one model on `tensor_parallel` GPUs of one kind, under a profile."""
 
     # Constants are baked in at construction: to change the profile, build a new StepCostModel.
-    __slots__ = ("gpu", "model", "tensor_parallel", "expert_parallel_instances", "profile",
-                 "_flop_s", "_lin_flop_s", "_byte_s", "_c", "_moe")  # fmt: skip
+    __slots__ = (
+        "gpu",
+        "model",
+        "tensor_parallel",
+        "expert_parallel_instances",
+        "profile",
+        "_flop_s",
+        "_lin_flop_s",
+        "_byte_s",
+        "_c",
+        "_moe",
+    )
 
     def __init__(
         self,
@@ -206,9 +216,17 @@ class StepCostModel:
         if model.moe is not None:
             m = model.moe
             row_flops = 2 * model.params_expert
-            self._moe = (row_flops / flop_s, expert_bytes / byte_s, m.num_experts / g,
-                         1.0 - m.experts_per_token / m.num_experts, g, row_flops,
-                         expert_bytes, ep_recv, m.experts_per_token / m.num_experts)  # fmt: skip
+            self._moe = (
+                row_flops / flop_s,
+                expert_bytes / byte_s,
+                m.num_experts / g,
+                1.0 - m.experts_per_token / m.num_experts,
+                g,
+                row_flops,
+                expert_bytes,
+                ep_recv,
+                m.experts_per_token / m.num_experts,
+            )
 
     def _experts(self, tokens: int, group: float = 0) -> tuple[float, float, float, float]:
         """Routed experts of a step of `tokens` tokens: (compute s, memory s, FLOP, bytes read).

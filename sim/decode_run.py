@@ -39,8 +39,15 @@ class DecodeRun(RunPlanning, RunBooking):
     blocks; the engine's state is always that of step by step at the last applied instant.
     """
 
-    def __init__(self, worker: Worker, reqs: list, c0: list[int], rem: list[int],
-                 blocks: list[int], allocated: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        worker: Worker,
+        reqs: list,
+        c0: list[int],
+        rem: list[int],
+        blocks: list[int],
+        allocated: int,
+    ) -> None:
         self.worker, self.engine = worker, worker.engine
         self.reqs = reqs  # in running order (those who join later are appended: admission order)
         self.c0_list = c0  # tokens in each request's KV before its first step in the run
@@ -152,10 +159,19 @@ class DecodeRun(RunPlanning, RunBooking):
         base = kv.num_blocks - self.free0
         freed = sum(blocks for _, blocks in self.freed_at)
         assert self.touched or (base + self.need[k - 1] - freed) * kv.block_size == kv_last, (
-            "fast-forward: KV out of step")  # fmt: skip
-        mixed = [(m - 1, batch.prefill_tokens, len(batch.prefill_chunks), timing.compute_s,
-                  timing.overhead_s, timing.comm_s)
-                 for m, (batch, timing) in self.mixed.items()]  # fmt: skip
+            "fast-forward: KV out of step"
+        )
+        mixed = [
+            (
+                m - 1,
+                batch.prefill_tokens,
+                len(batch.prefill_chunks),
+                timing.compute_s,
+                timing.overhead_s,
+                timing.comm_s,
+            )
+            for m, (batch, timing) in self.mixed.items()
+        ]
         self._record(1, k, base, self.freed_at, kv_last, mixed)
 
     def _record(self, a: int, b: int, base: int, freed: list, kv_last: int, mixed=()) -> None:
@@ -170,10 +186,23 @@ class DecodeRun(RunPlanning, RunBooking):
             t = self.worker.decode_terms
             terms = (t.compute, t.overhead, t.comm)
         engine.recorder.step_run(
-            engine.name, self.first_step + a - 1, self.times[a - 1 : b + 1], self.active[a - 1 : b],
-            self.need[a - 1 : b], base, kv.block_size, freed, kv_last, kv.capacity_tokens,
-            self.memory[a - 1 : b], terms, compute, overhead, comm, mixed,
-        )  # fmt: skip
+            engine.name,
+            self.first_step + a - 1,
+            self.times[a - 1 : b + 1],
+            self.active[a - 1 : b],
+            self.need[a - 1 : b],
+            base,
+            kv.block_size,
+            freed,
+            kv_last,
+            kv.capacity_tokens,
+            self.memory[a - 1 : b],
+            terms,
+            compute,
+            overhead,
+            comm,
+            mixed,
+        )
 
     def _advance(self, done_to: int, allocated_to: int, book: bool = True) -> None:
         """Bring the engine to: steps 1..done_to applied, KV blocks of steps 1..allocated_to held.

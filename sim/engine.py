@@ -246,9 +246,17 @@ class Engine:
         else:
             stalled = [r for r in self.running if r not in items_set]
         return Batch(
-            self.name, self.num_steps, items, chunks, num_decodes, decode_ctx,
-            plan.swap_in_tokens, plan.swap_out_tokens, plan.preempted, stalled,
-        )  # fmt: skip
+            self.name,
+            self.num_steps,
+            items,
+            chunks,
+            num_decodes,
+            decode_ctx,
+            plan.swap_in_tokens,
+            plan.swap_out_tokens,
+            plan.preempted,
+            stalled,
+        )
 
     def complete(self, batch: Batch, start_s: float, end_s: float, timing: StepTiming) -> list:
         """Apply a finished step: KV grows, tokens are emitted, requests finish or hand off.
@@ -309,17 +317,32 @@ class Engine:
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
                 add(req, wid, STALL, start_s, end_s, 0, 0, step)
-        rec.step((
-            self.name, step, start_s, end_s, batch.prefill_tokens, batch.num_decodes,
-            len(batch.items), len(batch.prefill_chunks), self.kv.used_tokens,
-            self.kv.capacity_tokens, timing.compute_s, timing.memory_s, timing.overhead_s,
-            timing.comm_s, timing.swap_s, batch.preempted,
-        ))  # fmt: skip
+        rec.step(
+            (
+                self.name,
+                step,
+                start_s,
+                end_s,
+                batch.prefill_tokens,
+                batch.num_decodes,
+                len(batch.items),
+                len(batch.prefill_chunks),
+                self.kv.used_tokens,
+                self.kv.capacity_tokens,
+                timing.compute_s,
+                timing.memory_s,
+                timing.overhead_s,
+                timing.comm_s,
+                timing.swap_s,
+                batch.preempted,
+            )
+        )
         self.num_steps += 1
         return handoffs
 
-    def book_chunk(self, req: Request, n: int, offset: int, start_s: float, end_s: float,
-                   step: int) -> None:  # fmt: skip
+    def book_chunk(
+        self, req: Request, n: int, offset: int, start_s: float, end_s: float, step: int
+    ) -> None:
         """The trace of a prefill chunk of `n` tokens at `offset`: the prompt's start the prefix
         cache gave it (once), then the chunk (a recompute if its KV had been computed before)."""
         add, wid = self.recorder.add, self._worker_code
@@ -329,8 +352,9 @@ class Engine:
         flags = RECOMPUTE if offset < req.high_water else 0
         add(req, wid, PREFILL, start_s, end_s, n, flags, step)
 
-    def complete_prompt(self, req: Request, n: int, offset: int, start_s: float, end_s: float,
-                        step: int) -> None:  # fmt: skip
+    def complete_prompt(
+        self, req: Request, n: int, offset: int, start_s: float, end_s: float, step: int
+    ) -> None:
         """`complete` for one chunk that ends its prompt here and samples a token that does not
         finish the request (what a run of decode steps admits: sim/run_admission.py)."""
         self.book_chunk(req, n, offset, start_s, end_s, step)

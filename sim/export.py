@@ -95,8 +95,10 @@ def _array_values(column: np.ndarray) -> list:
         if bad.any():
             values = [None if b else v for v, b in zip(values, bad.tolist(), strict=True)]
     elif column.dtype == object and not all(type(v) is str for v in values):  # (names: as is)
-        values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else
-                  _json_safe(v) for v in values]  # fmt: skip
+        values = [
+            None if v is None or (isinstance(v, float) and math.isnan(v)) else _json_safe(v)
+            for v in values
+        ]
     return values
 
 
@@ -191,12 +193,21 @@ def chrome_trace(run: RunResult) -> dict:
     for args, ts, dur in zip(_records(steps), step_ts, step_dur, strict=True):
         pid = pid_of[args["worker"]]
         if dur > 0:
-            events.append({
-                "name": (f"step {args['step']}: {args['prefill_tokens']} prefill + "
-                         f"{args['decode_tokens']} decode tokens"),
-                "cat": "step", "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": 0,
-                "args": args,
-            })  # fmt: skip
+            events.append(
+                {
+                    "name": (
+                        f"step {args['step']}: {args['prefill_tokens']} prefill + "
+                        f"{args['decode_tokens']} decode tokens"
+                    ),
+                    "cat": "step",
+                    "ph": "X",
+                    "ts": ts,
+                    "dur": dur,
+                    "pid": pid,
+                    "tid": 0,
+                    "args": args,
+                }
+            )
         if args["kv_used_tokens"] is not None:
             events.append(
                 {

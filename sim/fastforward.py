@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from sim.worker import Worker
 
 
-
 def run_seconds(a_b: float, kv_s: float, b: int, c1: int, k: int) -> float:
     """Closed form of a run of k decode steps of b requests, c1 context tokens at the first step
     (every step adds b tokens of context): k * a(b) + kv_s * (k * c1 + b * k(k-1)/2) seconds.
@@ -163,8 +162,9 @@ def _disagree() -> None:
     )
 
 
-def start_run(worker: Worker, batch: Batch | None = None, admitted: bool = False
-              ) -> DecodeRun | None:  # fmt: skip
+def start_run(
+    worker: Worker, batch: Batch | None = None, admitted: bool = False
+) -> DecodeRun | None:
     """A run starting now, or None (take the next step the ordinary way).
 
     Without `batch`, nothing is scheduled yet: the run starts only if nothing waits and every

@@ -104,8 +104,10 @@ class MoeSpec:
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"MoeSpec: {key} must be an int >= 0, got {value!r}")
         if self.experts_per_token > self.num_experts:
-            raise ValueError(f"MoeSpec: experts_per_token ({self.experts_per_token}) exceeds "
-                             f"num_experts ({self.num_experts})")  # fmt: skip
+            raise ValueError(
+                f"MoeSpec: experts_per_token ({self.experts_per_token}) exceeds "
+                f"num_experts ({self.num_experts})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,13 +179,18 @@ class ModelSpec:
             )
         sb = self.scale_bytes_per_param
         if not (isinstance(sb, int | float) and not isinstance(sb, bool) and 0 <= sb < b):
-            raise ValueError(f"ModelSpec {self.name!r}: scale_bytes_per_param must be in "
-                             f"[0, bytes_per_param), got {sb!r}")  # fmt: skip
+            raise ValueError(
+                f"ModelSpec {self.name!r}: scale_bytes_per_param must be in "
+                f"[0, bytes_per_param), got {sb!r}"
+            )
         mb = self.matmul_bytes
-        if not (isinstance(mb, int | float) and not isinstance(mb, bool)
-                and (mb == 0 or b <= mb <= 8)):  # fmt: skip
-            raise ValueError(f"ModelSpec {self.name!r}: matmul_bytes must be 0 (the weights' "
-                             f"width) or in [bytes_per_param, 8], got {mb!r}")  # fmt: skip
+        if not (
+            isinstance(mb, int | float) and not isinstance(mb, bool) and (mb == 0 or b <= mb <= 8)
+        ):
+            raise ValueError(
+                f"ModelSpec {self.name!r}: matmul_bytes must be 0 (the weights' "
+                f"width) or in [bytes_per_param, 8], got {mb!r}"
+            )
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"ModelSpec {self.name!r}: heads ({self.heads}) must be a multiple of kv_heads "
@@ -384,10 +391,13 @@ def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
         raise ValueError(
             f"unknown weight format {dtype!r}; choose one of: {', '.join(DTYPE_BYTES)}"
         )
-    return dataclasses.replace(model, name=f"{model.name.split(':')[0]}:{key}",
-                               bytes_per_param=DTYPE_BYTES[key],
-                               scale_bytes_per_param=DTYPE_SCALE_BYTES.get(key, 0.0),
-                               matmul_bytes=DTYPE_MATMUL_BYTES.get(key, 0.0))  # fmt: skip
+    return dataclasses.replace(
+        model,
+        name=f"{model.name.split(':')[0]}:{key}",
+        bytes_per_param=DTYPE_BYTES[key],
+        scale_bytes_per_param=DTYPE_SCALE_BYTES.get(key, 0.0),
+        matmul_bytes=DTYPE_MATMUL_BYTES.get(key, 0.0),
+    )
 
 
 # KV-cache formats (vLLM's --kv-cache-dtype): bytes per cached K or V element.
@@ -400,8 +410,9 @@ def with_kv_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
     per cached token, so twice the tokens fit and decode attention reads half as much)."""
     key = dtype.strip().lower()
     if key not in KV_DTYPE_BYTES:
-        raise ValueError(f"unknown KV cache format {dtype!r}; choose one of: "
-                         f"{', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
+        raise ValueError(
+            f"unknown KV cache format {dtype!r}; choose one of: {', '.join(KV_DTYPE_BYTES)}"
+        )
     name = model.name.split(":" + KV_SUFFIX)[0]
     suffix = "" if KV_DTYPE_BYTES[key] == 2 else f":{KV_SUFFIX}{key}"
     return dataclasses.replace(model, name=name + suffix, bytes_per_kv=KV_DTYPE_BYTES[key])
@@ -460,8 +471,17 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
             # 1,792 GB/s, PCIe Gen5 x16, no NVLink. GPU-to-GPU: 16 GB/s and 20 us per hop, the
             # link LLMServingSim's authors give the two-card testbed of its RTX PRO 6000 runs
             # (bench/examples/RTXPRO6000/*/config.json: link_bw 16, link_latency 20000 ns)
-            GpuSpec("RTX-PRO-6000", 503.8, 1792.0, 96.0, 16.0, 64.0, 1007.6, 2015.0,
-                    link_latency_us=20.0),
+            GpuSpec(
+                "RTX-PRO-6000",
+                503.8,
+                1792.0,
+                96.0,
+                16.0,
+                64.0,
+                1007.6,
+                2015.0,
+                link_latency_us=20.0,
+            ),
             # HGX B200 (nvidia.com/en-us/data-center/hgx, 1,000 W; glennklockwood.com/garden/
             # processors/B200): 2,250 BF16, 4,500 FP8, 9,000 FP4 dense, 180 GB HBM3e at 8 TB/s,
             # NVLink5 1.8 TB/s bidirectional
@@ -488,13 +508,24 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
 )
 
 
-def _qwen3_moe(name: str, layers: int, hidden: int, heads: int, kv: int, intermediate: int,
-               experts: int, top_k: int, expert_int: int, source: str) -> ModelSpec:  # fmt: skip
+def _qwen3_moe(
+    name: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv: int,
+    intermediate: int,
+    experts: int,
+    top_k: int,
+    expert_int: int,
+    source: str,
+) -> ModelSpec:
     """A Qwen3-MoE shape: head_dim 128, vocab 151,936, untied, every layer MoE, no shared expert
     (`intermediate` is the config's unused dense width, kept so a loaded config.json matches)."""
     moe = MoeSpec(experts, top_k, expert_int)
-    return ModelSpec(name, layers, hidden, heads, kv, 128, intermediate, 151936, False, moe=moe,
-                     source=source)  # fmt: skip
+    return ModelSpec(
+        name, layers, hidden, heads, kv, 128, intermediate, 151936, False, moe=moe, source=source
+    )
 
 
 # Hugging Face config.json values (§5.7 for the first seven), the repo named in `source`.
@@ -502,48 +533,155 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
     {
         m.name: m
         for m in (
-            ModelSpec("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, False,
-                      source="meta-llama/Llama-3.1-8B"),
-            ModelSpec("Llama-3.3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False,
-                      source="meta-llama/Llama-3.3-70B-Instruct"),
-            ModelSpec("Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True,
-                      source="Qwen/Qwen2.5-0.5B"),
-            ModelSpec("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False,
-                      source="Qwen/Qwen2.5-7B"),
-            ModelSpec("Mistral-7B", 32, 4096, 32, 8, 128, 14336, 32768, False,
-                      source="mistralai/Mistral-7B-v0.3"),  # v0.3 vocab
-            ModelSpec("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True,
-                      source="meta-llama/Llama-3.2-1B"),
-            ModelSpec("SmolLM2-135M", 30, 576, 9, 3, 64, 1536, 49152, True,
-                      source="HuggingFaceTB/SmolLM2-135M"),
+            ModelSpec(
+                "Llama-3.1-8B",
+                32,
+                4096,
+                32,
+                8,
+                128,
+                14336,
+                128256,
+                False,
+                source="meta-llama/Llama-3.1-8B",
+            ),
+            ModelSpec(
+                "Llama-3.3-70B",
+                80,
+                8192,
+                64,
+                8,
+                128,
+                28672,
+                128256,
+                False,
+                source="meta-llama/Llama-3.3-70B-Instruct",
+            ),
+            ModelSpec(
+                "Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True, source="Qwen/Qwen2.5-0.5B"
+            ),
+            ModelSpec(
+                "Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False, source="Qwen/Qwen2.5-7B"
+            ),
+            ModelSpec(
+                "Mistral-7B",
+                32,
+                4096,
+                32,
+                8,
+                128,
+                14336,
+                32768,
+                False,
+                source="mistralai/Mistral-7B-v0.3",
+            ),  # v0.3 vocab
+            ModelSpec(
+                "Llama-3.2-1B",
+                16,
+                2048,
+                32,
+                8,
+                64,
+                8192,
+                128256,
+                True,
+                source="meta-llama/Llama-3.2-1B",
+            ),
+            ModelSpec(
+                "SmolLM2-135M",
+                30,
+                576,
+                9,
+                3,
+                64,
+                1536,
+                49152,
+                True,
+                source="HuggingFaceTB/SmolLM2-135M",
+            ),
             # Same shape as Llama-3.3-70B; the name public benchmarks use.
-            ModelSpec("Llama-3.1-70B", 80, 8192, 64, 8, 128, 28672, 128256, False,
-                      source="meta-llama/Llama-3.1-70B"),
+            ModelSpec(
+                "Llama-3.1-70B",
+                80,
+                8192,
+                64,
+                8,
+                128,
+                28672,
+                128256,
+                False,
+                source="meta-llama/Llama-3.1-70B",
+            ),
             # Llama 2: multi-head attention at 7B (32 KV heads), GQA at 70B; 32,000-token vocab.
-            ModelSpec("Llama-2-7B", 32, 4096, 32, 32, 128, 11008, 32000, False,
-                      source="meta-llama/Llama-2-7b-hf"),
-            ModelSpec("Llama-2-70B", 80, 8192, 64, 8, 128, 28672, 32000, False,
-                      source="meta-llama/Llama-2-70b-hf"),
+            ModelSpec(
+                "Llama-2-7B",
+                32,
+                4096,
+                32,
+                32,
+                128,
+                11008,
+                32000,
+                False,
+                source="meta-llama/Llama-2-7b-hf",
+            ),
+            ModelSpec(
+                "Llama-2-70B",
+                80,
+                8192,
+                64,
+                8,
+                128,
+                28672,
+                32000,
+                False,
+                source="meta-llama/Llama-2-70b-hf",
+            ),
             # Qwen3 dense: head_dim 128 although hidden/heads differs (32B: 64·128 = 8192 > 5120).
-            ModelSpec("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, False,
-                      source="Qwen/Qwen3-8B"),
-            ModelSpec("Qwen3-32B", 64, 5120, 64, 8, 128, 25600, 151936, False,
-                      source="Qwen/Qwen3-32B"),
+            ModelSpec(
+                "Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, False, source="Qwen/Qwen3-8B"
+            ),
+            ModelSpec(
+                "Qwen3-32B", 64, 5120, 64, 8, 128, 25600, 151936, False, source="Qwen/Qwen3-32B"
+            ),
             # Mixtral: 8 experts of width 14,336, top-2, in every layer.
-            ModelSpec("Mixtral-8x7B", 32, 4096, 32, 8, 128, 14336, 32000, False,
-                      moe=MoeSpec(8, 2, 14336), source="mistralai/Mixtral-8x7B-v0.1"),
+            ModelSpec(
+                "Mixtral-8x7B",
+                32,
+                4096,
+                32,
+                8,
+                128,
+                14336,
+                32000,
+                False,
+                moe=MoeSpec(8, 2, 14336),
+                source="mistralai/Mixtral-8x7B-v0.1",
+            ),
             # Qwen3-MoE: 128 experts, top-8, moe_intermediate_size 768 / 1536.
             _qwen3_moe("Qwen3-30B-A3B", 48, 2048, 32, 4, 6144, 128, 8, 768, "Qwen/Qwen3-30B-A3B"),
-            _qwen3_moe("Qwen3-235B-A22B", 94, 4096, 64, 4, 12288, 128, 8, 1536,
-                       "Qwen/Qwen3-235B-A22B"),
+            _qwen3_moe(
+                "Qwen3-235B-A22B", 94, 4096, 64, 4, 12288, 128, 8, 1536, "Qwen/Qwen3-235B-A22B"
+            ),
             # DeepSeek-V2-Lite: MLA (kv_lora_rank 512, no query LoRA), 64 routed experts of width
             # 1,408, top-6, 2 shared experts, layer 0 dense (first_k_dense_replace = 1).
-            ModelSpec("DeepSeek-V2-Lite", 27, 2048, 16, 16, 128, 10944, 102400, False,
-                      moe=MoeSpec(64, 6, 1408, shared_intermediate=2 * 1408, dense_layers=1),
-                      mla=MlaSpec(512, 128, 64, 128), source="deepseek-ai/DeepSeek-V2-Lite"),
+            ModelSpec(
+                "DeepSeek-V2-Lite",
+                27,
+                2048,
+                16,
+                16,
+                128,
+                10944,
+                102400,
+                False,
+                moe=MoeSpec(64, 6, 1408, shared_intermediate=2 * 1408, dense_layers=1),
+                mla=MlaSpec(512, 128, 64, 128),
+                source="deepseek-ai/DeepSeek-V2-Lite",
+            ),
         )
     }
-)  # fmt: skip
+)
 
 # Nominal one-direction bandwidths in GB/s (§2.5), for labelling the KV-transfer slider.
 LINKS_GB_S: Mapping[str, float] = MappingProxyType(
@@ -579,7 +717,7 @@ def get_model(name: str) -> ModelSpec:
     kv = ""
     head, _, last = text.rpartition(":")
     if head and last.lower().startswith(KV_SUFFIX):
-        text, kv = head, last[len(KV_SUFFIX):]
+        text, kv = head, last[len(KV_SUFFIX) :]
     model = _get_model(text)
     return with_kv_dtype(model, kv) if kv else model
 

@@ -40,14 +40,22 @@ def read_model_file(path: str, _mtime_ns: int) -> ModelSpec:
         raise ValueError(f"{path}: the JSON is nested too deep for a config.json") from None
     p = Path(path)
     folder = p.parent.name if p.name == "config.json" else p.stem
-    return model_from_hf_config(config, name=None, default_name=folder or "hf-model",
-                                source=path)  # fmt: skip
+    return model_from_hf_config(config, name=None, default_name=folder or "hf-model", source=path)
 
 
 # Architectures whose config.json fields model_from_hf_config understands (others with the same
 # fields load too: Hugging Face decoders mostly share them).
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
-                  "deepseek_v2", "deepseek_v3")  # fmt: skip
+HF_MODEL_TYPES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+)
 
 
 def _weight_format(config: Mapping) -> tuple[float, float, float]:
@@ -125,19 +133,24 @@ def _model_from_hf_config(config, name, default_name, source) -> ModelSpec:
     def need(key: str) -> int:
         value = config.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < MAX_FIELD:
-            raise ValueError(f"config.json: {key} must be a whole number >= 1, got {value!r:.40} "
-                             "(is it a decoder-only language model's config?)")  # fmt: skip
+            raise ValueError(
+                f"config.json: {key} must be a whole number >= 1, got {value!r:.40} "
+                "(is it a decoder-only language model's config?)"
+            )
         return value
 
     def opt(*keys: str, default: int = 0) -> int:
         for key in keys:
             value = config.get(key)
             if value is not None:
-                if not isinstance(value, int) or isinstance(value, bool) or not (
-                    0 <= value < MAX_FIELD
+                if (
+                    not isinstance(value, int)
+                    or isinstance(value, bool)
+                    or not (0 <= value < MAX_FIELD)
                 ):
-                    raise ValueError(f"config.json: {key} must be a whole number, got "
-                                     f"{value!r:.40}")  # fmt: skip
+                    raise ValueError(
+                        f"config.json: {key} must be a whole number, got {value!r:.40}"
+                    )
                 return value
         return default
 
@@ -152,8 +165,13 @@ def _model_from_hf_config(config, name, default_name, source) -> ModelSpec:
     intermediate = opt("intermediate_size")
     mla = None
     if config.get("kv_lora_rank"):
-        mla = MlaSpec(need("kv_lora_rank"), need("qk_nope_head_dim"), need("qk_rope_head_dim"),
-                      need("v_head_dim"), opt("q_lora_rank"))  # fmt: skip
+        mla = MlaSpec(
+            need("kv_lora_rank"),
+            need("qk_nope_head_dim"),
+            need("qk_rope_head_dim"),
+            need("v_head_dim"),
+            opt("q_lora_rank"),
+        )
         kv_heads, head_dim = heads, mla.v_head_dim
     moe = None
     experts = opt("num_local_experts", "num_experts", "n_routed_experts")
@@ -183,7 +201,20 @@ def _model_from_hf_config(config, name, default_name, source) -> ModelSpec:
     )
     width, scales, matmul = _weight_format(config)
     return ModelSpec(
-        label, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
-        bool(config.get("tie_word_embeddings", False)), width, 2, moe, mla,
-        source=source or label, scale_bytes_per_param=scales, matmul_bytes=matmul,
-    )  # fmt: skip
+        label,
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        intermediate,
+        vocab,
+        bool(config.get("tie_word_embeddings", False)),
+        width,
+        2,
+        moe,
+        mla,
+        source=source or label,
+        scale_bytes_per_param=scales,
+        matmul_bytes=matmul,
+    )

@@ -46,7 +46,8 @@ def kv_blocks(config: SimConfig) -> int:
 
     def per_worker(g) -> int:
         tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-            g, model, hw.tensor_parallel, eng.mem_utilization)
+            g, model, hw.tensor_parallel, eng.mem_utilization
+        )
         return tokens // eng.block_size
 
     if topo.topology == "disaggregated":

@@ -249,14 +249,29 @@ def worker_utilisation(run: RunResult, duration_s: float | None = None) -> pd.Da
     frame = pd.DataFrame(rows, columns=["worker", *UTILISATION_COLUMNS])
     for column in ("steps", "prefill_tokens", "decode_tokens"):
         frame[column] = frame[column].astype(np.int64)
-    for column in ("busy_share", "compute_share", "bandwidth_share", "mean_batch", "busy_s",
-                   "peak_kv_fraction"):  # fmt: skip
+    for column in (
+        "busy_share",
+        "compute_share",
+        "bandwidth_share",
+        "mean_batch",
+        "busy_s",
+        "peak_kv_fraction",
+    ):
         frame[column] = frame[column].astype(float)
     return frame
 
 
-UTILISATION_COLUMNS = ("busy_share", "compute_share", "bandwidth_share", "steps", "mean_batch",
-                       "prefill_tokens", "decode_tokens", "busy_s", "peak_kv_fraction")  # fmt: skip
+UTILISATION_COLUMNS = (
+    "busy_share",
+    "compute_share",
+    "bandwidth_share",
+    "steps",
+    "mean_batch",
+    "prefill_tokens",
+    "decode_tokens",
+    "busy_s",
+    "peak_kv_fraction",
+)
 
 
 def _utilisation(steps: Mapping[str, np.ndarray], meta: Mapping, duration: float) -> list[dict]:
@@ -273,8 +288,9 @@ def _utilisation(steps: Mapping[str, np.ndarray], meta: Mapping, duration: float
     prefill, decode = np.asarray(steps["prefill_tokens"]), np.asarray(steps["decode_tokens"])
     capacity = np.asarray(steps["kv_capacity_tokens"], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        kv = np.asarray(steps["kv_used_tokens"], dtype=float) / np.where(capacity == 0, np.nan,
-                                                                          capacity)  # fmt: skip
+        kv = np.asarray(steps["kv_used_tokens"], dtype=float) / np.where(
+            capacity == 0, np.nan, capacity
+        )
     found = {}
     for name in names:
         mine = workers == name if len(names) > 1 else slice(None)
@@ -288,26 +304,36 @@ def _utilisation(steps: Mapping[str, np.ndarray], meta: Mapping, duration: float
             "decode_tokens": int(_sum(decode[mine])),
             "peak_kv_fraction": _nan_max(kv[mine]),
         }
-    idle = {"steps": 0, "busy_s": 0.0, "compute_s": 0.0, "memory_s": 0.0, "mean_batch": math.nan,
-            "prefill_tokens": 0, "decode_tokens": 0, "peak_kv_fraction": math.nan}  # fmt: skip
+    idle = {
+        "steps": 0,
+        "busy_s": 0.0,
+        "compute_s": 0.0,
+        "memory_s": 0.0,
+        "mean_batch": math.nan,
+        "prefill_tokens": 0,
+        "decode_tokens": 0,
+        "peak_kv_fraction": math.nan,
+    }
     # Idle workers from the run's description, in the order the run lists them.
     listed = [str(w) for w in (meta.get("workers") or {})]
     rows = []
     for name in listed + [w for w in found if w not in listed]:
         w = found.get(name, idle)
         busy = w["busy_s"]
-        rows.append({
-            "worker": name,
-            "busy_share": busy / duration if duration > 0 else math.nan,
-            "compute_share": w["compute_s"] / busy if busy else math.nan,
-            "bandwidth_share": w["memory_s"] / busy if busy else math.nan,
-            "steps": w["steps"],
-            "mean_batch": w["mean_batch"],
-            "prefill_tokens": w["prefill_tokens"],
-            "decode_tokens": w["decode_tokens"],
-            "busy_s": busy,
-            "peak_kv_fraction": w["peak_kv_fraction"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "worker": name,
+                "busy_share": busy / duration if duration > 0 else math.nan,
+                "compute_share": w["compute_s"] / busy if busy else math.nan,
+                "bandwidth_share": w["memory_s"] / busy if busy else math.nan,
+                "steps": w["steps"],
+                "mean_batch": w["mean_batch"],
+                "prefill_tokens": w["prefill_tokens"],
+                "decode_tokens": w["decode_tokens"],
+                "busy_s": busy,
+                "peak_kv_fraction": w["peak_kv_fraction"],
+            }
+        )
     return rows
 
 
@@ -321,13 +347,17 @@ def kv_use_over_time(run: RunResult) -> pd.DataFrame:
 
     steps = run.steps.sort_values(["worker", "start_s"], kind="stable")
     capacity = steps["kv_capacity_tokens"]
-    return pd.DataFrame({
-        "worker": steps["worker"].astype(str).to_numpy(),
-        "t_s": steps["start_s"].to_numpy(dtype=float),
-        "kv_used_tokens": steps["kv_used_tokens"].to_numpy(),
-        "kv_capacity_tokens": capacity.to_numpy(),
-        "fraction": (steps["kv_used_tokens"] / capacity.replace(0, np.nan)).to_numpy(dtype=float),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "worker": steps["worker"].astype(str).to_numpy(),
+            "t_s": steps["start_s"].to_numpy(dtype=float),
+            "kv_used_tokens": steps["kv_used_tokens"].to_numpy(),
+            "kv_capacity_tokens": capacity.to_numpy(),
+            "fraction": (steps["kv_used_tokens"] / capacity.replace(0, np.nan)).to_numpy(
+                dtype=float
+            ),
+        }
+    )
 
 
 def stall_time(run: RunResult) -> pd.Series:
@@ -404,11 +434,13 @@ def throughput_timeseries(run: RunResult, bin_s: float = 1.0) -> pd.DataFrame:
         )
     bins = np.floor(np.maximum(times, 0.0) / bin_s).astype(np.int64)
     counts = np.bincount(bins)
-    return pd.DataFrame({
-        "t_s": np.arange(counts.size) * bin_s,
-        "output_tokens": counts.astype(np.int64),
-        "output_tokens_per_s": counts / bin_s,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "t_s": np.arange(counts.size) * bin_s,
+            "output_tokens": counts.astype(np.int64),
+            "output_tokens_per_s": counts / bin_s,
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,8 +508,9 @@ def summarize(run: RunResult, ttft_s: float | None = None, tpot_s: float | None 
     out["preemptions_total"] = int(_sum(req["preemptions"]))
     # Prefix caching: share of prompt tokens the cache served at each request's first admission.
     if "cached_tokens" in req:
-        out["prefix_cache_hit_rate"] = _ratio(_sum(req["cached_tokens"]),
-                                              _sum(req["prompt_tokens"]))  # fmt: skip
+        out["prefix_cache_hit_rate"] = _ratio(
+            _sum(req["cached_tokens"]), _sum(req["prompt_tokens"])
+        )
 
     # SLO attainment (share of ALL requests).
     slo = _resolve_slo(run.meta, ttft_s, tpot_s)
@@ -499,8 +532,14 @@ def summarize(run: RunResult, ttft_s: float | None = None, tpot_s: float | None 
         out["peak_kv_fraction"] = _nan_max(used / np.where(capacity == 0, np.nan, capacity))
     for row in _utilisation(steps, run.meta, duration):
         prefix = f"worker.{row['worker']}."
-        for key in ("busy_share", "compute_share", "bandwidth_share", "steps", "mean_batch",
-                    "peak_kv_fraction"):  # fmt: skip
+        for key in (
+            "busy_share",
+            "compute_share",
+            "bandwidth_share",
+            "steps",
+            "mean_batch",
+            "peak_kv_fraction",
+        ):
             out[prefix + key] = row[key]
 
     return {key: _plain(value) for key, value in out.items()}

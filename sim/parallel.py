@@ -99,23 +99,28 @@ def map_points(
             if progress is not None:
                 progress(len(out), len(items))
         return out
-    return _in_processes(fn, items, jobs, progress, context or pool_context(), initializer,
-                         initargs, watch, poll_s)  # fmt: skip
+    return _in_processes(
+        fn, items, jobs, progress, context or pool_context(), initializer, initargs, watch, poll_s
+    )
 
 
-def _in_processes(fn, items, jobs, progress, context, initializer, initargs, watch,
-                  poll_s) -> list:  # fmt: skip
+def _in_processes(fn, items, jobs, progress, context, initializer, initargs, watch, poll_s) -> list:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     out: list = [None] * len(items)
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
-                               initargs=(initializer, initargs))  # fmt: skip
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=context,
+        initializer=_worker_start,
+        initargs=(initializer, initargs),
+    )
     try:
         futures = {pool.submit(fn, *item): i for i, item in enumerate(items)}
         pending, done = set(futures), 0
         while pending:
-            finished, pending = wait(pending, timeout=poll_s if watch else None,
-                                     return_when=FIRST_COMPLETED)  # fmt: skip
+            finished, pending = wait(
+                pending, timeout=poll_s if watch else None, return_when=FIRST_COMPLETED
+            )
             for future in finished:
                 out[futures[future]] = future.result()  # re-raises a point's error here
                 done += 1
@@ -252,9 +257,12 @@ def _connect(ray, address: str) -> None:
             ) from None
     sim_dir = os.path.dirname(os.path.abspath(__file__))
     try:
-        ray.init(address=address, runtime_env={"py_modules": [sim_dir],
-                 "excludes": ["__pycache__"]}, logging_level=logging.ERROR,
-                 log_to_driver=False)  # fmt: skip
+        ray.init(
+            address=address,
+            runtime_env={"py_modules": [sim_dir], "excludes": ["__pycache__"]},
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
     except ConnectionError as err:
         if address == "auto":
             raise ConnectionError(
@@ -263,10 +271,13 @@ def _connect(ray, address: str) -> None:
             ) from None
         reason = str(err).strip().splitlines()[0] if str(err).strip() else "no answer"
         if "RAY_AUTH_MODE" not in os.environ:  # Ray sends its token by itself only for "auto"
-            hint = ("a cluster with token authentication (`ray start`'s default) needs "
-                    "RAY_AUTH_MODE=token here, and its token in ~/.ray/auth_token or "
-                    "RAY_AUTH_TOKEN")  # fmt: skip
+            hint = (
+                "a cluster with token authentication (`ray start`'s default) needs "
+                "RAY_AUTH_MODE=token here, and its token in ~/.ray/auth_token or "
+                "RAY_AUTH_TOKEN"
+            )
         else:
             hint = "check the address and the cluster's token"
-        raise ConnectionError(f"could not join the Ray cluster at {address!r} ({reason}): "
-                              f"{hint}") from None  # fmt: skip
+        raise ConnectionError(
+            f"could not join the Ray cluster at {address!r} ({reason}): {hint}"
+        ) from None

@@ -245,9 +245,12 @@ class PrefixCachingKV(KVCache):
         return hits
 
     def allocate_slots(
-        self, req: Request, new_tokens: int, hits: Sequence[int] = (),
+        self,
+        req: Request,
+        new_tokens: int,
+        hits: Sequence[int] = (),
         full_sequence_must_fit: bool = False,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """vLLM's `KVCacheManager.allocate_slots` for admission: adopt `hits`, add blocks for
         `new_tokens` more tokens; with `full_sequence_must_fit`, only if the WHOLE request fits."""
         if not hits:  # (the usual case: the checks below, without the hits' terms)

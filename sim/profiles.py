@@ -48,20 +48,22 @@ class FittedProfile:
         return scale_overheads(self.profile, self.layers, layers)
 
 
-def scale_overheads(profile: DeviceProfile, fitted_layers: int, layers: int | None
-                    ) -> DeviceProfile:  # fmt: skip
+def scale_overheads(
+    profile: DeviceProfile, fitted_layers: int, layers: int | None
+) -> DeviceProfile:
     """`profile` with its per-step and per-request overheads scaled from a `fitted_layers`-deep
     model to a `layers`-deep one (kernel floors and per-request attention work per layer)."""
     if not layers or layers == fitted_layers:
         return profile
     k = layers / fitted_layers
-    return dataclasses.replace(profile, overhead_s=profile.overhead_s * k,
-                               overhead_per_seq_s=profile.overhead_per_seq_s * k)  # fmt: skip
+    return dataclasses.replace(
+        profile,
+        overhead_s=profile.overhead_s * k,
+        overhead_per_seq_s=profile.overhead_per_seq_s * k,
+    )
 
 
-LLMSERVINGSIM = (
-    "casys-kaist/LLMServingSim bench/examples (MIT), vLLM 0.19, per-request timestamps"
-)
+LLMSERVINGSIM = "casys-kaist/LLMServingSim bench/examples (MIT), vLLM 0.19, per-request timestamps"
 AICONFIGURATOR = (
     "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv "
     "(Apache-2.0), mean TTFT/TPOT at fixed concurrency"
@@ -79,31 +81,51 @@ AICONFIGURATOR = (
 FITTED: Mapping[str, FittedProfile] = MappingProxyType(
     {
         "RTX-PRO-6000": FittedProfile(
-            DeviceProfile(mfu=0.594, mfu_attn=0.486, mbu=0.780, overhead_s=0.00177,
-                          overhead_per_seq_s=0.0000146),  # fmt: skip
+            DeviceProfile(
+                mfu=0.594,
+                mfu_attn=0.486,
+                mbu=0.780,
+                overhead_s=0.00177,
+                overhead_per_seq_s=0.0000146,
+            ),
             "Llama-3.1-8B TP1, vLLM 0.19, 300 ShareGPT requests at 10 req/s",
             LLMSERVINGSIM,
             32,  # Llama-3.1-8B
         ),
         "H100-SXM": FittedProfile(
-            DeviceProfile(mfu=0.400, mfu_attn=0.251, mbu=0.847, overhead_s=0.00270,
-                          overhead_per_seq_s=0.0000660),  # fmt: skip
+            DeviceProfile(
+                mfu=0.400,
+                mfu_attn=0.251,
+                mbu=0.847,
+                overhead_s=0.00270,
+                overhead_per_seq_s=0.0000660,
+            ),
             "Qwen3-32B BF16 TP2/4/8, vLLM 0.12, 1024-4096 tokens in, 128-1024 out, 8-128 "
             "concurrent (23 of its 90 points)",
             AICONFIGURATOR,
             64,  # Qwen3-32B
         ),
         "H200": FittedProfile(
-            DeviceProfile(mfu=0.466, mfu_attn=0.289, mbu=0.736, overhead_s=0.00304,
-                          overhead_per_seq_s=0.0000694),  # fmt: skip
+            DeviceProfile(
+                mfu=0.466,
+                mfu_attn=0.289,
+                mbu=0.736,
+                overhead_s=0.00304,
+                overhead_per_seq_s=0.0000694,
+            ),
             "Llama-3.1-70B FP8 TP1/2/4/8, vLLM, 1024 or 8192 tokens in, 1024 out, 4-64 "
             "concurrent (20 of its 40 points)",
             AICONFIGURATOR,
             80,  # Llama-3.1-70B
         ),
         "B200": FittedProfile(
-            DeviceProfile(mfu=0.341, mfu_attn=0.323, mbu=0.752, overhead_s=0.00306,
-                          overhead_per_seq_s=0.0000857),  # fmt: skip
+            DeviceProfile(
+                mfu=0.341,
+                mfu_attn=0.323,
+                mbu=0.752,
+                overhead_s=0.00306,
+                overhead_per_seq_s=0.0000857,
+            ),
             "Llama-3.1-70B FP8 TP1/2/4/8, vLLM, 1024 or 8192 tokens in, 1024 out, 4-64 "
             "concurrent (20 of its 40 points)",
             AICONFIGURATOR,
@@ -149,8 +171,13 @@ def fitted_profile(gpu_name: str, layers: int | None = None) -> tuple[DeviceProf
     return profile, "generic rule-of-thumb figures (no public runs for this GPU)"
 
 
-_FIELDS = (("mfu", "mfu"), ("mfu_attn", "mfu_attn"), ("mbu", "mbu"), ("overhead_ms", "overhead_s"),
-           ("overhead_per_seq_ms", "overhead_per_seq_s"))  # fmt: skip
+_FIELDS = (
+    ("mfu", "mfu"),
+    ("mfu_attn", "mfu_attn"),
+    ("mbu", "mbu"),
+    ("overhead_ms", "overhead_s"),
+    ("overhead_per_seq_ms", "overhead_per_seq_s"),
+)
 
 
 def resolve_profile(hardware, gpu_name: str, layers: int | None = None) -> DeviceProfile:

@@ -38,8 +38,12 @@ assert len(SEGMENT_KINDS) <= 16
 def seg_code(worker: int, kind: int, flags: int = 0) -> int:
     """A segment's worker, kind and flags in one int (TraceRecorder.code)."""
     return worker << 8 | kind << 4 | flags
-STEP_DTYPES = {name: object if name == "worker" else float if name.endswith("_s") else np.int64
-               for name in STEP_COLUMNS}  # fmt: skip
+
+
+STEP_DTYPES = {
+    name: object if name == "worker" else float if name.endswith("_s") else np.int64
+    for name in STEP_COLUMNS
+}
 
 
 class TraceRecorder:
@@ -83,8 +87,17 @@ class TraceRecorder:
             self.worker_names.append(name)
         return code
 
-    def add(self, req: Request, worker: int, kind: int, start_s: float, end_s: float,
-            tokens: int = 0, flags: int = 0, step: int = -1) -> None:  # fmt: skip
+    def add(
+        self,
+        req: Request,
+        worker: int,
+        kind: int,
+        start_s: float,
+        end_s: float,
+        tokens: int = 0,
+        flags: int = 0,
+        step: int = -1,
+    ) -> None:
         """Add a stretch for `req` (codes, not names), merging with its last one if contiguous."""
         i = req.last_segment
         code = worker << 8 | kind << 4 | flags  # seg_code, inline
@@ -102,8 +115,16 @@ class TraceRecorder:
         self.first.append(step)
         self.last.append(step)
 
-    def add_same(self, reqs: list, code: int, start_s: float, end_s: float, tokens: int,
-                 first: int, last: int) -> None:  # fmt: skip
+    def add_same(
+        self,
+        reqs: list,
+        code: int,
+        start_s: float,
+        end_s: float,
+        tokens: int,
+        first: int,
+        last: int,
+    ) -> None:
         """A new stretch for each of `reqs`, all alike but for the request (`code`: seg_code;
         no merging: the caller found that none continues its request's last one)."""
         m = len(reqs)
@@ -135,29 +156,61 @@ class TraceRecorder:
         int64; no merging); returns the index of the first (sim/decode_run.py books a long
         run's stretches this way)."""
         base = len(self.req)
-        for column, values in ((self.req, req_ids), (self.code, codes), (self.start, starts),
-                               (self.end, ends), (self.tokens, tokens), (self.first, first),
-                               (self.last, last)):  # fmt: skip
+        for column, values in (
+            (self.req, req_ids),
+            (self.code, codes),
+            (self.start, starts),
+            (self.end, ends),
+            (self.tokens, tokens),
+            (self.first, first),
+            (self.last, last),
+        ):
             column.frombytes(values.tobytes())
         return base
 
-    def segment(self, req: Request, worker: str, kind: str, start_s: float, end_s: float,
-                tokens: int = 0, slowed: bool = False, recompute: bool = False,
-                step: int = -1) -> None:  # fmt: skip
+    def segment(
+        self,
+        req: Request,
+        worker: str,
+        kind: str,
+        start_s: float,
+        end_s: float,
+        tokens: int = 0,
+        slowed: bool = False,
+        recompute: bool = False,
+        step: int = -1,
+    ) -> None:
         """`add` with names; a wait that took no time is not recorded."""
         if end_s <= start_s and tokens == 0:
             return  # nothing visible happened (e.g. admitted the instant it arrived)
         flags = (SLOWED if slowed else 0) | (RECOMPUTE if recompute else 0)
-        self.add(req, self.worker_code(worker), KIND_CODE[kind], start_s, end_s, tokens, flags,
-                 step)  # fmt: skip
+        self.add(
+            req, self.worker_code(worker), KIND_CODE[kind], start_s, end_s, tokens, flags, step
+        )
 
     def step(self, row: tuple) -> None:
         """Add one engine step; `row` follows STEP_COLUMNS."""
         self.step_rows.append(row)
 
-    def step_run(self, worker: str, first_step: int, times, batch, need, kv_base: int,
-                 block_size: int, freed, kv_last: int, kv_capacity: int, memory, terms=None,
-                 compute=None, overhead=None, comm=None, mixed=()) -> None:  # fmt: skip
+    def step_run(
+        self,
+        worker: str,
+        first_step: int,
+        times,
+        batch,
+        need,
+        kv_base: int,
+        block_size: int,
+        freed,
+        kv_last: int,
+        kv_capacity: int,
+        memory,
+        terms=None,
+        compute=None,
+        overhead=None,
+        comm=None,
+        mixed=(),
+    ) -> None:
         """Add a run of decode-only steps at once (sim/fastforward.py): step j of the run is
         engine step first_step + j, from times[j] to times[j + 1], with batch[j] decodes and
         memory[j] memory seconds. KV in use after step j: (kv_base + need[j] - the blocks
@@ -171,8 +224,9 @@ class TraceRecorder:
         row = len(self.run_batch) - 1  # (step f is row row + f)
         for j, *values in mixed:
             self.run_mixed.append((row + 1 + j, *values))
-        self.step_runs.append((code, first_step, k, kv_capacity, kv_base, block_size, kv_last,
-                               terms is not None))  # fmt: skip
+        self.step_runs.append(
+            (code, first_step, k, kv_capacity, kv_base, block_size, kv_last, terms is not None)
+        )
         self.run_start.extend(times[:k])
         self.run_end.extend(times[1 : k + 1])
         self.run_batch.extend(batch)
@@ -190,12 +244,16 @@ class TraceRecorder:
 
     def _run_columns(self, worker, lengths, batch) -> dict[str, np.ndarray]:
         """The runs' KV in use and batch-size terms, one value per row."""
-        _, _, _, _, base, block, last, looked = (np.array(c) for c in zip(*self.step_runs,
-                                                                         strict=True))  # fmt: skip
+        _, _, _, _, base, block, last, looked = (
+            np.array(c) for c in zip(*self.step_runs, strict=True)
+        )
         starts = np.cumsum(lengths) - lengths
         freed = np.zeros(len(batch), dtype=np.int64)
-        np.add.at(freed, np.frombuffer(self.run_freed_row, dtype=np.int64),
-                  np.frombuffer(self.run_freed, dtype=np.int64))  # fmt: skip
+        np.add.at(
+            freed,
+            np.frombuffer(self.run_freed_row, dtype=np.int64),
+            np.frombuffer(self.run_freed, dtype=np.int64),
+        )
         gone = np.cumsum(freed)
         gone -= np.repeat(gone[starts] - freed[starts], lengths)  # by then, within its run
         need = np.frombuffer(self.run_need, dtype=np.int64)
@@ -207,7 +265,8 @@ class TraceRecorder:
         for i, name in enumerate(("compute_s", "overhead_s", "comm_s")):
             column = np.zeros(len(batch))
             column[~looked_rows] = np.frombuffer(
-                (self.run_compute, self.run_overhead, self.run_comm)[i], dtype=np.float64)
+                (self.run_compute, self.run_overhead, self.run_comm)[i], dtype=np.float64
+            )
             for code, tables in self.run_terms.items():
                 mine = looked_rows & (rows_of == code)
                 column[mine] = np.array(tables[i], dtype=np.float64)[batch[mine]]
@@ -221,10 +280,13 @@ class TraceRecorder:
         if not self.step_runs:
             return _from_rows(rows, names, strings=("worker",))
         flat = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-        steps = {name: np.array(col, dtype=STEP_DTYPES[name])
-                 for name, col in zip(names, flat, strict=True)}  # fmt: skip
-        worker, first, lengths, capacity = (np.array(c) for c in list(zip(*self.step_runs,
-                                                                           strict=True))[:4])
+        steps = {
+            name: np.array(col, dtype=STEP_DTYPES[name])
+            for name, col in zip(names, flat, strict=True)
+        }
+        worker, first, lengths, capacity = (
+            np.array(c) for c in list(zip(*self.step_runs, strict=True))[:4]
+        )
         total = int(lengths.sum())
         offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
         batch = np.frombuffer(self.run_batch, dtype=np.int64)
@@ -234,10 +296,11 @@ class TraceRecorder:
             "start_s": np.frombuffer(self.run_start, dtype=np.float64),
             "end_s": np.frombuffer(self.run_end, dtype=np.float64),
             "memory_s": np.frombuffer(self.run_memory, dtype=np.float64),
-            "decode_tokens": batch, "batch_size": batch,
+            "decode_tokens": batch,
+            "batch_size": batch,
             "kv_capacity_tokens": np.repeat(capacity, lengths),
             **self._run_columns(worker, lengths, batch),
-        }  # fmt: skip
+        }
         # Each row straight to its place in the order the steps ended (stable: on a tie the
         # other steps come first, then the runs', each in the order it was written).
         at_steps, at_runs = _merge_order(steps["end_s"], runs["end_s"])
@@ -250,7 +313,8 @@ class TraceRecorder:
             table[name] = column
         if self.run_mixed:  # admission steps: a prefill rode along with the decodes
             at, tokens, prompts, compute, overhead, comm = (
-                np.array(c) for c in zip(*self.run_mixed, strict=True))  # fmt: skip
+                np.array(c) for c in zip(*self.run_mixed, strict=True)
+            )
             at = at_runs[at]
             table["prefill_tokens"][at] = tokens
             table["num_prefills"][at] = prompts
@@ -275,7 +339,7 @@ class TraceRecorder:
             "recompute": (flags & RECOMPUTE) > 0,
             "step_first": np.frombuffer(self.first, dtype=np.int64),
             "step_last": np.frombuffer(self.last, dtype=np.int64),
-        }  # fmt: skip
+        }
         order = np.lexsort((table["start_s"], table["request_id"]))  # stable
         return {name: table[name][order] for name in SEGMENT_COLUMNS}
 
@@ -309,8 +373,9 @@ class TraceRecorder:
             max_gap[many] = np.maximum.reduceat(gaps, bounds)[::2]
         token_times: dict[int, np.ndarray] = {}
         rows = []
-        for r, start, count, gap in zip(ordered, starts.tolist(), counts.tolist(),
-                                        max_gap.tolist(), strict=True):  # fmt: skip
+        for r, start, count, gap in zip(
+            ordered, starts.tolist(), counts.tolist(), max_gap.tolist(), strict=True
+        ):
             token_times[r.request_id] = flat[start : start + count]
             finished = r.state is RequestState.FINISHED
             ttft = r.first_token_s - r.arrival_s if finished else math.nan
@@ -322,18 +387,40 @@ class TraceRecorder:
                 tpot = math.nan
                 max_itl = math.nan
             slo_met = finished and ttft <= ttft_slo and (math.isnan(tpot) or tpot <= tpot_slo)
-            rows.append((
-                r.request_id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.priority,
-                r.first_token_s if finished else math.nan, r.finish_s if finished else math.nan,
-                ttft, tpot, max_itl, e2e, bool(slo_met), r.preemptions, ">".join(r.workers),
-                "finished" if finished else "rejected", r.reject_reason, r.cached_tokens,
-            ))  # fmt: skip
+            rows.append(
+                (
+                    r.request_id,
+                    r.arrival_s,
+                    r.prompt_tokens,
+                    r.output_tokens,
+                    r.priority,
+                    r.first_token_s if finished else math.nan,
+                    r.finish_s if finished else math.nan,
+                    ttft,
+                    tpot,
+                    max_itl,
+                    e2e,
+                    bool(slo_met),
+                    r.preemptions,
+                    ">".join(r.workers),
+                    "finished" if finished else "rejected",
+                    r.reject_reason,
+                    r.cached_tokens,
+                )
+            )
         requests = _from_rows(rows, REQUEST_COLUMNS, strings=("worker", "status", "reject_reason"))
-        segments = Columns(make=self.segments_columns) if final else Columns(
-            self.segments_columns())  # fmt: skip
+        segments = (
+            Columns(make=self.segments_columns) if final else Columns(self.segments_columns())
+        )
         ids = np.fromiter(token_times, dtype=np.int64, count=len(token_times))
-        return RunResult(Columns(requests), segments, Columns(self.steps_columns()),
-                         token_times, meta, (ids, counts, flat))  # fmt: skip
+        return RunResult(
+            Columns(requests),
+            segments,
+            Columns(self.steps_columns()),
+            token_times,
+            meta,
+            (ids, counts, flat),
+        )
 
 
 def _merge_order(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -341,8 +428,10 @@ def _merge_order(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.
     (np.argsort(np.concatenate((first, second)), kind="stable"), inverted). Both are usually in
     order already (one worker's steps end in step order): then a merge, without a sort."""
     if (first[1:] >= first[:-1]).all() and (second[1:] >= second[:-1]).all():
-        return (np.arange(len(first)) + np.searchsorted(second, first, side="left"),
-                np.arange(len(second)) + np.searchsorted(first, second, side="right"))
+        return (
+            np.arange(len(first)) + np.searchsorted(second, first, side="left"),
+            np.arange(len(second)) + np.searchsorted(first, second, side="right"),
+        )
     order = np.argsort(np.concatenate((first, second)), kind="stable")
     place = np.empty(len(order), dtype=np.intp)
     place[order] = np.arange(len(order))
@@ -355,5 +444,7 @@ def _from_rows(rows: list[tuple], names, strings: tuple[str, ...]) -> dict[str, 
     makes them strings), and object columns when there are no rows at all."""
     if not rows:
         return {name: np.array([], dtype=object) for name in names}
-    return {name: np.array(col, dtype=object) if name in strings else np.array(col)
-            for name, col in zip(names, zip(*rows, strict=True), strict=True)}  # fmt: skip
+    return {
+        name: np.array(col, dtype=object) if name in strings else np.array(col)
+        for name, col in zip(names, zip(*rows, strict=True), strict=True)
+    }

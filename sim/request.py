@@ -132,13 +132,39 @@ class Request:
     """The engine's mutable state for one request (slots: it is touched every step)."""
 
     __slots__ = (
-        "spec", "request_id", "arrival_s", "prompt_tokens", "output_tokens", "priority",
-        "state", "num_computed", "num_generated", "blocks", "prompt_done_once",
-        "first_token_s", "finish_s", "preemptions", "reject_reason", "remote_decode",
-        "token_times", "workers", "wait_kind", "wait_since", "admit_seq", "last_segment",
-        "swapped_tokens", "high_water", "is_decoding", "block_ids", "num_cached_blocks",
-        "cached_tokens", "pending_cached", "kv_holding", "cache_keys", "incoming",
-    )  # fmt: skip
+        "spec",
+        "request_id",
+        "arrival_s",
+        "prompt_tokens",
+        "output_tokens",
+        "priority",
+        "state",
+        "num_computed",
+        "num_generated",
+        "blocks",
+        "prompt_done_once",
+        "first_token_s",
+        "finish_s",
+        "preemptions",
+        "reject_reason",
+        "remote_decode",
+        "token_times",
+        "workers",
+        "wait_kind",
+        "wait_since",
+        "admit_seq",
+        "last_segment",
+        "swapped_tokens",
+        "high_water",
+        "is_decoding",
+        "block_ids",
+        "num_cached_blocks",
+        "cached_tokens",
+        "pending_cached",
+        "kv_holding",
+        "cache_keys",
+        "incoming",
+    )
 
     def __init__(self, spec: RequestSpec) -> None:
         self.spec = spec

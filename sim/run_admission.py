@@ -90,8 +90,9 @@ def extend(run: DecodeRun) -> bool | StepPlan | None:
     end = now + timing.seconds  # as simpy's now + delay
     for req, n in admitted:
         engine.complete_prompt(req, n, req.num_computed, now, end, step)
-    run.admission_step(end, batch, timing, need_before + free_before - kv.free_blocks,
-                       [req for req, _ in admitted])  # (its decodes' blocks and the prompts')
+    run.admission_step(
+        end, batch, timing, need_before + free_before - kv.free_blocks, [req for req, _ in admitted]
+    )  # (its decodes' blocks and the prompts')
     # Plan on from step k + 2 (at least its shape: the next extend needs it), unless the policy
     # must look again there: it promises nothing, or requests still wait (this step's prompts
     # may have used the budget they needed, or its finishes may free what they wait for; a

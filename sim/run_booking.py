@@ -104,9 +104,12 @@ class RunBooking:
         columns = [
             np.array([r.request_id for r in reqs], dtype=np.int64)[owner],
             np.where(np.array(slowed)[p], seg_code(wid, DECODE, SLOWED), plain),
-            t[s_step - 1], t[e_step], e_step - s_step + 1,
-            self.first_step + s_step - 1, self.first_step + e_step - 1,
-        ]  # fmt: skip
+            t[s_step - 1],
+            t[e_step],
+            e_step - s_step + 1,
+            self.first_step + s_step - 1,
+            self.first_step + e_step - 1,
+        ]
         # A request that was decoding before the run continues its last stretch (step 1 is a
         # plain decode step, and only the requests there from the start can have one).
         keep = np.ones(len(p), dtype=bool)
@@ -125,8 +128,9 @@ class RunBooking:
         base = rec.add_columns(*(c[keep] for c in columns))
         kept = np.cumsum(keep)  # a request's last stretch: the last kept row of its rows
         last_rows = first_piece + count - 1
-        for req, row, has in zip(reqs, (base + kept[last_rows] - 1).tolist(),
-                                 keep[last_rows].tolist(), strict=True):  # fmt: skip
+        for req, row, has in zip(
+            reqs, (base + kept[last_rows] - 1).tolist(), keep[last_rows].tolist(), strict=True
+        ):
             if has:
                 req.last_segment = row
 
@@ -134,8 +138,7 @@ class RunBooking:
         """Engine.complete's bookkeeping for request i, steps booked+1..upto at once."""
         self._book_all([i], upto, 0, blocks=False)
 
-    def _book_all(self, tail: list[int], upto: int, allocated_to: int, blocks: bool = True
-                  ) -> None:  # fmt: skip
+    def _book_all(self, tail: list[int], upto: int, allocated_to: int, blocks: bool = True) -> None:
         """Engine.complete's bookkeeping for each request i of `tail` (all applied up to the
         same step), steps booked+1..upto at once: counters, one token at each step's end, and
         its decode stretches (the first extends the request's last one if it continues it);
@@ -174,8 +177,15 @@ class RunBooking:
                 members = [reqs[i] for i in tail]
                 for a, b, slowed in pieces[1:]:
                     code = seg_code(wid, DECODE, SLOWED if slowed else 0)
-                    rec.add_same(members, code, times[a - 1], times[b], b - a + 1,
-                                 first_step + a - 1, first_step + b - 1)  # fmt: skip
+                    rec.add_same(
+                        members,
+                        code,
+                        times[a - 1],
+                        times[b],
+                        b - a + 1,
+                        first_step + a - 1,
+                        first_step + b - 1,
+                    )
         if not blocks:
             return
         c0s, ends, blocks0, joins = self.c0_list, self.ends, self.blocks0, self.join

@@ -51,8 +51,15 @@ class RunPlanning:
         """Plan the run's first steps (0 or 1: not worth it, and nothing is planned)."""
         return self._plan(limit_s, blocked, self.free0 - margin, min_steps=2)
 
-    def _plan(self, limit_s: float, blocked: bool, room: int, min_steps: int = 1,
-              decided: int = 0, cap: int | None = None) -> int:  # fmt: skip
+    def _plan(
+        self,
+        limit_s: float,
+        blocked: bool,
+        room: int,
+        min_steps: int = 1,
+        decided: int = 0,
+        cap: int | None = None,
+    ) -> int:
         """Plan and price more steps, from step k + 1 (next_b decodes, next_context tokens of
         context); returns how many.
 
@@ -92,8 +99,9 @@ class RunPlanning:
         exact = terms.kv_s is not None
         cost = None if exact else terms.cost
         if not exact and self.slow is None:  # (the steps so far were priced by batch size)
-            self.slow = tuple([col[n] for n in self.active]
-                              for col in (terms.compute, terms.overhead, terms.comm))  # fmt: skip
+            self.slow = tuple(
+                [col[n] for n in self.active] for col in (terms.compute, terms.overhead, terms.comm)
+            )
         slow = self.slow
         mark, fmark = len(self.need), len(self._finishing)  # (to take the plan back)
         need = self.need[-1] if self.need else 0
@@ -104,8 +112,12 @@ class RunPlanning:
         phase = self.phase[:]  # (kept if the plan is)
         bs = len(phase)
         add_time, add_active, add_memory, add_need, add_finish = (
-            times.append, self.active.append, self.memory.append, self.need.append,
-            self._finishing.append)  # fmt: skip
+            times.append,
+            self.active.append,
+            self.memory.append,
+            self.need.append,
+            self._finishing.append,
+        )
         if exact:  # DecodeTerms.price, inline (the batch-size terms change when b does)
             head_b, mem_b, comm_b = terms.head[b], terms.memory[b], terms.comm[b]
         b0, context0 = b, context  # (the first step's shape: `check` prices it again)
@@ -148,8 +160,12 @@ class RunPlanning:
         else:
             j = last + 1  # (every step of the range was planned: j is the one after)
         added = j - s
-        if added < min_steps or (exact and added and terms.due()
-                                 and not terms.check(b0, context0, *terms.price(b0, context0))):
+        if added < min_steps or (
+            exact
+            and added
+            and terms.due()
+            and not terms.check(b0, context0, *terms.price(b0, context0))
+        ):
             self._truncate(mark)
             del self._finishing[fmark:]
             if added < min_steps:
@@ -177,8 +193,9 @@ class RunPlanning:
         self.memory.append(timing.memory_s)
         self.need.append(need)
         if self.slow is not None:
-            for col, value in zip(self.slow, (timing.compute_s, timing.overhead_s,
-                                              timing.comm_s), strict=True):  # fmt: skip
+            for col, value in zip(
+                self.slow, (timing.compute_s, timing.overhead_s, timing.comm_s), strict=True
+            ):
                 col.append(value)
         phase = self.phase
         phase[k % len(phase)] += self.starts.get(k, 0)  # (next_take counted them)

@@ -102,8 +102,10 @@ def shared_system_prompt(n: int = 60, rate_per_s: float = 4.0, system: int = 200
 
 def rotating_prefixes(groups: int = 8, per_group: int = 6, prefix: int = 4000) -> tuple:
     """Requests cycling through `groups` long shared documents (one question per visit)."""
-    rows = [(0.25 * i, prefix + 200, 60, 0, f"doc{i % groups}", prefix)
-            for i in range(groups * per_group)]  # fmt: skip
+    rows = [
+        (0.25 * i, prefix + 200, 60, 0, f"doc{i % groups}", prefix)
+        for i in range(groups * per_group)
+    ]
     return requests_from_rows(rows)
 
 
@@ -174,7 +176,7 @@ _SCENARIOS = (
             )
             for prompt in (3000, 1500)
             for c in (1, 2, 4, 8, 16, 32, 64, 128)
-        ),  # fmt: skip
+        ),
     ),
     Scenario(
         "c4-static-vs-continuous",
@@ -223,11 +225,11 @@ _SCENARIOS = (
         "the budget); V0's fast lane (4 partial prefills, at most 1 long) did it with slots.",
         long_prompts_then_chats([(0.0, 32768)]),
         (
-            _v("vLLM, threshold 0", max_num_batched_tokens=2048,
-               aliases=["one prefill at a time"]),
+            _v("vLLM, threshold 0", max_num_batched_tokens=2048, aliases=["one prefill at a time"]),
             _v("short-first", "short-first", max_num_batched_tokens=2048),
-            _v("vLLM, threshold 512", max_num_batched_tokens=2048,
-               long_prefill_token_threshold=512),
+            _v(
+                "vLLM, threshold 512", max_num_batched_tokens=2048, long_prefill_token_threshold=512
+            ),
             _v(
                 "V0 fast lane",
                 "vllm-v0",
@@ -236,7 +238,7 @@ _SCENARIOS = (
                 max_long_partial_prefills=1,
                 long_prefill_token_threshold=10000,
             ),
-        ),  # fmt: skip
+        ),
     ),
     Scenario(
         "c8-fast-lane",
@@ -268,7 +270,7 @@ _SCENARIOS = (
                 long_prefill_token_threshold=10000,
             ),
         ),
-    ),  # fmt: skip
+    ),
     Scenario(
         "c9-mixing-flaw",
         "C9",
@@ -299,10 +301,9 @@ _SCENARIOS = (
         (
             _v("fcfs", max_num_batched_tokens=2048),
             _v("short-first", "short-first", max_num_batched_tokens=2048),
-            _v("short-first + aging 2 s", "short-first", max_num_batched_tokens=2048,
-               aging_s=2.0),
+            _v("short-first + aging 2 s", "short-first", max_num_batched_tokens=2048, aging_s=2.0),
         ),
-    ),  # fmt: skip
+    ),
     Scenario(
         "c10b-length-router",
         "C10b",
@@ -321,7 +322,7 @@ _SCENARIOS = (
                 length_threshold=8192,
             ),
         ),
-    ),  # fmt: skip
+    ),
     Scenario(
         "c10c-disaggregation",
         "C10c",
@@ -346,8 +347,13 @@ _SCENARIOS = (
         requests_from_rows([(0.1 * i, 1500, 600) for i in range(24)]),
         (
             _v("recompute", kv_capacity_tokens=24000),
-            _v("swap (V0)", "vllm-v0", kv_capacity_tokens=24000, preemption_mode="swap",
-               aliases=["swap"]),
+            _v(
+                "swap (V0)",
+                "vllm-v0",
+                kv_capacity_tokens=24000,
+                preemption_mode="swap",
+                aliases=["swap"],
+            ),
         ),
     ),
     Scenario(
@@ -373,7 +379,7 @@ _SCENARIOS = (
             ),
         ),
         window_s=(0.0, 5.0),
-    ),  # fmt: skip
+    ),
     Scenario(
         "c13-heterogeneous",
         "C13",
@@ -389,7 +395,7 @@ _SCENARIOS = (
             ),
             _v("H100 + H100, 25GbE", topology="disaggregated", kv_bandwidth_gb_s=3.1),
         ),
-    ),  # fmt: skip
+    ),
     Scenario(
         "pc1-shared-system-prompt",
         "PC1",
@@ -421,9 +427,11 @@ _SCENARIOS = (
         "least recently used cached blocks are evicted before their document comes round again, "
         "and the hit rate collapses.",
         rotating_prefixes(),
-        (_v("KV 200k tokens", kv_capacity_tokens=200_000),
-         _v("KV 24k tokens", kv_capacity_tokens=24_000)),
-    ),  # fmt: skip
+        (
+            _v("KV 200k tokens", kv_capacity_tokens=200_000),
+            _v("KV 24k tokens", kv_capacity_tokens=24_000),
+        ),
+    ),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}

@@ -45,26 +45,43 @@ _TNG_BLOG = (
 _DISTSERVE = "DistServe (Zhong et al., OSDI 2024), Table 1"
 
 # Read-only view, so no caller can change a preset for everyone else.
-SLO_PRESETS: MappingProxyType[str, SLO] = MappingProxyType({
-    slo.name: slo
-    for slo in (
-        SLO("tng-interactive", 3.0, 0.3,
-            f"{_TNG_BLOG}: interactive use wants TTFT <= 3 s and 100-300 ms per output token "
-            "(upper end)"),
-        SLO("tng-interactive-strict", 3.0, 0.1,
-            f"{_TNG_BLOG}: TTFT <= 3 s with the fast end of 100-300 ms per output token"),
-        SLO("distserve-chatbot-13b", 0.25, 0.10,
-            f"{_DISTSERVE}: chatbot, OPT-13B on ShareGPT"),
-        SLO("distserve-chatbot-66b", 2.5, 0.15,
-            f"{_DISTSERVE}: chatbot, OPT-66B on ShareGPT"),
-        SLO("distserve-chatbot-175b", 4.0, 0.20,
-            f"{_DISTSERVE}: chatbot, OPT-175B on ShareGPT"),
-        SLO("distserve-code", 0.125, 0.20,
-            f"{_DISTSERVE}: code completion, OPT-66B on HumanEval"),
-        SLO("distserve-summarization", 15.0, 0.15,
-            f"{_DISTSERVE}: summarization, OPT-66B on LongBench"),
-    )
-})  # fmt: skip
+SLO_PRESETS: MappingProxyType[str, SLO] = MappingProxyType(
+    {
+        slo.name: slo
+        for slo in (
+            SLO(
+                "tng-interactive",
+                3.0,
+                0.3,
+                f"{_TNG_BLOG}: interactive use wants TTFT <= 3 s and 100-300 ms per output token "
+                "(upper end)",
+            ),
+            SLO(
+                "tng-interactive-strict",
+                3.0,
+                0.1,
+                f"{_TNG_BLOG}: TTFT <= 3 s with the fast end of 100-300 ms per output token",
+            ),
+            SLO("distserve-chatbot-13b", 0.25, 0.10, f"{_DISTSERVE}: chatbot, OPT-13B on ShareGPT"),
+            SLO("distserve-chatbot-66b", 2.5, 0.15, f"{_DISTSERVE}: chatbot, OPT-66B on ShareGPT"),
+            SLO(
+                "distserve-chatbot-175b", 4.0, 0.20, f"{_DISTSERVE}: chatbot, OPT-175B on ShareGPT"
+            ),
+            SLO(
+                "distserve-code",
+                0.125,
+                0.20,
+                f"{_DISTSERVE}: code completion, OPT-66B on HumanEval",
+            ),
+            SLO(
+                "distserve-summarization",
+                15.0,
+                0.15,
+                f"{_DISTSERVE}: summarization, OPT-66B on LongBench",
+            ),
+        )
+    }
+)
 
 
 def get_slo(name: str) -> SLO:

@@ -100,5 +100,9 @@ def goodput_of(sweep: pd.DataFrame, target: float = 0.9) -> dict:
     g = goodput(sweep.rate_per_s.tolist(), sweep.attainment.tolist(), target)
     gpus = int(sweep.num_gpus.iloc[0]) if len(sweep) else 1
     met = bool(len(sweep)) and bool((sweep.attainment >= target).all())
-    return {"goodput_per_s": g, "num_gpus": gpus, "goodput_per_gpu_per_s": goodput_per_gpu(g, gpus),
-            "all_rates_met": met}
+    return {
+        "goodput_per_s": g,
+        "num_gpus": gpus,
+        "goodput_per_gpu_per_s": goodput_per_gpu(g, gpus),
+        "all_rates_met": met,
+    }

@@ -40,19 +40,54 @@ if TYPE_CHECKING:
 SEGMENT_KINDS = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted", "cached")
 
 REQUEST_COLUMNS = (
-    "request_id", "arrival_s", "prompt_tokens", "output_tokens", "priority",
-    "first_token_s", "finish_s", "ttft_s", "tpot_s", "max_itl_s", "e2e_s", "slo_met",
-    "preemptions", "worker", "status", "reject_reason", "cached_tokens",
-)  # fmt: skip
+    "request_id",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "priority",
+    "first_token_s",
+    "finish_s",
+    "ttft_s",
+    "tpot_s",
+    "max_itl_s",
+    "e2e_s",
+    "slo_met",
+    "preemptions",
+    "worker",
+    "status",
+    "reject_reason",
+    "cached_tokens",
+)
 SEGMENT_COLUMNS = (
-    "request_id", "worker", "kind", "start_s", "end_s", "tokens", "slowed", "recompute",
-    "step_first", "step_last",
-)  # fmt: skip
+    "request_id",
+    "worker",
+    "kind",
+    "start_s",
+    "end_s",
+    "tokens",
+    "slowed",
+    "recompute",
+    "step_first",
+    "step_last",
+)
 STEP_COLUMNS = (
-    "worker", "step", "start_s", "end_s", "prefill_tokens", "decode_tokens", "batch_size",
-    "num_prefills", "kv_used_tokens", "kv_capacity_tokens", "compute_s", "memory_s",
-    "overhead_s", "comm_s", "swap_s", "preempted",
-)  # fmt: skip
+    "worker",
+    "step",
+    "start_s",
+    "end_s",
+    "prefill_tokens",
+    "decode_tokens",
+    "batch_size",
+    "num_prefills",
+    "kv_used_tokens",
+    "kv_capacity_tokens",
+    "compute_s",
+    "memory_s",
+    "overhead_s",
+    "comm_s",
+    "swap_s",
+    "preempted",
+)
 
 
 class Columns:
@@ -63,8 +98,11 @@ class Columns:
 
     __slots__ = ("_data", "_make")
 
-    def __init__(self, data: dict[str, np.ndarray] | None = None,
-                 make: Callable[[], dict[str, np.ndarray]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        data: dict[str, np.ndarray] | None = None,
+        make: Callable[[], dict[str, np.ndarray]] | None = None,
+    ) -> None:
         """The columns, or `make`: what builds them when they are first read (a table that a
         `run --json` never reads, such as the segments, is then never built)."""
         self._data, self._make = data, make

@@ -146,14 +146,19 @@ def _prefix(cells: list[str], col: dict[str, int], line: int, prompt: int) -> tu
     if "prefix_group" not in col and "prefix_tokens" not in col:
         return ("", 0, ())
     if not ("prefix_group" in col and "prefix_tokens" in col):
-        raise WorkloadError(line, "prefix_group", "prefix_group and prefix_tokens go together: "
-                            "add both columns")  # fmt: skip
+        raise WorkloadError(
+            line, "prefix_group", "prefix_group and prefix_tokens go together: add both columns"
+        )
     group = cells[col["prefix_group"]].strip()
     text = cells[col["prefix_tokens"]]
     value = _float(text) if text.strip() else 0.0
     if not (math.isfinite(value) and value == int(value) and 0 <= value <= prompt):
-        raise WorkloadError(line, "prefix_tokens", "prefix_tokens must be a whole number between "
-                            f"0 and prompt_tokens ({prompt}), got {text!r}")  # fmt: skip
+        raise WorkloadError(
+            line,
+            "prefix_tokens",
+            "prefix_tokens must be a whole number between "
+            f"0 and prompt_tokens ({prompt}), got {text!r}",
+        )
     if value and not group:
         raise WorkloadError(line, "prefix_group", "prefix_tokens > 0 needs a prefix_group")
     return (group, int(value), ())
@@ -166,8 +171,9 @@ def _lines_of(source: Source, max_bytes: int | None = None):
             try:
                 yield from fh
             except UnicodeDecodeError:
-                raise WorkloadError(1, "encoding", "the text encoding is not UTF-8; save the "
-                                    "file as CSV UTF-8") from None  # fmt: skip
+                raise WorkloadError(
+                    1, "encoding", "the text encoding is not UTF-8; save the file as CSV UTF-8"
+                ) from None
         return
     data = source.getvalue() if hasattr(source, "getvalue") else source.read()
     if isinstance(data, str):
@@ -179,8 +185,9 @@ def _lines_of(source: Source, max_bytes: int | None = None):
         try:
             text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError:
-            raise WorkloadError(number, "encoding", "the text encoding is not UTF-8; save the "
-                                "file as CSV UTF-8") from None  # fmt: skip
+            raise WorkloadError(
+                number, "encoding", "the text encoding is not UTF-8; save the file as CSV UTF-8"
+            ) from None
         yield from io.StringIO(text, newline="")  # a lone \r still ends a line
 
 

@@ -267,18 +267,23 @@ class LockstepGroup:
                 self._wake = env.event()
                 yield self._wake
                 continue
-            tokens = [1 if b is None else b.num_decodes + sum(c for c, _, _ in b.prefill_chunks)
-                      for b in batches]  # fmt: skip
+            tokens = [
+                1 if b is None else b.num_decodes + sum(c for c, _, _ in b.prefill_chunks)
+                for b in batches
+            ]
             group = sum(tokens)
             costs = [
                 cost.step_cost((), 1, 0, group_tokens=group)
                 if b is None
-                else cost.step_cost(b.prefill_chunks, b.num_decodes, b.decode_context_tokens,
-                                    group_tokens=group)  # fmt: skip
+                else cost.step_cost(
+                    b.prefill_chunks, b.num_decodes, b.decode_context_tokens, group_tokens=group
+                )
                 for b in batches
             ]
-            swaps = [0.0 if b is None else (b.swap_in_tokens + b.swap_out_tokens)
-                     * w.swap_s_per_token for b, w in zip(batches, ranks, strict=True)]  # fmt: skip
+            swaps = [
+                0.0 if b is None else (b.swap_in_tokens + b.swap_out_tokens) * w.swap_s_per_token
+                for b, w in zip(batches, ranks, strict=True)
+            ]
             seconds = max(c.seconds + s for c, s in zip(costs, swaps, strict=True))
             start = env.now
             yield env.timeout(seconds)
@@ -286,8 +291,9 @@ class LockstepGroup:
                 if b is None:
                     continue
                 wait = seconds - c.seconds - swap  # waiting for the slowest rank
-                timing = StepTiming(seconds, c.compute_s, c.memory_s, c.overhead_s,
-                                    c.comm_s + wait, swap)  # fmt: skip
+                timing = StepTiming(
+                    seconds, c.compute_s, c.memory_s, c.overhead_s, c.comm_s + wait, swap
+                )
                 w.engine.complete(b, start, env.now, timing)
                 w.clock.after_step(w, b)
             for w in ranks:

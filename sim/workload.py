@@ -50,12 +50,31 @@ from sim.trace_import import (
 )
 
 __all__ = [
-    "PRESETS", "Fixed", "LengthDist", "LogNormal", "Mixture", "Uniform", "WorkloadConfig",
-    "WorkloadError", "build_requests", "burst_arrivals", "fixed_arrivals", "gamma_arrivals",
-    "generate", "head", "load_csv", "load_mooncake", "load_workload", "mean_rate",
-    "poisson_arrivals", "save_csv", "scale_to_rate",
-    "time_window", "to_csv_text", "with_rate",
-]  # fmt: skip
+    "PRESETS",
+    "Fixed",
+    "LengthDist",
+    "LogNormal",
+    "Mixture",
+    "Uniform",
+    "WorkloadConfig",
+    "WorkloadError",
+    "build_requests",
+    "burst_arrivals",
+    "fixed_arrivals",
+    "gamma_arrivals",
+    "generate",
+    "head",
+    "load_csv",
+    "load_mooncake",
+    "load_workload",
+    "mean_rate",
+    "poisson_arrivals",
+    "save_csv",
+    "scale_to_rate",
+    "time_window",
+    "to_csv_text",
+    "with_rate",
+]
 
 Arrival = Literal["poisson", "gamma", "burst", "fixed"]
 ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)

@@ -5,8 +5,9 @@ import os
 from streamlit.testing.v1 import AppTest
 
 
-def open_page(page: str, params: dict | None = None, env: dict | None = None,
-              timeout: float = 120) -> AppTest:  # fmt: skip
+def open_page(
+    page: str, params: dict | None = None, env: dict | None = None, timeout: float = 120
+) -> AppTest:
     """app.py run with `params` in the URL (and `env` set while it runs), then `page`."""
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})

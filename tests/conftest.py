@@ -25,6 +25,7 @@ def azure_trace(name: str) -> Path:
     full = TRACES / f"AzureLLMInferenceTrace_{name}.csv"
     return full if full.exists() else EXCERPTS / f"AzureLLMInferenceTrace_{name}_head1000.csv"
 
+
 # The property tests run with a fixed seed per test everywhere, CI or a newcomer's fresh clone:
 # the same examples on every run, so a red run is reproducible and never a dice roll.
 # PDLAB_HYPOTHESIS=explore lets hypothesis search new random examples (a failure it finds is

@@ -47,12 +47,23 @@ def request_row(
         e2e = finish - arrival_s
         max_itl = tpot if max_itl_s is None else max_itl_s
     return {
-        "request_id": request_id, "arrival_s": float(arrival_s), "prompt_tokens": prompt_tokens,
-        "output_tokens": output_tokens, "priority": priority, "first_token_s": first,
-        "finish_s": finish, "ttft_s": ttft, "tpot_s": tpot, "max_itl_s": max_itl, "e2e_s": e2e,
-        "slo_met": False, "preemptions": preemptions, "worker": worker, "status": status,
+        "request_id": request_id,
+        "arrival_s": float(arrival_s),
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "priority": priority,
+        "first_token_s": first,
+        "finish_s": finish,
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "max_itl_s": max_itl,
+        "e2e_s": e2e,
+        "slo_met": False,
+        "preemptions": preemptions,
+        "worker": worker,
+        "status": status,
         "reject_reason": reject_reason,
-    }  # fmt: skip
+    }
 
 
 def segment_row(
@@ -70,10 +81,17 @@ def segment_row(
 ) -> dict:
     """One segments-table row."""
     return {
-        "request_id": request_id, "worker": worker, "kind": kind, "start_s": float(start_s),
-        "end_s": float(end_s), "tokens": tokens, "slowed": slowed, "recompute": recompute,
-        "step_first": step_first, "step_last": step_last,
-    }  # fmt: skip
+        "request_id": request_id,
+        "worker": worker,
+        "kind": kind,
+        "start_s": float(start_s),
+        "end_s": float(end_s),
+        "tokens": tokens,
+        "slowed": slowed,
+        "recompute": recompute,
+        "step_first": step_first,
+        "step_last": step_last,
+    }
 
 
 def step_row(
@@ -100,13 +118,23 @@ def step_row(
     compute = 0.0 if compute_s is None else compute_s
     memory = duration - compute if memory_s is None else memory_s
     return {
-        "worker": worker, "step": step, "start_s": float(start_s), "end_s": float(end_s),
-        "prefill_tokens": prefill_tokens, "decode_tokens": decode_tokens,
-        "batch_size": batch_size, "num_prefills": num_prefills,
-        "kv_used_tokens": kv_used_tokens, "kv_capacity_tokens": kv_capacity_tokens,
-        "compute_s": compute, "memory_s": memory, "overhead_s": overhead_s, "comm_s": comm_s,
-        "swap_s": swap_s, "preempted": preempted,
-    }  # fmt: skip
+        "worker": worker,
+        "step": step,
+        "start_s": float(start_s),
+        "end_s": float(end_s),
+        "prefill_tokens": prefill_tokens,
+        "decode_tokens": decode_tokens,
+        "batch_size": batch_size,
+        "num_prefills": num_prefills,
+        "kv_used_tokens": kv_used_tokens,
+        "kv_capacity_tokens": kv_capacity_tokens,
+        "compute_s": compute,
+        "memory_s": memory,
+        "overhead_s": overhead_s,
+        "comm_s": comm_s,
+        "swap_s": swap_s,
+        "preempted": preempted,
+    }
 
 
 def even_token_times(first_token_s: float, finish_s: float, output_tokens: int) -> np.ndarray:
@@ -155,17 +183,26 @@ def big_run(
     first = arrival + ttft
     finish = first + tpot * (output - 1)
     nan_if_rejected = np.where(rejected, np.nan, 1.0)
-    requests = pd.DataFrame({
-        "request_id": ids, "arrival_s": arrival, "prompt_tokens": prompt, "output_tokens": output,
-        "priority": 0, "first_token_s": first * nan_if_rejected,
-        "finish_s": finish * nan_if_rejected, "ttft_s": ttft * nan_if_rejected,
-        "tpot_s": np.where(output > 1, tpot, np.nan) * nan_if_rejected,
-        "max_itl_s": tpot * 1.5 * nan_if_rejected, "e2e_s": (finish - arrival) * nan_if_rejected,
-        "slo_met": False, "preemptions": rng.integers(0, 2, num_requests),
-        "worker": rng.choice(["P0>D0", "P1>D1"], num_requests),
-        "status": np.where(rejected, "rejected", "finished"),
-        "reject_reason": np.where(rejected, "kv_capacity", ""),
-    })  # fmt: skip
+    requests = pd.DataFrame(
+        {
+            "request_id": ids,
+            "arrival_s": arrival,
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "priority": 0,
+            "first_token_s": first * nan_if_rejected,
+            "finish_s": finish * nan_if_rejected,
+            "ttft_s": ttft * nan_if_rejected,
+            "tpot_s": np.where(output > 1, tpot, np.nan) * nan_if_rejected,
+            "max_itl_s": tpot * 1.5 * nan_if_rejected,
+            "e2e_s": (finish - arrival) * nan_if_rejected,
+            "slo_met": False,
+            "preemptions": rng.integers(0, 2, num_requests),
+            "worker": rng.choice(["P0>D0", "P1>D1"], num_requests),
+            "status": np.where(rejected, "rejected", "finished"),
+            "reject_reason": np.where(rejected, "kv_capacity", ""),
+        }
+    )
 
     # Token times: evenly spaced per finished request, built as one flat array then split.
     kept = ~rejected
@@ -179,33 +216,45 @@ def big_run(
     durations = rng.uniform(0.005, 0.05, (num_workers, per_worker))
     ends = np.cumsum(durations, axis=1)
     compute_frac = rng.random((num_workers, per_worker))
-    steps = pd.DataFrame({
-        "worker": np.repeat(workers, per_worker),
-        "step": np.tile(np.arange(per_worker), num_workers),
-        "start_s": (ends - durations).ravel(), "end_s": ends.ravel(),
-        "prefill_tokens": rng.integers(0, 2048, num_workers * per_worker),
-        "decode_tokens": rng.integers(0, 64, num_workers * per_worker),
-        "batch_size": rng.integers(1, 64, num_workers * per_worker),
-        "num_prefills": rng.integers(0, 3, num_workers * per_worker),
-        "kv_used_tokens": rng.integers(0, 100_000, num_workers * per_worker),
-        "kv_capacity_tokens": 100_000,
-        "compute_s": (durations * compute_frac).ravel(),
-        "memory_s": (durations * (1 - compute_frac)).ravel(),
-        "overhead_s": 0.0, "comm_s": 0.0, "swap_s": 0.0, "preempted": 0,
-    })  # fmt: skip
+    steps = pd.DataFrame(
+        {
+            "worker": np.repeat(workers, per_worker),
+            "step": np.tile(np.arange(per_worker), num_workers),
+            "start_s": (ends - durations).ravel(),
+            "end_s": ends.ravel(),
+            "prefill_tokens": rng.integers(0, 2048, num_workers * per_worker),
+            "decode_tokens": rng.integers(0, 64, num_workers * per_worker),
+            "batch_size": rng.integers(1, 64, num_workers * per_worker),
+            "num_prefills": rng.integers(0, 3, num_workers * per_worker),
+            "kv_used_tokens": rng.integers(0, 100_000, num_workers * per_worker),
+            "kv_capacity_tokens": 100_000,
+            "compute_s": (durations * compute_frac).ravel(),
+            "memory_s": (durations * (1 - compute_frac)).ravel(),
+            "overhead_s": 0.0,
+            "comm_s": 0.0,
+            "swap_s": 0.0,
+            "preempted": 0,
+        }
+    )
 
     seg_start = rng.uniform(0.0, 1000.0, num_segments)
     seg_len = rng.exponential(0.2, num_segments) * (rng.random(num_segments) > 0.02)
-    segments = pd.DataFrame({
-        "request_id": rng.integers(0, num_requests, num_segments),
-        "worker": rng.choice(workers, num_segments),
-        "kind": rng.choice(["queued", "prefill", "decode", "stall", "kv_transfer", "preempted"],
-                           num_segments),
-        "start_s": seg_start, "end_s": seg_start + seg_len,
-        "tokens": rng.integers(0, 512, num_segments),
-        "slowed": rng.random(num_segments) < 0.1, "recompute": False,
-        "step_first": rng.integers(0, per_worker, num_segments), "step_last": 0,
-    })  # fmt: skip
+    segments = pd.DataFrame(
+        {
+            "request_id": rng.integers(0, num_requests, num_segments),
+            "worker": rng.choice(workers, num_segments),
+            "kind": rng.choice(
+                ["queued", "prefill", "decode", "stall", "kv_transfer", "preempted"], num_segments
+            ),
+            "start_s": seg_start,
+            "end_s": seg_start + seg_len,
+            "tokens": rng.integers(0, 512, num_segments),
+            "slowed": rng.random(num_segments) < 0.1,
+            "recompute": False,
+            "step_first": rng.integers(0, per_worker, num_segments),
+            "step_last": 0,
+        }
+    )
     segments["step_last"] = segments["step_first"] + 3
 
     meta = {

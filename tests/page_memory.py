@@ -37,9 +37,17 @@ def main() -> None:
     before, start = status_mb("VmRSS"), time.perf_counter()
     at.switch_page(page).run()
     seconds, peak = time.perf_counter() - start, status_mb("VmHWM")
-    print(json.dumps({"exception": [str(e.value) for e in at.exception],
-                      "errors": [e.value for e in at.error], "seconds": seconds,
-                      "grown_mb": peak - before, "before_mb": before}))
+    print(
+        json.dumps(
+            {
+                "exception": [str(e.value) for e in at.exception],
+                "errors": [e.value for e in at.error],
+                "seconds": seconds,
+                "grown_mb": peak - before,
+                "before_mb": before,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -78,8 +78,17 @@ def main() -> None:
     except BudgetExceeded as err:
         limit, message = err.limit, str(err)
     used, wall = cpu() - before, time.perf_counter() - start
-    print(json.dumps({"method": "fork" if threading.active_count() == 1 else "forkserver",
-                      "limit": limit, "message": message, "cpu_s": used, "wall_s": wall}))
+    print(
+        json.dumps(
+            {
+                "method": "fork" if threading.active_count() == 1 else "forkserver",
+                "limit": limit,
+                "message": message,
+                "cpu_s": used,
+                "wall_s": wall,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

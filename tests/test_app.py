@@ -15,26 +15,52 @@ from ui.labels import live_error_column
 
 PAGES = {  # page file -> (title key, extreme query params)
     "app_pages/home.py": ("home.title", {"window": "10.0"}),
-    "app_pages/prefill_decode.py": ("pd.title", {"gpu": "L4", "model": "Qwen2.5-0.5B",
-                                                 "ctx": "32768"}),
-    "app_pages/batching.py": ("batching.title", {"batch": "1", "rate": "16.0", "n": "64",
-                                                 "long": "true"}),
+    "app_pages/prefill_decode.py": (
+        "pd.title",
+        {"gpu": "L4", "model": "Qwen2.5-0.5B", "ctx": "32768"},
+    ),
+    "app_pages/batching.py": (
+        "batching.title",
+        {"batch": "1", "rate": "16.0", "n": "64", "long": "true"},
+    ),
     "app_pages/chunked.py": ("chunked.title", {"chunk": "256", "gpu": "L4"}),
-    "app_pages/long_prompts.py": ("long.title", {"long_len": "32768", "n_long": "2",
-                                                 "partial": "8", "max_long": "8",
-                                                 "threshold": "1024", "chat_rate": "60",
-                                                 "aging": "0.0"}),
+    "app_pages/long_prompts.py": (
+        "long.title",
+        {
+            "long_len": "32768",
+            "n_long": "2",
+            "partial": "8",
+            "max_long": "8",
+            "threshold": "1024",
+            "chat_rate": "60",
+            "aging": "0.0",
+        },
+    ),
     "app_pages/memory.py": ("memory.title", {"kv": "8000", "mode": "swap"}),
-    "app_pages/prefix_caching.py": ("prefix.title", {"system": "8000", "rate": "16.0",
-                                                     "trace_rate": "0.5", "kv": "12000"}),
-    "app_pages/disaggregation.py": ("disagg.title", {"p": "3", "d": "3", "link": "25GbE",
-                                                     "dgpu": "L4", "rate": "16.0"}),
-    "app_pages/playground.py": ("play.title", {"k": "4", "arr": "gamma", "cv": "4.0",
-                                               "n": "300", "rate": "40.0"}),
-    "app_pages/live.py": ("live.title", {"wl": "typed", "model": "smollm2-135m-shape",
-                                         "topo": "disaggregated", "policy": "static",
-                                         "vs": "none", "out": "48"}),
-}  # fmt: skip
+    "app_pages/prefix_caching.py": (
+        "prefix.title",
+        {"system": "8000", "rate": "16.0", "trace_rate": "0.5", "kv": "12000"},
+    ),
+    "app_pages/disaggregation.py": (
+        "disagg.title",
+        {"p": "3", "d": "3", "link": "25GbE", "dgpu": "L4", "rate": "16.0"},
+    ),
+    "app_pages/playground.py": (
+        "play.title",
+        {"k": "4", "arr": "gamma", "cv": "4.0", "n": "300", "rate": "40.0"},
+    ),
+    "app_pages/live.py": (
+        "live.title",
+        {
+            "wl": "typed",
+            "model": "smollm2-135m-shape",
+            "topo": "disaggregated",
+            "policy": "static",
+            "vs": "none",
+            "out": "48",
+        },
+    ),
+}
 
 
 def figures(at: AppTest) -> list[dict]:
@@ -80,16 +106,18 @@ def captions(at: AppTest) -> str:
 def test_checked_lines_say_router_and_hand_off_are_our_own_models(lang):
     """The differential suite steps one scheduler: where a picture shows a router or P->D
     workers, the 'checked' line says what is checked and what is PD Lab's own model."""
-    verified, router, disagg = (t(k, lang) for k in ("common.verified_v1", "common.caveat_router",
-                                                      "common.caveat_disagg"))  # fmt: skip
+    verified, router, disagg = (
+        t(k, lang) for k in ("common.verified_v1", "common.caveat_router", "common.caveat_disagg")
+    )
     scope = t("common.caveat_scope", lang)
     text = captions(open_page("app_pages/disaggregation.py", {"lang": lang}))
     assert verified in text and router in text and disagg in text
     assert text.count(scope) == 1  # said once before both caveats, not once per caveat
     text = captions(open_page("app_pages/home.py", {"lang": lang}))  # V1 on 2 GPUs, both ways
     assert verified in text and disagg in text and router in text
-    text = captions(open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20",
-                                                          "t0": "router"}))  # fmt: skip
+    text = captions(
+        open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20", "t0": "router"})
+    )
     assert verified in text and router in text and disagg not in text
     text = captions(open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20"}))
     assert verified in text and router not in text and disagg not in text  # colocated: no caveat
@@ -97,8 +125,10 @@ def test_checked_lines_say_router_and_hand_off_are_our_own_models(lang):
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_playground_shows_a_policys_note_in_the_pages_language(lang):
-    at = open_page("app_pages/playground.py", {"lang": lang, "k": "1", "n": "20", "p0": "chunked",
-                                               "s0": "max_num_partial_prefills=0"})  # fmt: skip
+    at = open_page(
+        "app_pages/playground.py",
+        {"lang": lang, "k": "1", "n": "20", "p0": "chunked", "s0": "max_num_partial_prefills=0"},
+    )
     assert not at.exception, at.exception
     assert t("policy_note.chunked_partial_zero", lang) in [i.value for i in at.info]
     if lang == "ko":  # the CLI's English text does not reach a Korean page
@@ -167,8 +197,10 @@ def test_goodput_sweep_draws_attainment_per_rate_and_the_goodput():
 
 
 def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():
-    at = open_page("app_pages/live.py", {"model": "smollm2-135m-shape", "wl": "freeze",
-                                         "policy": "vllm", "vs": "prefill-first"})  # fmt: skip
+    at = open_page(
+        "app_pages/live.py",
+        {"model": "smollm2-135m-shape", "wl": "freeze", "policy": "vllm", "vs": "prefill-first"},
+    )
     at.button[0].click().run(timeout=400)  # calibration (~30 s) + two runs
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -192,9 +224,11 @@ def test_pages_never_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from streamlit.testing.v1 import AppTest; "
-            "[AppTest.from_file('app.py', default_timeout=120).run() for _ in range(1)]; "
-            "print('torch' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys; from streamlit.testing.v1 import AppTest; "
+        "[AppTest.from_file('app.py', default_timeout=120).run() for _ in range(1)]; "
+        "print('torch' in sys.modules)"
+    )
     from conftest import ROOT
 
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

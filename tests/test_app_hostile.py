@@ -64,8 +64,10 @@ def test_a_server_path_as_model_is_refused_without_reading_it(page, key):
 def test_an_uploaded_config_can_still_be_named_as_the_model(tmp_path):
     from ui.model_upload import check_model, save_config
 
-    good = b'{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, ' \
-           b'"intermediate_size": 128, "vocab_size": 100}'  # fmt: skip
+    good = (
+        b'{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, '
+        b'"intermediate_size": 128, "vocab_size": 100}'
+    )
     path = save_config(good, "tiny")
     check_model(str(path))  # an upload: allowed
     check_model("Llama-3.1-8B:fp8:kv-fp8")  # a catalog name with suffixes: allowed
@@ -77,12 +79,15 @@ def test_an_uploaded_config_can_still_be_named_as_the_model(tmp_path):
 # ---- 14: a crafted upload or URL is one local error, not the page's generic one ------------
 
 DEEP = b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}"
-QLIST = (b'{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, '
-         b'"intermediate_size": 128, "vocab_size": 100, "quantization_config": [1, 2]}')
+QLIST = (
+    b'{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, '
+    b'"intermediate_size": 128, "vocab_size": 100, "quantization_config": [1, 2]}'
+)
 
 
-@pytest.mark.parametrize("data, says", [(DEEP, "deep"), (QLIST, "quantization_config")],
-                         ids=["deep", "list"])  # fmt: skip
+@pytest.mark.parametrize(
+    "data, says", [(DEEP, "deep"), (QLIST, "quantization_config")], ids=["deep", "list"]
+)
 def test_a_crafted_config_upload_is_a_local_error(data, says):
     at = open_page(PLAY)
     (uploader,) = [u for u in at.get("file_uploader") if u.allowed_type == [".json"]]
@@ -103,10 +108,18 @@ def test_a_malformed_url_is_a_local_error(url):
 # ---- 15: cloud metadata in any spelling is refused, whatever the operator allows ----------
 
 
-@pytest.mark.parametrize("url", ["http://[::ffff:169.254.169.254]", "http://[fd00:ec2::254]",
-                                 "http://100.100.100.200", "http://[::ffff:a9fe:a9fe]:80",
-                                 "http://168.63.129.16", "http://192.0.0.192",
-                                 "http://[2002:a9fe:a9fe::1]"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::ffff:169.254.169.254]",
+        "http://[fd00:ec2::254]",
+        "http://100.100.100.200",
+        "http://[::ffff:a9fe:a9fe]:80",
+        "http://168.63.129.16",
+        "http://192.0.0.192",
+        "http://[2002:a9fe:a9fe::1]",
+    ],
+)
 def test_metadata_addresses_are_refused_in_every_spelling(url):
     at = open_page(SERVE, {"url": url}, env={"PDLAB_ALLOW_ENDPOINTS": "any"})
     assert not at.exception, at.exception
@@ -128,8 +141,10 @@ def test_a_public_address_is_still_allowed_when_the_operator_says_any():
 def test_an_uploaded_models_name_cannot_carry_html_into_chart_titles():
     from ui.model_upload import save_config
 
-    crafted = QLIST.replace(b', "quantization_config": [1, 2]',
-                            b', "_name_or_path": "<a href=\'https://evil.example\'>x</a>"')
+    crafted = QLIST.replace(
+        b', "quantization_config": [1, 2]',
+        b', "_name_or_path": "<a href=\'https://evil.example\'>x</a>"',
+    )
     with pytest.raises(ValueError, match="_name_or_path"):
         save_config(crafted, "m")
     good = crafted.replace(b"<a href='https://evil.example'>x</a>", b"org/My-Model_1.5")

@@ -77,12 +77,14 @@ def _concurrency_table() -> pd.DataFrame:
 
 
 def _chunk_table() -> pd.DataFrame:
-    return pd.DataFrame({
-        "chunk_size": [512, 2048, 8192],
-        "long_ttft_s": [0.78, 0.69, 0.67],
-        "max_itl_s": [0.03, 0.10, 0.37],
-        "p99_tpot_s": [0.011, 0.0114, 0.0115],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "chunk_size": [512, 2048, 8192],
+            "long_ttft_s": [0.78, 0.69, 0.67],
+            "max_itl_s": [0.03, 0.10, 0.37],
+            "p99_tpot_s": [0.011, 0.0114, 0.0115],
+        }
+    )
 
 
 def _sweeps() -> dict[str, pd.DataFrame]:
@@ -93,14 +95,14 @@ def _sweeps() -> dict[str, pd.DataFrame]:
                 "attainment": [0.99, 0.95, 0.91, 0.80, 0.50],
                 "num_gpus": 2,
             }
-        ),  # fmt: skip
+        ),
         "1P1D": pd.DataFrame(
             {
                 "rate_per_s": [1.0, 2.0, 3.0, 4.0, 5.0],
                 "attainment": [1.0, 0.98, 0.96, 0.93, 0.70],
                 "num_gpus": 2,
             }
-        ),  # fmt: skip
+        ),
         "never": pd.DataFrame({"rate_per_s": [1.0], "attainment": [0.5], "num_gpus": 1}),
     }
 
@@ -110,11 +112,31 @@ def _pd_run():
     requests = [request_row(0, 0.0, 1.0, 3.0, worker="P0>D0")]
     steps = [
         step_row("P0", 0, 0.0, 1.0, prefill_tokens=2000, compute_s=0.8, memory_s=0.1),
-        step_row("D0", 0, 1.0, 2.0, decode_tokens=1, compute_s=0.0, memory_s=0.9,
-                 kv_used_tokens=500, kv_capacity_tokens=1000),
-        step_row("D0", 1, 2.0, 3.0, decode_tokens=1, compute_s=0.0, memory_s=0.9,
-                 kv_used_tokens=1000, kv_capacity_tokens=1000, preempted=2, swap_s=0.05),
-    ]  # fmt: skip
+        step_row(
+            "D0",
+            0,
+            1.0,
+            2.0,
+            decode_tokens=1,
+            compute_s=0.0,
+            memory_s=0.9,
+            kv_used_tokens=500,
+            kv_capacity_tokens=1000,
+        ),
+        step_row(
+            "D0",
+            1,
+            2.0,
+            3.0,
+            decode_tokens=1,
+            compute_s=0.0,
+            memory_s=0.9,
+            kv_used_tokens=1000,
+            kv_capacity_tokens=1000,
+            preempted=2,
+            swap_s=0.05,
+        ),
+    ]
     meta = {
         "workers": {
             "P0": {"role": "prefill", "gpus": 1, "kv_capacity_tokens": 1000},
@@ -256,8 +278,10 @@ def test_throughput_vs_concurrency(lang):
 
 def test_concurrency_table_from_runs():
     def run(makespan: float):
-        reqs = [request_row(i, 0.0, 0.5, makespan, prompt_tokens=1000, output_tokens=100)
-                for i in range(2)]  # fmt: skip
+        reqs = [
+            request_row(i, 0.0, 0.5, makespan, prompt_tokens=1000, output_tokens=100)
+            for i in range(2)
+        ]
         return make_run(reqs)
 
     table = charts.concurrency_table({(1000, 1): run(2.0), (1000, 2): run(1.0)})
@@ -378,8 +402,10 @@ def test_worker_utilisation_bars(lang):
     memory = _trace(fig, t("charts.util.memory", lang))
     other = _trace(fig, t("charts.util.overhead", lang))
     prefill = t("charts.worker", lang, name="P0", role=t("charts.role.prefill", lang))
-    assert list(compute.x) == [prefill, t("charts.worker", lang, name="D0",
-                                          role=t("charts.role.decode", lang))]  # fmt: skip
+    assert list(compute.x) == [
+        prefill,
+        t("charts.worker", lang, name="D0", role=t("charts.role.decode", lang)),
+    ]
     # Run lasts 3 s. P0: 1 s busy, 0.8 compute, 0.1 memory; D0: 2 s busy, 1.8 memory.
     assert list(compute.y) == pytest.approx([80 / 3, 0])
     assert list(memory.y) == pytest.approx([10 / 3, 180 / 3])

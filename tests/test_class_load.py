@@ -18,12 +18,21 @@ from ui.sim_cache import fingerprint
 
 
 def test_plain_figures_write_the_same_json():
-    figure = {"data": [{"x": np.arange(3.0), "y": np.array([1, 2, 3]), "name": "a",
-                        "marker": {"size": np.float32(2.5)}}],
-              "frames": [{"data": [{"x": (np.int64(1), 2.0)}]}]}  # fmt: skip
+    figure = {
+        "data": [
+            {
+                "x": np.arange(3.0),
+                "y": np.array([1, 2, 3]),
+                "name": "a",
+                "marker": {"size": np.float32(2.5)},
+            }
+        ],
+        "frames": [{"data": [{"x": (np.int64(1), 2.0)}]}],
+    }
     assert pio.to_json(plain(figure), validate=False) == pio.to_json(figure, validate=False)
-    assert json.loads(pio.to_json(_prebuilt(plain(figure)), validate=False))["data"][0]["name"] \
-        == "a"
+    assert (
+        json.loads(pio.to_json(_prebuilt(plain(figure)), validate=False))["data"][0]["name"] == "a"
+    )
 
 
 def test_fingerprint_is_stable_and_tells_configs_apart():
@@ -59,7 +68,8 @@ def test_a_fresh_server_warms_every_lesson_and_then_serves_a_class_quickly():
         # Still busy, the server would count the warm-up's work as the 30 visitors' below.
         assert busy < 0.1, (
             f"the warm-up did not finish within 120 s (the server still used {busy:.1f} s of "
-            "CPU in its last 3 s): the visitors' CPU cannot be measured apart from it")
+            "CPU in its last 3 s): the visitors' CPU cannot be measured apart from it"
+        )
         cpu0 = cpu_s(proc.pid)
         pages = [LESSONS[i % len(LESSONS)] for i in range(30)]
         seconds = run_async(ws_load(url, pages, 60.0, []))

@@ -21,10 +21,27 @@ def cli(capsys, *args):
 def test_list_names_every_scenario_policy_topology_gpu_and_model(capsys):
     code, out, _ = cli(capsys, "list")
     assert code == 0
-    for name in ("c12-three-requests", "static", "prefill-first", "chunked", "short-first",
-                 "colocated", "router", "disaggregated", "A100-80GB", "H100-SXM", "H200", "L4",
-                 "RTX-4090", "Llama-3.1-8B", "Llama-3.3-70B", "Qwen2.5-0.5B", "Qwen2.5-7B",
-                 "Mistral-7B", "SmolLM2-135M"):  # fmt: skip
+    for name in (
+        "c12-three-requests",
+        "static",
+        "prefill-first",
+        "chunked",
+        "short-first",
+        "colocated",
+        "router",
+        "disaggregated",
+        "A100-80GB",
+        "H100-SXM",
+        "H200",
+        "L4",
+        "RTX-4090",
+        "Llama-3.1-8B",
+        "Llama-3.3-70B",
+        "Qwen2.5-0.5B",
+        "Qwen2.5-7B",
+        "Mistral-7B",
+        "SmolLM2-135M",
+    ):
         assert name in out
 
 
@@ -40,8 +57,9 @@ def test_run_json_gives_summary_and_the_requests_columns(capsys):
 
 def test_knobs_and_flags_change_the_result(capsys):
     _, base, _ = cli(capsys, "run", "--scenario", "c6", "--json")
-    _, small, _ = cli(capsys, "run", "--scenario", "c6", "--json",
-                      "--set", "max_num_batched_tokens=256")  # fmt: skip
+    _, small, _ = cli(
+        capsys, "run", "--scenario", "c6", "--json", "--set", "max_num_batched_tokens=256"
+    )
     _, h200, _ = cli(capsys, "run", "--scenario", "c6", "--json", "--gpu", "h200")
     itl = lambda out: json.loads(out)["summary"]["max_itl_s"]  # noqa: E731
     assert itl(small) < itl(base)
@@ -61,8 +79,9 @@ def test_text_summary_shows_the_prefix_cache_hit_rate_when_caching_is_on(capsys)
 
 
 def test_out_writes_the_five_files(tmp_path, capsys):
-    code, _, _ = cli(capsys, "run", "--scenario", "c12", "--topology", "disaggregated",
-                     "--out", str(tmp_path))  # fmt: skip
+    code, _, _ = cli(
+        capsys, "run", "--scenario", "c12", "--topology", "disaggregated", "--out", str(tmp_path)
+    )
     assert code == 0
     names = {"requests.csv", "segments.csv", "steps.csv", "summary.json", "trace.json"}
     assert names <= {p.name for p in tmp_path.iterdir()}
@@ -98,8 +117,7 @@ def test_compare_shows_every_variant_and_the_window_table(capsys):
 def test_policy_on_a_scenario_drops_a_chunking_budget_and_says_so(capsys):
     # C7's variant chose a 2048-token CHUNK budget; prefill-first cannot chunk, so that value
     # would reject the 32,768-token prompt. It runs on prefill-first's own budget instead.
-    code, out, err = cli(capsys, "run", "--scenario", "c7", "--policy", "prefill-first",
-                         "--json")  # fmt: skip
+    code, out, err = cli(capsys, "run", "--scenario", "c7", "--policy", "prefill-first", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["summary"]["rejected"] == 0
@@ -110,8 +128,17 @@ def test_policy_on_a_scenario_drops_a_chunking_budget_and_says_so(capsys):
 
 
 def test_policy_on_a_v0_variant_drops_its_v0_knobs_and_names_them(capsys):
-    code, out, err = cli(capsys, "run", "--scenario", "c8", "--variant", "V0: 4 partial, 1 long",
-                         "--policy", "vllm", "--json")  # fmt: skip
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--scenario",
+        "c8",
+        "--variant",
+        "V0: 4 partial, 1 long",
+        "--policy",
+        "vllm",
+        "--json",
+    )
     assert code == 0, err
     assert err.count("\n") == 1 and err.startswith("note: --policy vllm")
     assert "max_num_partial_prefills=4 (vllm has no such knob)" in err
@@ -127,17 +154,37 @@ def test_policy_on_a_v0_variant_drops_its_v0_knobs_and_names_them(capsys):
 def test_policy_keeps_knobs_that_mean_the_same_and_set_wins_silently(capsys):
     # short-first is vLLM V1 too: the threshold of 512 means the same there and carries over.
     variant = "vLLM, threshold 512"
-    code, carried, err = cli(capsys, "run", "--scenario", "c7", "--variant", variant,
-                             "--policy", "short-first", "--json")  # fmt: skip
+    code, carried, err = cli(
+        capsys, "run", "--scenario", "c7", "--variant", variant, "--policy", "short-first", "--json"
+    )
     assert code == 0 and err == ""
-    code, explicit, _ = cli(capsys, "run", "--scenario", "c7", "--variant", "short-first",
-                            "--set", "long_prefill_token_threshold=512", "--json")  # fmt: skip
+    code, explicit, _ = cli(
+        capsys,
+        "run",
+        "--scenario",
+        "c7",
+        "--variant",
+        "short-first",
+        "--set",
+        "long_prefill_token_threshold=512",
+        "--json",
+    )
     assert code == 0
     assert json.loads(carried)["requests"] == json.loads(explicit)["requests"]
     # A knob the user sets again is the user's: the note does not list it.
-    code, _, err = cli(capsys, "run", "--scenario", "c8", "--variant", "V0: 4 partial, 1 long",
-                       "--policy", "vllm", "--set", "long_prefill_token_threshold=512",
-                       "--json")  # fmt: skip
+    code, _, err = cli(
+        capsys,
+        "run",
+        "--scenario",
+        "c8",
+        "--variant",
+        "V0: 4 partial, 1 long",
+        "--policy",
+        "vllm",
+        "--set",
+        "long_prefill_token_threshold=512",
+        "--json",
+    )
     assert code == 0
     assert "max_num_partial_prefills=4" in err and "long_prefill_token_threshold" not in err
 
@@ -154,21 +201,24 @@ def test_every_knob_declares_its_meaning():
             assert cls.Knobs.meaning(f.name, values), (name, f.name)
 
 
-@pytest.mark.parametrize("args, words", [
-    (["run", "--scenario", "nope"], "unknown scenario"),
-    (["run", "--scenario", "c5", "--set", "bogus=1"], "unknown knob 'bogus'"),
-    (["run", "--scenario", "c5", "--set", "max_num_seqs=abc"], "whole number"),
-    (["run", "--scenario", "c5", "--set", "max_num_seqs"], "key=value"),
-    (["run", "--scenario", "c5", "--policy", "chunked", "--set", "batch_size=4"], "static"),
-    (["run", "--scenario", "c5", "--gpu", "TPU"], "unknown GPU"),
-    (["run", "--scenario", "c5", "--set", "mbu=2"], "mbu"),
-    (["run", "--scenario", "c5", "--set", "topology=mesh"], "unknown topology"),
-    (["run", "--scenario", "c5", "--model", "Llama-3.3-70B"], "tensor_parallel"),
-    (["run"], "--scenario"),
-    (["run", "--workload", "/no/such/file.csv"], "No such file"),
-    (["sweep", "--scenario", "c2", "--rate", "5:1:1"], "--rate"),
-    (["frobnicate"], "invalid choice"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["run", "--scenario", "nope"], "unknown scenario"),
+        (["run", "--scenario", "c5", "--set", "bogus=1"], "unknown knob 'bogus'"),
+        (["run", "--scenario", "c5", "--set", "max_num_seqs=abc"], "whole number"),
+        (["run", "--scenario", "c5", "--set", "max_num_seqs"], "key=value"),
+        (["run", "--scenario", "c5", "--policy", "chunked", "--set", "batch_size=4"], "static"),
+        (["run", "--scenario", "c5", "--gpu", "TPU"], "unknown GPU"),
+        (["run", "--scenario", "c5", "--set", "mbu=2"], "mbu"),
+        (["run", "--scenario", "c5", "--set", "topology=mesh"], "unknown topology"),
+        (["run", "--scenario", "c5", "--model", "Llama-3.3-70B"], "tensor_parallel"),
+        (["run"], "--scenario"),
+        (["run", "--workload", "/no/such/file.csv"], "No such file"),
+        (["sweep", "--scenario", "c2", "--rate", "5:1:1"], "--rate"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_errors_are_one_line_with_exit_code_2(capsys, args, words):
     code, out, err = cli(capsys, *args)
     assert code == 2
@@ -185,8 +235,12 @@ def test_bad_csv_names_the_line_and_field(capsys, tmp_path):
 
 
 def test_python_dash_m_sim_exits_2_without_traceback():
-    done = subprocess.run([sys.executable, "-m", "sim", "run", "--scenario", "nope"],
-                          cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "sim", "run", "--scenario", "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and done.stderr.startswith("error:")
 
@@ -203,8 +257,18 @@ AZURE_YEAR_ONE = "TIMESTAMP,ContextTokens,GeneratedTokens\n0001-01-01T00:00:00+0
         (["run", "--scenario", "c10b", "--set", "num_instances=40000"], "num_instances"),
         (["run", "--scenario", "c11", "--set", "swap_space_gb=inf"], "swap_space_gb"),
         (["run", "--scenario", "c2", "--set", "mem_utilization=1e-9"], "mem_utilization"),
-        (["run", "--scenario", "c12", "--topology", "disaggregated", "--set",
-          "kv_bandwidth_gb_s=1e-15"], "kv_bandwidth_gb_s"),  # fmt: skip
+        (
+            [
+                "run",
+                "--scenario",
+                "c12",
+                "--topology",
+                "disaggregated",
+                "--set",
+                "kv_bandwidth_gb_s=1e-15",
+            ],
+            "kv_bandwidth_gb_s",
+        ),
         (["run", "--scenario", "c2", "--set", "overhead_ms=inf"], "overhead_ms"),
         (["run", "--scenario", "c2", "--set", "kv_latency_ms=inf"], "kv_latency_ms"),
         (["run", "--scenario", "c2", "--set", "kv_capacity_tokens=1"], "kv_capacity_tokens"),

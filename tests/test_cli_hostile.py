@@ -37,8 +37,10 @@ def test_the_issues_1024_instances_are_estimated_at_tens_of_gb():
     from sim.config import SimConfig, with_overrides
     from sim.memory import needed_bytes
 
-    big = with_overrides(SimConfig(), {"topology": "router", "num_instances": "1024",
-                                       "model": "SmolLM2-135M", "gpu": "B200"})  # fmt: skip
+    big = with_overrides(
+        SimConfig(),
+        {"topology": "router", "num_instances": "1024", "model": "SmolLM2-135M", "gpu": "B200"},
+    )
     assert needed_bytes(big) > 20 * 2**30
     plain = with_overrides(big, {"enable_prefix_caching": "false"})  # a counter: no books
     assert needed_bytes(plain) < 2**30
@@ -48,13 +50,15 @@ def test_a_run_that_would_not_fit_in_memory_is_refused_before_it_starts(capsys, 
     # 64 instances need ~1.8 GB: refused on a machine with 1 GB free (and cheap if it runs).
     monkeypatch.setenv("PDLAB_CLI_MEMORY_GB", "1")
     started = time.perf_counter()
-    code, _, err = cli(capsys, "run", "--scenario", "c2", *HUGE, "--set", "num_instances=64",
-                       "--json")  # fmt: skip
+    code, _, err = cli(
+        capsys, "run", "--scenario", "c2", *HUGE, "--set", "num_instances=64", "--json"
+    )
     line = one_line_error(code, err)
     assert "GB" in line and "num_instances" in line
     assert time.perf_counter() - started < 5  # refused, not run
-    code, _, err = cli(capsys, "sweep", "--scenario", "c2", "--rate", "1:2:1", *HUGE,
-                       "--set", "num_instances=64")  # fmt: skip
+    code, _, err = cli(
+        capsys, "sweep", "--scenario", "c2", "--rate", "1:2:1", *HUGE, "--set", "num_instances=64"
+    )
     assert "num_instances" in one_line_error(code, err)
 
 
@@ -72,8 +76,9 @@ def deep(n=5000) -> str:
 
 def test_json_nested_5000_deep_is_one_line(capsys, tmp_path):
     trace = tmp_path / "deep.jsonl"
-    trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 5, "x": '
-                     + deep() + "}\n")  # fmt: skip
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 5, "output_length": 5, "x": ' + deep() + "}\n"
+    )
     code, _, err = cli(capsys, "run", "--workload", str(trace), "--json")
     assert "line 1" in one_line_error(code, err)
     config = tmp_path / "m" / "config.json"
@@ -85,9 +90,15 @@ def test_json_nested_5000_deep_is_one_line(capsys, tmp_path):
 
 @pytest.mark.parametrize("bad", [[1, 2], "fp8", 8])
 def test_a_quantization_config_that_is_not_an_object_is_one_line(capsys, tmp_path, bad):
-    config = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-              "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 100,
-              "quantization_config": bad}  # fmt: skip
+    config = {
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+        "quantization_config": bad,
+    }
     path = tmp_path / f"q{len(str(bad))}.json"
     path.write_text(json.dumps(config))
     code, _, err = cli(capsys, "run", "--scenario", "c2", "--model", str(path))
@@ -122,15 +133,17 @@ def test_a_run_killed_while_writing_leaves_the_last_whole_output(capsys, tmp_pat
         main(["run", "--scenario", "c12", "--out", str(out), "--json"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # untouched, whole
     assert [p.name for p in tmp_path.iterdir()] == ["out"] or all(
-        p.name.startswith(".") for p in tmp_path.iterdir() if p.name != "out")
+        p.name.startswith(".") for p in tmp_path.iterdir() if p.name != "out"
+    )
     monkeypatch.undo()
     assert main(["run", "--scenario", "c12", "--out", str(out), "--json"]) == 0  # next run: ok
     assert len({*written(out)}) == 1 and written(out)[0] == 3
     capsys.readouterr()
 
 
-def test_a_second_writer_of_the_same_out_fails_clearly_and_nothing_mixes(capsys, tmp_path,
-                                                                        monkeypatch):  # fmt: skip
+def test_a_second_writer_of_the_same_out_fails_clearly_and_nothing_mixes(
+    capsys, tmp_path, monkeypatch
+):
     import sim.export
 
     out, seen = tmp_path / "out", {}
@@ -174,9 +187,23 @@ def alive(pid: int) -> bool:
 
 
 def start_sweep():
-    proc = subprocess.Popen([sys.executable, "-m", "sim", "sweep", "--scenario", "c2",
-                             "--rate", "1:200:1", "--jobs", "2"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sim",
+            "sweep",
+            "--scenario",
+            "c2",
+            "--rate",
+            "1:200:1",
+            "--jobs",
+            "2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while len(children(proc.pid)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "the workers never started"
@@ -220,8 +247,9 @@ def test_workers_die_with_a_killed_sweep():
 
 def test_a_hash_id_too_large_for_an_integer_names_its_line(capsys, tmp_path):
     trace = tmp_path / "h.jsonl"
-    trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 5, '
-                     '"hash_ids": [1e400]}\n')  # fmt: skip
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": [1e400]}\n'
+    )
     code, _, err = cli(capsys, "run", "--workload", str(trace), "--json")
     assert "line 1" in one_line_error(code, err)
 
@@ -238,8 +266,10 @@ def test_a_parallel_sweep_counts_each_workers_kv_books(monkeypatch):
     from sim.config import SimConfig, with_overrides
     from sim.memory import check_memory, needed_bytes
 
-    config = with_overrides(SimConfig(), {"topology": "router", "num_instances": "16",
-                                          "model": "SmolLM2-135M", "gpu": "B200"})  # fmt: skip
+    config = with_overrides(
+        SimConfig(),
+        {"topology": "router", "num_instances": "16", "model": "SmolLM2-135M", "gpu": "B200"},
+    )
     one, eight = needed_bytes(config), needed_bytes(config, copies=8)
     assert 7 * (one - 300 * 2**20) < eight - 300 * 2**20 < 9 * (one - 300 * 2**20)
     monkeypatch.setenv("PDLAB_CLI_MEMORY_GB", str(2 * one / 2**30))

@@ -19,12 +19,26 @@ def test_the_default_view_shows_the_promised_effect(contract):
 
 def test_every_lesson_page_has_a_contract():
     pages = {c.page.split("/")[0] for c in effects.CONTRACTS}
-    assert pages >= {"home", "prefill-vs-decode", "batching", "chunked-prefill", "long-prompts",
-                     "memory", "prefix-caching", "disaggregation"}  # fmt: skip
+    assert pages >= {
+        "home",
+        "prefill-vs-decode",
+        "batching",
+        "chunked-prefill",
+        "long-prompts",
+        "memory",
+        "prefix-caching",
+        "disaggregation",
+    }
     tabs = {c.page for c in effects.CONTRACTS}
-    assert {"long-prompts/blocking", "long-prompts/starvation", "prefix-caching/system",
-            "prefix-caching/trace", "prefix-caching/eviction", "disaggregation/wins",
-            "disaggregation/loses"} <= tabs  # fmt: skip
+    assert {
+        "long-prompts/blocking",
+        "long-prompts/starvation",
+        "prefix-caching/system",
+        "prefix-caching/trace",
+        "prefix-caching/eviction",
+        "disaggregation/wins",
+        "disaggregation/loses",
+    } <= tabs
 
 
 def test_the_old_defaults_showed_nothing_where_the_issue_said():

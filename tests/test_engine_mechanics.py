@@ -18,8 +18,9 @@ def run(specs, policy="chunked", cost=None, **knobs):
 
 
 def engine(capacity_tokens, policy="chunked", mode="recompute", swap_tokens=0):
-    return Engine("I0", make_policy(policy), KVCache(capacity_tokens), TraceRecorder(), mode,
-                  swap_tokens)  # fmt: skip
+    return Engine(
+        "I0", make_policy(policy), KVCache(capacity_tokens), TraceRecorder(), mode, swap_tokens
+    )
 
 
 def test_blocks_are_counted_in_16_token_pages():
@@ -62,8 +63,7 @@ def test_short_first_preempts_the_longest_prompt():
 
 
 def test_requests_that_can_never_fit_are_rejected_with_a_reason():
-    r = run([RequestSpec(0, 0.0, 5000, 10), RequestSpec(1, 0.0, 100, 10)],
-            kv_capacity_tokens=4000)  # fmt: skip
+    r = run([RequestSpec(0, 0.0, 5000, 10), RequestSpec(1, 0.0, 100, 10)], kv_capacity_tokens=4000)
     q = r.requests.set_index("request_id")
     assert q.loc[0, "status"] == "rejected" and "kv_capacity_tokens" in q.loc[0, "reject_reason"]
     assert q.loc[1, "status"] == "finished"
@@ -92,20 +92,34 @@ def test_recompute_rebuilds_exactly_the_lost_kv(policy):
 
 def test_swap_moves_kv_to_host_and_charges_the_copy():
     specs = [RequestSpec(i, 0.01 * i, 200, 300) for i in range(6)]
-    swap = run(specs, kv_capacity_tokens=1600, max_num_batched_tokens=512,
-               preemption_mode="swap", swap_space_gb=1.0)  # fmt: skip
+    swap = run(
+        specs,
+        kv_capacity_tokens=1600,
+        max_num_batched_tokens=512,
+        preemption_mode="swap",
+        swap_space_gb=1.0,
+    )
     assert swap.requests.preemptions.sum() > 0
     assert not swap.segments.recompute.any()
     assert (swap.steps.swap_s > 0).any()
-    no_space = run(specs, kv_capacity_tokens=1600, max_num_batched_tokens=512,
-                   preemption_mode="swap", swap_space_gb=0.0)  # fmt: skip
+    no_space = run(
+        specs,
+        kv_capacity_tokens=1600,
+        max_num_batched_tokens=512,
+        preemption_mode="swap",
+        swap_space_gb=0.0,
+    )
     assert no_space.segments.recompute.any()  # host memory full: falls back to recompute
 
 
 def test_length_router_sends_long_prompts_to_the_long_server_and_spills_over():
     # Toy clock: the 10k prompt keeps L0 busy until ~10 s; the 3000-token answer keeps S0 busy.
-    specs = [RequestSpec(0, 0.0, 10000, 5), RequestSpec(1, 0.0, 100, 3000),
-             RequestSpec(2, 11.0, 100, 5), RequestSpec(3, 100.0, 100, 5)]  # fmt: skip
+    specs = [
+        RequestSpec(0, 0.0, 10000, 5),
+        RequestSpec(1, 0.0, 100, 3000),
+        RequestSpec(2, 11.0, 100, 5),
+        RequestSpec(3, 100.0, 100, 5),
+    ]
     r = run(specs, topology="router", router="length", num_instances=2, length_threshold=8192)
     w = r.requests.set_index("request_id").worker
     assert w[0] == "L0"  # long prompt: the long-context server
@@ -122,8 +136,9 @@ def test_round_robin_alternates_instances():
 
 def test_conditional_disaggregation_prefills_short_prompts_on_the_decode_worker():
     specs = [RequestSpec(0, 0.0, 4000, 5), RequestSpec(1, 0.0, 300, 5)]
-    r = run(specs, topology="disaggregated", disagg_mode="conditional",
-            max_local_prefill_length=1000)  # fmt: skip
+    r = run(
+        specs, topology="disaggregated", disagg_mode="conditional", max_local_prefill_length=1000
+    )
     w = r.requests.set_index("request_id").worker
     assert w[0] == "P0>D0"
     assert w[1] == "D0"  # short: prefilled locally, no KV transfer

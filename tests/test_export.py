@@ -41,9 +41,11 @@ def test_to_json_dict_round_trips_without_nan():
     assert back == doc and _no_nan(back)
     assert set(back) == {"summary", "requests"}
     assert back["summary"] == pytest.approx(
-        {k: (None if isinstance(v, float) and math.isnan(v) else v)
-         for k, v in summarize(run).items()}
-    )  # fmt: skip
+        {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in summarize(run).items()
+        }
+    )
     assert len(back["requests"]) == 3
     assert list(back["requests"][0]) == list(REQUEST_COLUMNS)
     rejected = back["requests"][2]

@@ -98,8 +98,10 @@ TIE_CLOCK = ToyClock(2**-6, 2**-6)
 @st.composite
 def tied_arrivals(draw):
     ticks = sorted(draw(st.lists(st.integers(0, 120), min_size=1, max_size=40)))
-    return [RequestSpec(i, t / 64, draw(st.integers(1, 40)), draw(st.integers(1, 60)))
-            for i, t in enumerate(ticks)]  # fmt: skip
+    return [
+        RequestSpec(i, t / 64, draw(st.integers(1, 40)), draw(st.integers(1, 60)))
+        for i, t in enumerate(ticks)
+    ]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -164,7 +166,10 @@ def test_decode_cost_is_affine_in_context(gpu):
                     assert c.memory_s == memory
                     assert c.seconds == base.overhead_s + base.compute_s + memory + base.comm_s
                     assert (c.compute_s, c.overhead_s, c.comm_s) == (
-                        base.compute_s, base.overhead_s, base.comm_s)  # fmt: skip
+                        base.compute_s,
+                        base.overhead_s,
+                        base.comm_s,
+                    )
 
 
 def test_closed_form():
@@ -172,8 +177,9 @@ def test_closed_form():
     b, c1, k = 12, 12 * 900, 300
     steps = [cost.step_cost((), b, c1 + j * b).seconds for j in range(k)]
     a_b = cost.step_cost((), b, 0).seconds
-    assert math.isclose(run_seconds(a_b, cost.decode_kv_s_per_token, b, c1, k), sum(steps),
-                        rel_tol=1e-12)  # fmt: skip
+    assert math.isclose(
+        run_seconds(a_b, cost.decode_kv_s_per_token, b, c1, k), sum(steps), rel_tol=1e-12
+    )
 
 
 def test_step_by_step_is_what_the_live_clock_gets():
@@ -195,8 +201,9 @@ def test_step_by_step_is_what_the_live_clock_gets():
     assert Counting.steps == len(run.steps)
 
 
-@pytest.mark.parametrize("policy", ["vllm", "vllm-v0", "prefill-first", "static", "sglang",
-                                    "short-first"])  # fmt: skip
+@pytest.mark.parametrize(
+    "policy", ["vllm", "vllm-v0", "prefill-first", "static", "sglang", "short-first"]
+)
 @pytest.mark.parametrize("topology", ["colocated", "router", "disaggregated"])
 def test_azure_excerpt_every_policy_and_topology(policy, topology, azure_conv_300):
     knobs = {"topology": topology}
@@ -217,8 +224,10 @@ def azure_conv_300():
     requests = load_workload(str(azure_trace("conv")))[:300]
     t0 = requests[0].arrival_s
     # Three times the real rate, so that requests queue, preempt and share steps.
-    return [RequestSpec(r.request_id, (r.arrival_s - t0) / 3, r.prompt_tokens, r.output_tokens)
-            for r in requests]  # fmt: skip
+    return [
+        RequestSpec(r.request_id, (r.arrival_s - t0) / 3, r.prompt_tokens, r.output_tokens)
+        for r in requests
+    ]
 
 
 def test_the_run_budget_counts_fast_forwarded_steps():
@@ -248,8 +257,15 @@ def test_a_cost_model_of_another_form_is_priced_step_by_step():
         def step_cost(self, prefill_chunks, num_decodes, decode_context_tokens):
             c = super().step_cost(prefill_chunks, num_decodes, decode_context_tokens)
             extra = 1e-12 * decode_context_tokens**2
-            return type(c)(c.seconds + extra, c.compute_s, c.memory_s + extra, c.overhead_s,
-                           c.comm_s, c.flops, c.bytes)  # fmt: skip
+            return type(c)(
+                c.seconds + extra,
+                c.compute_s,
+                c.memory_s + extra,
+                c.overhead_s,
+                c.comm_s,
+                c.flops,
+                c.bytes,
+            )
 
     config = SimConfig()
     cost = Quadratic(get_gpu("H100-SXM"), get_model("Llama-3.1-8B"))
@@ -260,12 +276,15 @@ def test_a_cost_model_of_another_form_is_priced_step_by_step():
     assert_same_run(fast, simulate(specs, config, cost_model=cost, step_by_step=True))
 
 
-@pytest.mark.parametrize("knobs", [
-    {},  # vLLM V1 on an H100 as served: 8,192-token budget, 1,024 seats
-    {"kv_capacity_tokens": "60000"},  # KV pressure: runs end where a decode would preempt
-    {"max_num_seqs": "12"},  # seats: requests wait while a run goes on
-    {"enable_chunked_prefill": "false", "max_num_batched_tokens": "16384"},  # whole prompts
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {},  # vLLM V1 on an H100 as served: 8,192-token budget, 1,024 seats
+        {"kv_capacity_tokens": "60000"},  # KV pressure: runs end where a decode would preempt
+        {"max_num_seqs": "12"},  # seats: requests wait while a run goes on
+        {"enable_chunked_prefill": "false", "max_num_batched_tokens": "16384"},  # whole prompts
+    ],
+)
 def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
     """A busy server admits a request every few steps. The admitting step joins the run
     (sim/run_admission.py) instead of ending it, every way extend can go is taken (a prompt

@@ -27,10 +27,28 @@ from sim.config import SimConfig, with_overrides  # noqa: E402
 from sim.hardware import get_gpu, get_model, kv_capacity_tokens  # noqa: E402
 from ui.charts_fidelity import fidelity_scatter, fidelity_table  # noqa: E402
 
-AIC_FIELDS = ["id", "silicon_data_source", "backend", "backend_version", "model_path", "system",
-              "precision", "mode", "isl", "osl", "gemm_quant_mode", "moe_quant_mode",
-              "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
-              "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]  # fmt: skip
+AIC_FIELDS = [
+    "id",
+    "silicon_data_source",
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "mode",
+    "isl",
+    "osl",
+    "gemm_quant_mode",
+    "moe_quant_mode",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+]
 
 
 def _fake_data(root: Path, fp8: bool = False) -> Path:
@@ -38,37 +56,82 @@ def _fake_data(root: Path, fp8: bool = False) -> Path:
     one with `fp8`)."""
     folder = root / "llmservingsim" / "RTXPRO6000" / "Llama-3.1-8B"
     folder.mkdir(parents=True)
-    meta = {"model": "meta-llama/Llama-3.1-8B", "vllm_version": "0.19.0",
-            "engine_kwargs": {"tensor_parallel_size": 1, "data_parallel_size": 1,
-                              "max_num_seqs": 16, "max_num_batched_tokens": 2048,
-                              "dtype": "bfloat16"}}  # fmt: skip
+    meta = {
+        "model": "meta-llama/Llama-3.1-8B",
+        "vllm_version": "0.19.0",
+        "engine_kwargs": {
+            "tensor_parallel_size": 1,
+            "data_parallel_size": 1,
+            "max_num_seqs": 16,
+            "max_num_batched_tokens": 2048,
+            "dtype": "bfloat16",
+        },
+    }
     (folder / "meta.json").write_text(json.dumps(meta))
     lines = []
     for i in range(12):
         q = 100.0 + 0.2 * i
-        lines.append(json.dumps({"request_id": f"r{i}", "input_toks": 300 + 10 * i,
-                                 "output_toks": 40, "queued_ts": q, "first_token_ts": q + 0.05,
-                                 "last_token_ts": q + 0.05 + 39 * 0.02}))  # fmt: skip
+        lines.append(
+            json.dumps(
+                {
+                    "request_id": f"r{i}",
+                    "input_toks": 300 + 10 * i,
+                    "output_toks": 40,
+                    "queued_ts": q,
+                    "first_token_ts": q + 0.05,
+                    "last_token_ts": q + 0.05 + 39 * 0.02,
+                }
+            )
+        )
     (folder / "requests.jsonl").write_text("\n".join(lines) + "\n")
     aic = root / "aiconfigurator"
     aic.mkdir()
     with (aic / "silicon_sample.csv").open("w", newline="") as f:
         out = csv.DictWriter(f, AIC_FIELDS)
         out.writeheader()
-        base = {"backend": "vllm", "backend_version": "0.12.0", "model_path": "Qwen/Qwen3-32B",
-                "system": "h100_sxm", "precision": "", "mode": "agg", "isl": "512", "osl": "64",
-                "gemm_quant_mode": "", "moe_quant_mode": "", "tp_size": "2", "pp_size": "1",
-                "attention_dp_size": "", "moe_tp_size": "1", "moe_ep_size": "1",
-                "silicon_ttft_ms": "120", "silicon_tpot_ms": "20"}  # fmt: skip
-        out.writerow({**base, "id": "a", "batch_size": "4",
-                      "silicon_data_source": "x=1; silicon_concurrency=4"})  # fmt: skip
+        base = {
+            "backend": "vllm",
+            "backend_version": "0.12.0",
+            "model_path": "Qwen/Qwen3-32B",
+            "system": "h100_sxm",
+            "precision": "",
+            "mode": "agg",
+            "isl": "512",
+            "osl": "64",
+            "gemm_quant_mode": "",
+            "moe_quant_mode": "",
+            "tp_size": "2",
+            "pp_size": "1",
+            "attention_dp_size": "",
+            "moe_tp_size": "1",
+            "moe_ep_size": "1",
+            "silicon_ttft_ms": "120",
+            "silicon_tpot_ms": "20",
+        }
+        out.writerow(
+            {
+                **base,
+                "id": "a",
+                "batch_size": "4",
+                "silicon_data_source": "x=1; silicon_concurrency=4",
+            }
+        )
         out.writerow({**base, "id": "b", "batch_size": "8", "silicon_data_source": "y"})
-        out.writerow({**base, "id": "c", "batch_size": "8", "silicon_data_source": "y",
-                      "backend": "trtllm"})  # fmt: skip
+        out.writerow(
+            {**base, "id": "c", "batch_size": "8", "silicon_data_source": "y", "backend": "trtllm"}
+        )
         if fp8:
-            out.writerow({**base, "id": "d", "batch_size": "4", "silicon_data_source": "y",
-                          "precision": "fp8", "gemm_quant_mode": "fp8",
-                          "moe_quant_mode": "fp8"})  # fmt: skip
+            out.writerow(
+                {
+                    **base,
+                    "id": "d",
+                    "batch_size": "4",
+                    "silicon_data_source": "y",
+                    "precision": "fp8",
+                    "gemm_quant_mode": "fp8",
+                    "moe_quant_mode": "fp8",
+                }
+            )
     return root
 
 
@@ -126,8 +189,9 @@ def test_prompt_load_is_what_the_measurements_need_of_the_gpus(tmp_path: Path) -
     assert scores.set_index("key").loc["a", "prompt_load"] == pytest.approx(rp.prompt_load(closed))
     summary = bench.summarize(scores)
     h100 = summary[summary["gpu"] == "H100-SXM"].iloc[0]
-    assert h100["prompt_load_max"] == pytest.approx(scores[scores.gpu == "H100-SXM"]
-                                                    ["prompt_load"].max())  # fmt: skip
+    assert h100["prompt_load_max"] == pytest.approx(
+        scores[scores.gpu == "H100-SXM"]["prompt_load"].max()
+    )
 
 
 def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
@@ -166,14 +230,25 @@ def test_the_table_fits_every_metric_in_one_cell_each(lang: str) -> None:
     # Six numeric error columns pushed E2E out of sight at the page's width: one cell per
     # metric, "signed mean (mean |error|)", and the GPU only where the rows are several GPUs'.
     def row(gpu: str, bias: float, mape: float) -> dict:
-        return {"gpu": gpu, "model": "Qwen3-32B", "engine": "vLLM", "fit": False, "runs": 3,
-                "ttft_bias": bias, "ttft_mape": mape, "tpot_bias": -0.4, "tpot_mape": 4.8,
-                "e2e_bias": None, "e2e_mape": None}  # fmt: skip
+        return {
+            "gpu": gpu,
+            "model": "Qwen3-32B",
+            "engine": "vLLM",
+            "fit": False,
+            "runs": 3,
+            "ttft_bias": bias,
+            "ttft_mape": mape,
+            "tpot_bias": -0.4,
+            "tpot_mape": 4.8,
+            "e2e_bias": None,
+            "e2e_mape": None,
+        }
 
     report = {"summary": [row("H100-SXM", -25.4, 32.4), row("H200", 7.6, 11.0)], "runs": []}
     table = fidelity_table("H100-SXM", lang, report)
-    assert list(table.columns) == [fr_col(k, lang) for k in ("model", "engine", "set", "runs",
-                                                             "ttft", "tpot", "end")]  # fmt: skip
+    assert list(table.columns) == [
+        fr_col(k, lang) for k in ("model", "engine", "set", "runs", "ttft", "tpot", "end")
+    ]
     cells = table.iloc[0].tolist()[-3:]
     assert cells == ["-25% (32%)", "0% (5%)", "-"]  # rounded; no "-0"; a missing metric says so
     every = fidelity_table("L4", lang, report)  # no runs on L4: every GPU's rows, GPU named
@@ -193,8 +268,9 @@ def test_closed_loop_reuses_aiperfs_prompts(tmp_path: Path, policy: str) -> None
     # the prefix cache (vLLM V1 and SGLang cache by default); with its own prompts nothing hits.
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    config = with_overrides(SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
-                                                             **run.settings})  # fmt: skip
+    config = with_overrides(
+        SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model, **run.settings}
+    )
     own = rp.closed_loop(config, run.isl, run.osl, 8, 48).requests
     assert own["cached_tokens"].sum() == 0
     shared = rp.closed_loop(config, run.isl, run.osl, 8, 48, prompts=4).requests
@@ -214,7 +290,8 @@ def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
 
 
 def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
-        tmp_path: Path) -> None:  # fmt: skip
+    tmp_path: Path,
+) -> None:
     # aiperf drains its warm-up before the measured phase, which then sends its N requests at
     # once: 1 of each client's 20 measured requests queues behind the others' prefills.
     runs, _ = fr.load_runs(_fake_data(tmp_path))
@@ -224,21 +301,31 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.AIPERF_MEASURED * 8)
     assert burst["ttft_s"].mean() > 2 * steady["ttft_s"].mean()  # eight prompts in one step
     mean = (burst["ttft_s"].sum() + (rp.AIPERF_MEASURED - 1) * 8 * steady["ttft_s"].mean()) / (
-        rp.AIPERF_MEASURED * 8)  # fmt: skip
+        rp.AIPERF_MEASURED * 8
+    )
     assert rp.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
     assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
-        mean + rp.CLIENT_LATENCY_S.get(run.gpu, 0.0), rel=1e-9)  # fmt: skip
+        mean + rp.CLIENT_LATENCY_S.get(run.gpu, 0.0), rel=1e-9
+    )
     # SGLang's replay starts its clients together anyway: no separate burst there.
     sglang = rp.replay(dataclasses.replace(run, policy="sglang"))
     assert "weight" not in sglang and (sglang.index >= 0).all()
 
 
-@pytest.mark.parametrize(("policy", "start", "prompts", "kv_tokens"), [
-    ("vllm", "even", 0, 0), ("vllm", "together", 0, 0), ("vllm", "even", 4, 0),
-    ("sglang", "together", 0, 0), ("vllm-v0", "random", 0, 0), ("vllm", "even", 0, 3000),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("policy", "start", "prompts", "kv_tokens"),
+    [
+        ("vllm", "even", 0, 0),
+        ("vllm", "together", 0, 0),
+        ("vllm", "even", 4, 0),
+        ("sglang", "together", 0, 0),
+        ("vllm-v0", "random", 0, 0),
+        ("vllm", "even", 0, 3000),
+    ],
+)
 def test_a_closed_loop_at_event_speed_is_the_step_by_step_one(
-        tmp_path: Path, policy: str, start: str, prompts: int, kv_tokens: int) -> None:  # fmt: skip
+    tmp_path: Path, policy: str, start: str, prompts: int, kv_tokens: int
+) -> None:
     # One instance takes its runs of decode steps at once, each run ending at a finish (where a
     # client sends again): every request, segment, step and token time as step by step, with
     # prefix-cache hits, clients in lockstep, and preemptions (3,000 KV tokens for 8 clients).
@@ -246,8 +333,9 @@ def test_a_closed_loop_at_event_speed_is_the_step_by_step_one(
 
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    config = with_overrides(SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model,
-                                                             **run.settings})  # fmt: skip
+    config = with_overrides(
+        SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model, **run.settings}
+    )
     if kv_tokens:
         config = with_overrides(config, {"kv_capacity_tokens": kv_tokens})
     args = (config, run.isl, 200, 8, 40)
@@ -263,8 +351,9 @@ def test_sglang_clients_start_together(tmp_path: Path) -> None:
     # wave (the replay of an SGLang run starts them together, a vLLM run's evenly).
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    config = with_overrides(SimConfig(policy="sglang"), {"gpu": run.gpu, "model": run.model,
-                                                               **run.settings})  # fmt: skip
+    config = with_overrides(
+        SimConfig(policy="sglang"), {"gpu": run.gpu, "model": run.model, **run.settings}
+    )
     res = rp.closed_loop(config, run.isl, run.osl, 8, 24, start="together")
     req = res.requests.sort_values("request_id")
     assert (req["arrival_s"].iloc[:8] == 0).all()
@@ -292,11 +381,18 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     assert old.policy == new.policy == "sglang" and not old.fit
     # All keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9; the
     # releases before 0.5.23 scale running fixed-length requests' output by new_token_ratio.
-    assert old.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
-                            "reserve_fixed_output": False}  # fmt: skip
-    assert new.settings == {"tensor_parallel": 2, "mem_utilization": 0.834,
-                            "reserve_fixed_output": False, "enable_mixed_chunk": True,
-                            "max_prefill_tokens": 512 + 1500}  # fmt: skip
+    assert old.settings == {
+        "tensor_parallel": 2,
+        "mem_utilization": 0.834,
+        "reserve_fixed_output": False,
+    }
+    assert new.settings == {
+        "tensor_parallel": 2,
+        "mem_utilization": 0.834,
+        "reserve_fixed_output": False,
+        "enable_mixed_chunk": True,
+        "max_prefill_tokens": 512 + 1500,
+    }
     knobs = new.config().knobs
     assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012
     assert not knobs.reserve_fixed_output
@@ -316,8 +412,10 @@ def _public_runs_present() -> bool:
 @pytest.mark.skipif(not _public_runs_present(), reason="public runs not present")
 def test_real_runs_replay() -> None:
     runs, _ = fr.load_runs()
-    some = [next(r for r in runs if r.kind == "trace"),
-            next(r for r in runs if r.kind == "closed-loop" and r.osl <= 1024)]  # fmt: skip
+    some = [
+        next(r for r in runs if r.kind == "trace"),
+        next(r for r in runs if r.kind == "closed-loop" and r.osl <= 1024),
+    ]
     for row in bench.score_runs(some).itertuples():
         assert abs(row.tpot_mean_err) < 100
 
@@ -327,9 +425,18 @@ def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
     # H200 has Llama-3.1-8B runs from vLLM and from SGLang, both held out: one series each,
     # named by engine (without its version) and drawn with its own marker.
     def row(engine: str, ttft: float) -> dict:
-        return {"gpu": "H200", "model": "Llama-3.1-8B:fp8", "engine": engine, "fit": False,
-                "parallel": "TP1", "n": 3, "ttft_measured_mean": 0.2, "ttft_predicted_mean": ttft,
-                "tpot_measured_mean": 0.01, "tpot_predicted_mean": 0.012}  # fmt: skip
+        return {
+            "gpu": "H200",
+            "model": "Llama-3.1-8B:fp8",
+            "engine": engine,
+            "fit": False,
+            "parallel": "TP1",
+            "n": 3,
+            "ttft_measured_mean": 0.2,
+            "ttft_predicted_mean": ttft,
+            "tpot_measured_mean": 0.01,
+            "tpot_predicted_mean": 0.012,
+        }
 
     report = {"runs": [row("vLLM 0.12.0", 0.25), row("SGLang 0.5.6.post2", 0.1)], "summary": []}
     fig = fidelity_scatter("H200", lang, report)

@@ -47,9 +47,10 @@ def tiny_run():
         segment_row(2, "I0", "queued", 1.0, 2.0),
         segment_row(2, "I0", "preempted", 2.0, 2.5),
         segment_row(2, "I0", "stall", 2.5, 2.6, step_first=2, step_last=2),
-        segment_row(2, "I0", "prefill", 2.6, 3.0, tokens=100, recompute=True, step_first=2,
-                    step_last=2),
-    ]  # fmt: skip
+        segment_row(
+            2, "I0", "prefill", 2.6, 3.0, tokens=100, recompute=True, step_first=2, step_last=2
+        ),
+    ]
     steps = [
         step_row("I0", 0, 0.0, 1.0, kv_used_tokens=100),
         step_row("I0", 1, 1.0, 1.5, kv_used_tokens=300),
@@ -117,8 +118,10 @@ def test_clip_frames_grow_bars_and_end_on_the_full_chart(c5_runs):
     last = [np.asarray(d.x) for d in fig.frames[-1].data if d.type == "bar"]
     for a, b in zip(last, full, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert all(len(x) == 0 or x.sum() == 0 for x in (np.asarray(d.x) for d in fig.frames[0].data
-                                                    if d.type == "bar"))  # fmt: skip
+    assert all(
+        len(x) == 0 or x.sum() == 0
+        for x in (np.asarray(d.x) for d in fig.frames[0].data if d.type == "bar")
+    )
 
 
 def test_cursor_design_frames_carry_only_layout():
@@ -219,16 +222,18 @@ def test_merge_joins_back_to_back_segments_of_one_kind():
         [
             # one bin of 2.0 s / 200 = 10 ms: a plain and a slowed step start in it
             segment_row(0, "I0", "decode", 1.000, 1.004, tokens=1, step_first=1, step_last=1),
-            segment_row(0, "I0", "decode", 1.004, 1.008, tokens=1, slowed=True, step_first=2,
-                        step_last=2),  # fmt: skip
+            segment_row(
+                0, "I0", "decode", 1.004, 1.008, tokens=1, slowed=True, step_first=2, step_last=2
+            ),
             # then plain decoding over many bins: one plain bar
             segment_row(0, "I0", "decode", 1.008, 1.5, tokens=2, step_first=3, step_last=4),
             segment_row(0, "I0", "decode", 1.5, 2.0, tokens=1, step_first=5, step_last=5),
-            segment_row(0, "I0", "decode", 2.0, 2.5, tokens=1, slowed=True, step_first=6,
-                        step_last=6),  # fmt: skip
+            segment_row(
+                0, "I0", "decode", 2.0, 2.5, tokens=1, slowed=True, step_first=6, step_last=6
+            ),
             segment_row(0, "I0", "stall", 2.5, 2.6, step_first=7, step_last=7),
             segment_row(0, "I0", "decode", 2.6, 3.0, tokens=2, step_first=8, step_last=9),
-        ],  # fmt: skip
+        ],
     )
     bars = gf.split_bars(run, merge=True)
     hatched, plain = bars["decode_slowed"], bars["decode"]

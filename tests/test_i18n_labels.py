@@ -43,8 +43,9 @@ SHOWN_LABELS = sorted({*VARIANT_LABELS, *TOPOLOGY_NAMES})
 # English ids that must not be on a Korean page. Names in SAME_IN_KOREAN may be, and so may a
 # label that is also a policy's id ("static", "prefill-first"): a policy is named by its id, as
 # its selectbox option and `--policy` write it.
-ENGLISH_ONLY = sorted(label for label in SHOWN_LABELS
-                      if label not in SAME_IN_KOREAN and label not in POLICIES)  # fmt: skip
+ENGLISH_ONLY = sorted(
+    label for label in SHOWN_LABELS if label not in SAME_IN_KOREAN and label not in POLICIES
+)
 REQUEST_ID = re.compile(r"(?<![A-Za-z0-9_])R\d+(?![A-Za-z0-9_])")  # R0, R12: the sim's ids
 
 
@@ -122,8 +123,11 @@ OPTION_NAMES = {*POLICIES, *DISAGG_PROTOCOLS, *catalog("ko").values()}
 BARE_WORDS = re.compile(r"[a-z]+(\+[a-z]+)*")  # "swap", "chat+longdoc"; not H100-SXM, 8b-like
 # The English rendering of every option the catalogs translate (options.json): shown as such on
 # a Korean page, it slipped through untranslated.
-OPTION_ENGLISH = {catalog("en")[k] for k in catalog("en") if k.startswith("option.")
-                  and catalog("ko")[k] != catalog("en")[k]}  # fmt: skip
+OPTION_ENGLISH = {
+    catalog("en")[k]
+    for k in catalog("en")
+    if k.startswith("option.") and catalog("ko")[k] != catalog("en")[k]
+}
 
 
 SNAKE_ID = re.compile(r"[a-z0-9]+(_[a-z0-9]+)+")  # a column's id (goodput_per_s), not its name
@@ -149,18 +153,38 @@ def figure_strings(obj) -> list[str]:
     return []
 
 
-MARKDOWN_KINDS = ("title", "header", "subheader", "markdown", "caption", "info", "warning",
-                  "success")  # fmt: skip
+MARKDOWN_KINDS = (
+    "title",
+    "header",
+    "subheader",
+    "markdown",
+    "caption",
+    "info",
+    "warning",
+    "success",
+)
 STRIKE = re.compile(r"(?<!\\)~[^~]*(?<!\\)~")  # two unescaped tildes: GFM strikethrough
 
 
 def page_strings(at: AppTest) -> dict[str, list[str]]:
     """What a visitor reads on the page, by where it is."""
     out: dict[str, list[str]] = {}
-    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning",
-                 "success", "text", "expander", "tab"):  # fmt: skip
-        out[kind] = [str(getattr(e, "label", None) or getattr(e, "value", ""))
-                     for e in at.get(kind)]  # fmt: skip
+    for kind in (
+        "title",
+        "header",
+        "subheader",
+        "markdown",
+        "caption",
+        "info",
+        "warning",
+        "success",
+        "text",
+        "expander",
+        "tab",
+    ):
+        out[kind] = [
+            str(getattr(e, "label", None) or getattr(e, "value", "")) for e in at.get(kind)
+        ]
     out["metric"] = [f"{m.label} {m.value}" for m in at.metric]
     out["seconds in English"] = [m.value for m in at.metric if re.search(r"\d s$", str(m.value))]
     tables = []
@@ -211,13 +235,22 @@ def test_no_simulator_label_reaches_a_korean_page_untranslated(page):
 
 
 def untranslated_options(options: list[str]) -> list[str]:
-    return sorted({o for o in options if o in OPTION_ENGLISH
-                   or (BARE_WORDS.fullmatch(o) and o not in OPTION_NAMES)})  # fmt: skip
+    return sorted(
+        {
+            o
+            for o in options
+            if o in OPTION_ENGLISH or (BARE_WORDS.fullmatch(o) and o not in OPTION_NAMES)
+        }
+    )
 
 
 def test_the_option_check_fires_on_english_ids():
     assert untranslated_options(["swap", "poisson", "chat+longdoc", "none"]) == [
-        "chat+longdoc", "none", "poisson", "swap"]  # fmt: skip
+        "chat+longdoc",
+        "none",
+        "poisson",
+        "swap",
+    ]
     assert untranslated_options(["vllm", "prefill-first", "distserve", "H100-SXM", "스왑"]) == []
 
 
@@ -277,7 +310,8 @@ def test_home_table_and_chart_name_requests_and_runs_alike():
         at = open_page("app_pages/home.py", {"lang": lang})
         table = at.dataframe[0].value
         chart = json.loads(at.get("plotly_chart")[1].proto.spec)
-        assert list(table.index) == chart["data"][0]["x"] == [request_label(i, lang)
-                                                               for i in range(3)]  # fmt: skip
+        assert (
+            list(table.index) == chart["data"][0]["x"] == [request_label(i, lang) for i in range(3)]
+        )
         assert list(table.columns) == [trace["name"] for trace in chart["data"]]
         assert list(table.columns) == [sim_label(c, lang) for c in ("colocated x2", "1P1D")]

@@ -176,8 +176,17 @@ def test_phase_names_stay_latin_in_legends_and_hover():
 # ---- strings assembled in code: figures rendered in Korean ----
 
 # Where a plotly figure keeps text a visitor reads (not colours, fonts, ids or legend groups).
-SHOWN_KEYS = {"name", "text", "hovertemplate", "hovertext", "ticktext", "label", "prefix",
-              "title", "annotations"}  # fmt: skip
+SHOWN_KEYS = {
+    "name",
+    "text",
+    "hovertemplate",
+    "hovertext",
+    "ticktext",
+    "label",
+    "prefix",
+    "title",
+    "annotations",
+}
 NOT_SHOWN = {"bdata", "font", "marker", "line", "legendgroup", "meta", "customdata"}
 
 
@@ -187,8 +196,12 @@ def shown_strings(obj, shown: bool = False) -> list[str]:
     if isinstance(obj, str):
         return [obj] if shown else []
     if isinstance(obj, dict):
-        return [text for key, value in obj.items() if key not in NOT_SHOWN
-                for text in shown_strings(value, shown or key in SHOWN_KEYS)]  # fmt: skip
+        return [
+            text
+            for key, value in obj.items()
+            if key not in NOT_SHOWN
+            for text in shown_strings(value, shown or key in SHOWN_KEYS)
+        ]
     if isinstance(obj, list):
         return [text for value in obj for text in shown_strings(value, shown)]
     return []
@@ -202,9 +215,17 @@ def as_read(text: str) -> str:
 
 def test_the_figure_readers_see_what_a_visitor_sees():
     title = {"text": "시간(초)", "font": {"family": "Inter"}}
-    fig = {"data": [{"name": "decode", "legendgroup": "stall", "marker": {"color": "red"},
-                     "hovertemplate": "시간: %{customdata[0]:.3f}–%{customdata[1]:.3f} 초"}],
-           "layout": {"xaxis": {"title": title}}}  # fmt: skip
+    fig = {
+        "data": [
+            {
+                "name": "decode",
+                "legendgroup": "stall",
+                "marker": {"color": "red"},
+                "hovertemplate": "시간: %{customdata[0]:.3f}–%{customdata[1]:.3f} 초",
+            }
+        ],
+        "layout": {"xaxis": {"title": title}},
+    }
     texts = [as_read(text) for text in shown_strings(fig)]
     assert texts == ["decode", "시간: 0–0 초", "시간(초)"]
     assert style_faults(texts[1]) == ["space before a counting unit", "range with a dash (use ~)"]
@@ -228,9 +249,12 @@ def korean_figures() -> dict[str, dict]:
             variant = s.variant(label)
             yield sim_label(label, "ko"), simulate(s.requests(variant), variant.config)
 
-    c12, c11, c5, pc1 = (list(runs("c12", "colocated", "disaggregated")),
-                         list(runs("c11", "swap (V0)")), list(runs("c5", "vLLM 2048")),
-                         list(runs("pc1", "caching on")))  # fmt: skip
+    c12, c11, c5, pc1 = (
+        list(runs("c12", "colocated", "disaggregated")),
+        list(runs("c11", "swap (V0)")),
+        list(runs("c5", "vLLM 2048")),
+        list(runs("pc1", "caching on")),
+    )
     gpu, model = "H100-SXM", "Llama-3.1-8B"
     sweeps = {sim_label(label, "ko"): sweep for label, sweep in _sweeps().items()}
     figures = {

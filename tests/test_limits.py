@@ -22,17 +22,33 @@ from sim.workload import WorkloadConfig, generate, load_csv
 from ui.i18n import t
 
 # The URL of issue 9: 161 s of CPU, 3.8 GB and 2.42M engine steps before the budget.
-HOSTILE = {"n": "1000", "rate": "40.0", "k": "2", "prompt": "chat+longdoc", "p0": "chunked",
-           "p1": "chunked", "s0": "max_num_batched_tokens=1",
-           "s1": "max_num_batched_tokens=1, max_num_seqs=255"}  # fmt: skip
+HOSTILE = {
+    "n": "1000",
+    "rate": "40.0",
+    "k": "2",
+    "prompt": "chat+longdoc",
+    "p0": "chunked",
+    "p1": "chunked",
+    "s0": "max_num_batched_tokens=1",
+    "s1": "max_num_batched_tokens=1, max_num_seqs=255",
+}
 
 
 def test_the_hostile_playground_url_is_bounded_in_time_and_memory():
     """In a process of its own (tests/page_memory.py): in this one, a high-water mark of memory
     would be that of the biggest test so far, and the runs may be cached already."""
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "page_memory.py"),
-                          "app_pages/playground.py", json.dumps(HOSTILE)],
-                         capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "page_memory.py"),
+            "app_pages/playground.py",
+            json.dumps(HOSTILE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     view = json.loads(out.stdout.strip().splitlines()[-1])
     if "unmeasured" in view:
         pytest.skip(view["unmeasured"])
@@ -50,10 +66,21 @@ def test_the_hostile_playground_url_is_bounded_in_time_and_memory():
     assert 10 < view["grown_mb"] < 400, view
 
 
-@pytest.mark.parametrize("knob", ["gpu=RTX9090", "model=nope", "decode_gpu=nope",
-                                  "kv_capacity_tokens=1", "mem_utilization=1e-9",
-                                  "swap_space_gb=inf", "overhead_ms=inf", "kv_latency_ms=inf",
-                                  "num_instances=300000", "kv_bandwidth_gb_s=1e-15"])  # fmt: skip
+@pytest.mark.parametrize(
+    "knob",
+    [
+        "gpu=RTX9090",
+        "model=nope",
+        "decode_gpu=nope",
+        "kv_capacity_tokens=1",
+        "mem_utilization=1e-9",
+        "swap_space_gb=inf",
+        "overhead_ms=inf",
+        "kv_latency_ms=inf",
+        "num_instances=300000",
+        "kv_bandwidth_gb_s=1e-15",
+    ],
+)
 def test_a_bad_knob_is_one_error_and_the_other_configurations_still_run(knob):
     params = {"k": "3", "n": "20", "p1": "vllm", "s1": knob, "t1": "disaggregated"}
     at = open_page("app_pages/playground.py", params)
@@ -68,8 +95,7 @@ def test_a_bad_knob_is_one_error_and_the_other_configurations_still_run(knob):
 def test_the_budget_error_is_translated():
     at = open_page("app_pages/playground.py", {**HOSTILE, "lang": "ko"})
     assert not at.exception, at.exception
-    assert at.error[0].value == t("limits.max_steps", "ko", limit="150,000",
-                                  env="PDLAB_MAX_STEPS")  # fmt: skip
+    assert at.error[0].value == t("limits.max_steps", "ko", limit="150,000", env="PDLAB_MAX_STEPS")
 
 
 def test_an_upload_is_cut_while_it_is_parsed():
@@ -99,8 +125,9 @@ def test_budget_refuses_by_size_before_running():
     with pytest.raises(BudgetExceeded, match="num_instances") as err:
         check(routed, 10, budget)
     assert err.value.limit == "max_workers"
-    big = with_overrides(SimConfig(), {"topology": "router", "num_instances": 16,
-                                       "kv_capacity_tokens": 10_000_000})  # fmt: skip
+    big = with_overrides(
+        SimConfig(), {"topology": "router", "num_instances": 16, "kv_capacity_tokens": 10_000_000}
+    )
     with pytest.raises(BudgetExceeded, match="kv_capacity_tokens") as err:
         check(big, 10, budget)  # 10M blocks: ~640 MB of bookkeeping before the first step
     assert err.value.limit == "max_kv_blocks"

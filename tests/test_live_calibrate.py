@@ -16,8 +16,9 @@ from live.calibrate import REFERENCE_CPU, fit, sim_model
 from sim.cost import DeviceProfile, StepCostModel
 from sim.hardware import get_model
 
-CPU_LIKE = DeviceProfile(mfu=0.28, mfu_attn=0.18, mbu=0.18, overhead_s=0.006,
-                         overhead_per_seq_s=0.007)  # fmt: skip
+CPU_LIKE = DeviceProfile(
+    mfu=0.28, mfu_attn=0.18, mbu=0.18, overhead_s=0.006, overhead_per_seq_s=0.007
+)
 
 
 def measured_steps(seed: int, stalls: int) -> list:
@@ -46,8 +47,9 @@ def test_fit_drops_stalled_steps_and_keeps_the_rare_long_prefills(seed):
     cost = StepCostModel(gpu, get_model("SmolLM2-135M"), 1, profile)
     long_prefill = cost.step_cost(((1024, 0, True),), 0, 0).seconds
     truth = StepCostModel(gpu, get_model("SmolLM2-135M"), 1, CPU_LIKE)
-    assert long_prefill == pytest.approx(truth.step_cost(((1024, 0, True),), 0, 0).seconds,
-                                         rel=0.05)  # fmt: skip
+    assert long_prefill == pytest.approx(
+        truth.step_cost(((1024, 0, True),), 0, 0).seconds, rel=0.05
+    )
     for batch in (1, 5, 10):  # decode steps, what TPOT is made of
         want = truth.step_cost((), batch, batch * 500).seconds
         assert cost.step_cost((), batch, batch * 500).seconds == pytest.approx(want, rel=0.05)
@@ -70,17 +72,41 @@ def test_every_live_model_is_predicted_with_its_catalog_twin():
                 sim_model(preset)
             continue
         m = get_model(sim_model(preset))  # same shape = same FLOPs and bytes per step
-        assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab,
-                m.tied_embeddings) == (shape.layers, shape.hidden, shape.heads, shape.kv_heads,
-                                       shape.head_dim, shape.intermediate, shape.vocab,
-                                       shape.tied)  # fmt: skip
+        assert (
+            m.layers,
+            m.hidden,
+            m.heads,
+            m.kv_heads,
+            m.head_dim,
+            m.intermediate,
+            m.vocab,
+            m.tied_embeddings,
+        ) == (
+            shape.layers,
+            shape.hidden,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.intermediate,
+            shape.vocab,
+            shape.tied,
+        )
     assert sim_model("SmolLM2-135M") == "SmolLM2-135M"
 
 
 def test_a_checkpoint_folder_is_matched_by_its_config(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "llama", "num_hidden_layers": 16, "hidden_size": 2048,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
-        "vocab_size": 128256, "tie_word_embeddings": True,
-    }))  # fmt: skip
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 16,
+                "hidden_size": 2048,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 8192,
+                "vocab_size": 128256,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
     assert sim_model(str(tmp_path)) == "Llama-3.2-1B"

@@ -47,8 +47,9 @@ def test_chunked_prefill_equals_full_prefill_on_the_gpu(model):
     kv = KVStore(model.shape, 1, 512, CUDA, torch.bfloat16)
     slot = kv.allocate()
     for start in range(0, 300, 128):  # chunks of 128 over a growing cached prefix
-        out = model.forward_step([Segment(slot, ids[start : start + 128], start,
-                                          start + 128 >= 300)], kv)  # fmt: skip
+        out = model.forward_step(
+            [Segment(slot, ids[start : start + 128], start, start + 128 >= 300)], kv
+        )
     assert close(out[0], full[0])
 
 
@@ -117,8 +118,14 @@ def test_cuda_graph_decodes_equal_eager_decodes():
     net = random_model(SHAPE, seed=4, device=CUDA, dtype=torch.float32)
     out = {}
     for graphs in (False, True):
-        runner = ModelRunner(net, KVStore(SHAPE, 8, 320, CUDA, torch.float32), CUDA,
-                             torch.float32, attention="flat", graphs=graphs)  # fmt: skip
+        runner = ModelRunner(
+            net,
+            KVStore(SHAPE, 8, 320, CUDA, torch.float32),
+            CUDA,
+            torch.float32,
+            attention="flat",
+            graphs=graphs,
+        )
         reqs = [SimpleNamespace(request_id=i) for i in range(5)]
         for r, n in zip(reqs, (40, 7, 250, 3, 90), strict=True):
             runner.add_prompt(r.request_id, ids(20 + r.request_id, n))

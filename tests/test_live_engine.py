@@ -16,14 +16,21 @@ from sim.request import RequestSpec  # noqa: E402
 from sim.worker import SimulatedClock  # noqa: E402
 
 TINY = LiveOptions(model="tiny")  # random weights, real shapes of a small Llama: fast on CPU
-WORKLOAD = [RequestSpec(0, 0.0, 40, 6), RequestSpec(1, 0.01, 90, 4), RequestSpec(2, 0.02, 12, 8),
-            RequestSpec(3, 0.05, 60, 5)]  # fmt: skip
+WORKLOAD = [
+    RequestSpec(0, 0.0, 40, 6),
+    RequestSpec(1, 0.01, 90, 4),
+    RequestSpec(2, 0.02, 12, 8),
+    RequestSpec(3, 0.05, 60, 5),
+]
 CONFIGS = {
     "static": {"batch_size": 2},
     "prefill-first": {},
     "chunked": {"max_num_batched_tokens": 32},
-    "chunked-fast-lane": {"max_num_batched_tokens": 32, "max_num_partial_prefills": 2,
-                          "long_prefill_token_threshold": 50},
+    "chunked-fast-lane": {
+        "max_num_batched_tokens": 32,
+        "max_num_partial_prefills": 2,
+        "long_prefill_token_threshold": 50,
+    },
     "chunked-v1": {"max_num_batched_tokens": 32, "max_num_partial_prefills": 0},
     "vllm": {"max_num_batched_tokens": 32, "long_prefill_token_threshold": 20},
     "vllm-v0": {"max_num_batched_tokens": 32, "max_num_partial_prefills": 2},
@@ -33,7 +40,7 @@ CONFIGS = {
     "disaggregated": {"topology": "disaggregated"},
     "router": {"topology": "router", "router": "round-robin"},
     "preemption": {"max_num_batched_tokens": 32, "kv_capacity_tokens": 128},
-}  # fmt: skip
+}
 
 
 class ReplayClock(SimulatedClock):
@@ -68,11 +75,21 @@ def test_live_and_simulator_form_the_identical_batches(name):
     config = config_for(name)
     live, info = run_live(WORKLOAD, config, TINY)
     assert (live.requests.status == "finished").all()
-    replay = simulate(WORKLOAD, with_overrides(config, {
-        "kv_capacity_tokens": live.meta["config"]["kv_capacity_tokens"]}),
-        clock=ReplayClock(info["samples"], info["transfers"]))  # fmt: skip
-    columns = ["worker", "step", "prefill_tokens", "decode_tokens", "batch_size", "num_prefills",
-               "kv_used_tokens", "preempted"]  # fmt: skip
+    replay = simulate(
+        WORKLOAD,
+        with_overrides(config, {"kv_capacity_tokens": live.meta["config"]["kv_capacity_tokens"]}),
+        clock=ReplayClock(info["samples"], info["transfers"]),
+    )
+    columns = [
+        "worker",
+        "step",
+        "prefill_tokens",
+        "decode_tokens",
+        "batch_size",
+        "num_prefills",
+        "kv_used_tokens",
+        "preempted",
+    ]
     assert live.steps[columns].equals(replay.steps[columns])
     assert live.steps.start_s.tolist() == pytest.approx(replay.steps.start_s.tolist())
     assert live.requests.ttft_s.tolist() == pytest.approx(replay.requests.ttft_s.tolist())
@@ -81,8 +98,12 @@ def test_live_and_simulator_form_the_identical_batches(name):
 
 def test_kv_is_never_over_committed_and_preemption_recomputes_for_real():
     # All at t=0, so the batches do not depend on how fast the steps run here.
-    longer = [RequestSpec(0, 0.0, 40, 30), RequestSpec(1, 0.0, 90, 20),
-              RequestSpec(2, 0.0, 12, 40), RequestSpec(3, 0.0, 60, 30)]  # fmt: skip
+    longer = [
+        RequestSpec(0, 0.0, 40, 30),
+        RequestSpec(1, 0.0, 90, 20),
+        RequestSpec(2, 0.0, 12, 40),
+        RequestSpec(3, 0.0, 60, 30),
+    ]
     live, _ = run_live(longer, config_for("preemption"), TINY)  # 128 KV tokens: too few
     assert (live.steps.kv_used_tokens <= live.steps.kv_capacity_tokens).all()
     assert live.requests.preemptions.sum() > 0

@@ -72,9 +72,14 @@ def open_live(params: dict) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize(("topo", "knobs"), [("colocated", "topology=router, num_instances=8"),
-                                             ("disaggregated", "num_decode=4"),
-                                             ("colocated", "topology=disaggregated")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("topo", "knobs"),
+    [
+        ("colocated", "topology=router, num_instances=8"),
+        ("disaggregated", "num_decode=4"),
+        ("colocated", "topology=disaggregated"),
+    ],
+)
 def test_live_knobs_cannot_change_the_topology(topo, knobs):
     at = open_live({"model": "smollm2-135m-shape", "topo": topo, "knobs": knobs})
     assert not at.exception, at.exception
@@ -83,11 +88,13 @@ def test_live_knobs_cannot_change_the_topology(topo, knobs):
 
 
 def test_a_tiny_token_budget_is_refused_before_taking_the_model():
-    at = open_live({"model": "smollm2-135m-shape", "wl": "blocking",
-                    "knobs": "max_num_batched_tokens=1"})  # fmt: skip
+    at = open_live(
+        {"model": "smollm2-135m-shape", "wl": "blocking", "knobs": "max_num_batched_tokens=1"}
+    )
     assert not at.exception, at.exception
-    assert [e.value for e in at.error] == [t("limits.live_steps", "en", limit="400",
-                                             env="PDLAB_LIVE_STEPS")]  # fmt: skip
+    assert [e.value for e in at.error] == [
+        t("limits.live_steps", "en", limit="400", env="PDLAB_LIVE_STEPS")
+    ]
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
@@ -97,8 +104,9 @@ def test_without_torch_the_live_page_replays_recorded_runs_labelled_as_such(monk
     from live.recording import available, load
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.query_params["lang"] = lang
     at.run()
@@ -110,9 +118,20 @@ def test_without_torch_the_live_page_replays_recorded_runs_labelled_as_such(monk
     assert len(names) >= 4 and at.selectbox(key="rec").options == names
     rec = load(available()[0])
     banner = at.warning[0].value
-    assert banner.startswith(t("live.recorded_banner", lang, date="", device="",
-                                model="", torch="", commit="", workload="", topology="",
-                                wall=0.0)[:12])  # fmt: skip
+    assert banner.startswith(
+        t(
+            "live.recorded_banner",
+            lang,
+            date="",
+            device="",
+            model="",
+            torch="",
+            commit="",
+            workload="",
+            topology="",
+            wall=0.0,
+        )[:12]
+    )
     for fact in (rec.date, rec.model, rec.versions["torch"], rec.machine["cpu"], rec.device):
         assert str(fact) in banner  # machine, model, versions and date, as the issue asks
     chart = __import__("json").loads(at.get("plotly_chart")[0].proto.spec)

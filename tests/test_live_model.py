@@ -49,8 +49,11 @@ def reference_logits(model, ids: list[int]) -> torch.Tensor:
     x = model.embed.weight[torch.tensor(ids)]
     causal = torch.ones(t, t, dtype=torch.bool).tril()
     for layer in model.layers:
-        qkv = F.linear(F.rms_norm(x, (s.hidden,), layer.attn_norm.weight, s.norm_eps),
-                       layer.qkv.weight, layer.qkv.bias)  # fmt: skip
+        qkv = F.linear(
+            F.rms_norm(x, (s.hidden,), layer.attn_norm.weight, s.norm_eps),
+            layer.qkv.weight,
+            layer.qkv.bias,
+        )
         q, k, v = qkv.split((layer.q_dim, layer.kv_dim, layer.kv_dim), dim=-1)
         q = rope(q.view(t, s.heads, s.head_dim))
         k = rope(k.view(t, s.kv_heads, s.head_dim)).repeat_interleave(s.group, dim=1)
@@ -119,8 +122,10 @@ def test_decodes_of_very_different_lengths_split_into_groups_and_stay_exact(tiny
     slots = [kv.allocate() for _ in range(4)]
     for slot, ids in zip(slots, [long, *short], strict=True):
         tiny.forward_step([Segment(slot, ids[:-1], 0, False)], kv)
-    segments = [Segment(slot, ids[-1:], len(ids) - 1, True)
-                for slot, ids in zip(slots, [long, *short], strict=True)]  # fmt: skip
+    segments = [
+        Segment(slot, ids[-1:], len(ids) - 1, True)
+        for slot, ids in zip(slots, [long, *short], strict=True)
+    ]
     layout = StepLayout.build(segments, tiny.shape, kv.device, call_keys=8.0)
     assert [(g.lo, g.hi) for g in layout.dec_groups] == [(0, 1), (1, 4)]
     got = tiny.forward_step(segments, kv)
@@ -160,8 +165,10 @@ def test_decode_groups_read_the_fewest_keys(seed):
     call = float(rng.choice([0.0, 50.0, 300.0]))
 
     def cost(groups):
-        return sum((slots[g.stop - 1] - slots[g.start] + 1) * max(contexts[g.start : g.stop]) + call
-                   for g in groups)  # fmt: skip
+        return sum(
+            (slots[g.stop - 1] - slots[g.start] + 1) * max(contexts[g.start : g.stop]) + call
+            for g in groups
+        )
 
     got = decode_groups(slots, contexts, call)
     assert [i for g in got for i in g] == list(range(b))  # every decode once, in order
@@ -231,8 +238,9 @@ def test_copy_kv_and_swap_move_exactly_the_prompt_kv(tiny):
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_hf_checkpoint_round_trip(tmp_path, kind):
     qwen = kind == "qwen2"
-    shape = ModelShape(2, 64, 4, 2, 16, 96, 300, 50_000.0, tied=not qwen, max_len=128,
-                       norm_eps=1e-6, qkv_bias=qwen)  # fmt: skip
+    shape = ModelShape(
+        2, 64, 4, 2, 16, 96, 300, 50_000.0, tied=not qwen, max_len=128, norm_eps=1e-6, qkv_bias=qwen
+    )
     model = random_model(shape, seed=3)
     tensors = {
         "model.embed_tokens.weight": model.embed.weight,
@@ -244,12 +252,17 @@ def test_hf_checkpoint_round_trip(tmp_path, kind):
         p = f"model.layers.{i}."
         q, k, v = layer.qkv.weight.split((layer.q_dim, layer.kv_dim, layer.kv_dim))
         gate, up = layer.gate_up.weight.chunk(2)
-        tensors |= {p + "input_layernorm.weight": layer.attn_norm.weight,
-                    p + "post_attention_layernorm.weight": layer.mlp_norm.weight,
-                    p + "self_attn.q_proj.weight": q, p + "self_attn.k_proj.weight": k,
-                    p + "self_attn.v_proj.weight": v, p + "self_attn.o_proj.weight": layer.o.weight,
-                    p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
-                    p + "mlp.down_proj.weight": layer.down.weight}  # fmt: skip
+        tensors |= {
+            p + "input_layernorm.weight": layer.attn_norm.weight,
+            p + "post_attention_layernorm.weight": layer.mlp_norm.weight,
+            p + "self_attn.q_proj.weight": q,
+            p + "self_attn.k_proj.weight": k,
+            p + "self_attn.v_proj.weight": v,
+            p + "self_attn.o_proj.weight": layer.o.weight,
+            p + "mlp.gate_proj.weight": gate,
+            p + "mlp.up_proj.weight": up,
+            p + "mlp.down_proj.weight": layer.down.weight,
+        }
         if qwen:
             for name, bias in zip("qkv", layer.qkv.bias.split((64, 32, 32)), strict=True):
                 tensors[p + f"self_attn.{name}_proj.bias"] = bias
@@ -257,12 +270,23 @@ def test_hf_checkpoint_round_trip(tmp_path, kind):
     assert set(tensors) | {"lm_head.weight"} == set(exported)
     for name, tensor in tensors.items():  # weights are copied, not computed: exactly equal
         assert torch.equal(exported[name], tensor), name
-    save_file({n: t.detach().clone().contiguous() for n, t in tensors.items()},
-              tmp_path / "model.safetensors")  # fmt: skip
-    config = {"model_type": kind, "hidden_size": 64, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
-              "vocab_size": 300, "rope_theta": 50_000.0, "tie_word_embeddings": shape.tied,
-              "max_position_embeddings": 128, "rms_norm_eps": 1e-6}  # fmt: skip
+    save_file(
+        {n: t.detach().clone().contiguous() for n, t in tensors.items()},
+        tmp_path / "model.safetensors",
+    )
+    config = {
+        "model_type": kind,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 96,
+        "vocab_size": 300,
+        "rope_theta": 50_000.0,
+        "tie_word_embeddings": shape.tied,
+        "max_position_embeddings": 128,
+        "rms_norm_eps": 1e-6,
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     loaded = load_hf_checkpoint(tmp_path)
     assert loaded.shape == shape

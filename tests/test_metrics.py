@@ -76,11 +76,13 @@ def test_slo_is_frozen():
 
 def three_requests():
     """TTFT 0.1 / 0.2 / 0.6 s; TPOT 0.05 / 0.10 / 0.25 s (10 tokens each)."""
-    return make_run([
-        request_row(0, 0.0, 0.1, 0.1 + 9 * 0.05),
-        request_row(1, 1.0, 1.2, 1.2 + 9 * 0.10),
-        request_row(2, 2.0, 2.6, 2.6 + 9 * 0.25),
-    ])  # fmt: skip
+    return make_run(
+        [
+            request_row(0, 0.0, 0.1, 0.1 + 9 * 0.05),
+            request_row(1, 1.0, 1.2, 1.2 + 9 * 0.10),
+            request_row(2, 2.0, 2.6, 2.6 + 9 * 0.25),
+        ]
+    )
 
 
 def test_percentiles_by_hand():
@@ -110,8 +112,10 @@ def test_percentiles_tolerate_nan_and_empty():
     assert all(math.isnan(v) for v in empty.values())
     assert math.isnan(percentiles(pd.Series([math.nan]))["p50"])
     assert percentiles(iter([4.0, 2.0]), ps=(0, 100, 99.9)) == {
-        "p0": 2.0, "p100": 4.0, "p99.9": pytest.approx(3.998)
-    }  # fmt: skip
+        "p0": 2.0,
+        "p100": 4.0,
+        "p99.9": pytest.approx(3.998),
+    }
 
 
 def test_attainment_one_request_misses_only_tpot():
@@ -126,12 +130,14 @@ def test_attainment_one_request_misses_only_tpot():
 
 
 def test_attainment_counts_rejected_requests_and_one_token_answers():
-    run = make_run([
-        request_row(0, 0.0, 0.1, 0.1, output_tokens=1),  # TPOT NaN -> meets TPOT
-        request_row(1, 0.0, 0.1, 1.0),
-        request_row(2, 0.0, None, None, status="rejected"),
-        request_row(3, 0.0, None, None, status="rejected"),
-    ])  # fmt: skip
+    run = make_run(
+        [
+            request_row(0, 0.0, 0.1, 0.1, output_tokens=1),  # TPOT NaN -> meets TPOT
+            request_row(1, 0.0, 0.1, 1.0),
+            request_row(2, 0.0, None, None, status="rejected"),
+            request_row(3, 0.0, None, None, status="rejected"),
+        ]
+    )
     assert math.isnan(run.requests.loc[0, "tpot_s"])
     assert slo_met(run.requests, 1.0, 1.0).tolist() == [True, True, False, False]
     assert attainment(run.requests, 1.0, 1.0) == 0.5  # 2 of ALL 4, not 2 of 2 finished
@@ -297,23 +303,66 @@ def test_throughput_timeseries_bins_tokens():
 def two_worker_run():
     """P0 prefills, D0 decodes; requests span 0 s .. 4 s, so the duration is 4 s."""
     requests = [
-        request_row(0, 0.0, 0.5, 2.0, prompt_tokens=400, output_tokens=4, worker="P0>D0",
-                    preemptions=1),
+        request_row(
+            0, 0.0, 0.5, 2.0, prompt_tokens=400, output_tokens=4, worker="P0>D0", preemptions=1
+        ),
         request_row(1, 1.0, 1.5, 4.0, prompt_tokens=200, output_tokens=6, worker="P0>D0"),
         request_row(2, 1.0, None, None, status="rejected"),
-    ]  # fmt: skip
+    ]
     steps = [
-        step_row("P0", 0, 0.0, 0.5, prefill_tokens=400, compute_s=0.4, memory_s=0.1,
-                 kv_used_tokens=400, kv_capacity_tokens=1000),
-        step_row("P0", 1, 1.0, 1.5, prefill_tokens=200, compute_s=0.3, memory_s=0.2,
-                 kv_used_tokens=200, kv_capacity_tokens=1000),
-        step_row("D0", 0, 0.5, 1.0, decode_tokens=1, batch_size=1, kv_used_tokens=401,
-                 kv_capacity_tokens=2000),
-        step_row("D0", 1, 1.5, 2.0, decode_tokens=2, batch_size=2, kv_used_tokens=800,
-                 kv_capacity_tokens=2000),
-        step_row("D0", 2, 2.0, 3.0, decode_tokens=1, batch_size=1, kv_used_tokens=203,
-                 kv_capacity_tokens=2000),
-    ]  # fmt: skip
+        step_row(
+            "P0",
+            0,
+            0.0,
+            0.5,
+            prefill_tokens=400,
+            compute_s=0.4,
+            memory_s=0.1,
+            kv_used_tokens=400,
+            kv_capacity_tokens=1000,
+        ),
+        step_row(
+            "P0",
+            1,
+            1.0,
+            1.5,
+            prefill_tokens=200,
+            compute_s=0.3,
+            memory_s=0.2,
+            kv_used_tokens=200,
+            kv_capacity_tokens=1000,
+        ),
+        step_row(
+            "D0",
+            0,
+            0.5,
+            1.0,
+            decode_tokens=1,
+            batch_size=1,
+            kv_used_tokens=401,
+            kv_capacity_tokens=2000,
+        ),
+        step_row(
+            "D0",
+            1,
+            1.5,
+            2.0,
+            decode_tokens=2,
+            batch_size=2,
+            kv_used_tokens=800,
+            kv_capacity_tokens=2000,
+        ),
+        step_row(
+            "D0",
+            2,
+            2.0,
+            3.0,
+            decode_tokens=1,
+            batch_size=1,
+            kv_used_tokens=203,
+            kv_capacity_tokens=2000,
+        ),
+    ]
     segments = [
         segment_row(0, "P0", "prefill", 0.0, 0.5, tokens=400),
         segment_row(0, "D0", "decode", 0.5, 1.5, tokens=2),
@@ -324,7 +373,7 @@ def two_worker_run():
         segment_row(1, "P0", "prefill", 1.0, 1.5, tokens=200, recompute=True),
         segment_row(1, "D0", "stall", 2.0, 2.5),
         segment_row(1, "D0", "decode", 2.5, 4.0, tokens=5),
-    ]  # fmt: skip
+    ]
     meta = {
         "num_gpus": 3,
         "ttft_slo_s": 1.0,
@@ -398,7 +447,11 @@ def test_summarize_by_hand():
     assert s["preemptions_total"] == 1
     # SLO from meta: TTFT 1 s, TPOT 0.4 s -> both finished requests miss TPOT (0.5 s).
     assert (s["slo_ttft_s"], s["slo_tpot_s"], s["slo_met"], s["slo_attainment"]) == (
-        1.0, 0.4, 0, 0.0)  # fmt: skip
+        1.0,
+        0.4,
+        0,
+        0.0,
+    )
     assert summarize(run, ttft_s=1.0, tpot_s=0.5)["slo_attainment"] == pytest.approx(2 / 3)
     assert s["steps"] == 5
     assert s["mean_batch"] == pytest.approx(6 / 5)

@@ -90,26 +90,40 @@ def test_four_bit_weights_carry_their_block_scales() -> None:
     assert fp4.stored_bytes_per_param == pytest.approx(0.5 + 1 / 16)
     assert fp4.weight_bytes - head == pytest.approx((fp8.weight_bytes - head) * 9 / 16, rel=1e-6)
     b200 = get_gpu("B200")
-    step = {name: StepCostModel(b200, m, 1, FLAT).step_cost((), 1, 0).memory_s
-            for name, m in (("fp8", fp8), ("fp4", fp4))}  # fmt: skip
+    step = {
+        name: StepCostModel(b200, m, 1, FLAT).step_cost((), 1, 0).memory_s
+        for name, m in (("fp8", fp8), ("fp4", fp4))
+    }
     assert step["fp4"] / step["fp8"] == pytest.approx(
         ((fp8.weight_bytes - head) * 9 / 16 + head / 2) / ((fp8.weight_bytes - head) + head / 2),
-        rel=0.01)  # (a decode reads the lm_head, not the embeddings)  # fmt: skip
+        rel=0.01,
+    )  # (a decode reads the lm_head, not the embeddings)
     # Hugging Face configs say which 4-bit format: MXFP4 (gpt-oss) one E8M0 scale per 32,
     # NVFP4 one FP8 per 16, GPTQ/AWQ one FP16 per group (none when per channel).
     base = json.loads((HF / "llama-3.1-8b/config.json").read_text())
     scales = {
         "mxfp4": {"quant_method": "mxfp4"},
         "modelopt": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
-        "compressed": {"quant_method": "compressed-tensors", "config_groups": {
-            "group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}},
+        "compressed": {
+            "quant_method": "compressed-tensors",
+            "config_groups": {
+                "group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}
+            },
+        },
         "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128},
         "awq-channel": {"quant_method": "awq", "bits": 4, "group_size": -1},
-    }  # fmt: skip
-    got = {k: model_from_hf_config({**base, "quantization_config": q}).scale_bytes_per_param
-           for k, q in scales.items()}  # fmt: skip
-    assert got == {"mxfp4": 1 / 32, "modelopt": 1 / 16, "compressed": 1 / 16,
-                   "gptq": 2 / 128, "awq-channel": 0.0}  # fmt: skip
+    }
+    got = {
+        k: model_from_hf_config({**base, "quantization_config": q}).scale_bytes_per_param
+        for k, q in scales.items()
+    }
+    assert got == {
+        "mxfp4": 1 / 32,
+        "modelopt": 1 / 16,
+        "compressed": 1 / 16,
+        "gptq": 2 / 128,
+        "awq-channel": 0.0,
+    }
     assert get_model(str(HF / "qwen3-32b-fp8")).scale_bytes_per_param == 0.0
 
 
@@ -123,8 +137,10 @@ def test_weight_only_formats_multiply_at_bf16() -> None:
     assert pro.matmul_tflops(int4.matmul_bytes_per_param) == pro.bf16_tflops
     assert pro.matmul_tflops(fp4.matmul_bytes_per_param) == pro.fp4_tflops == 2015
     assert h100.matmul_tflops(0.5) == h100.bf16_tflops
-    prefill = {m.name: StepCostModel(pro, m, 1, FLAT).prefill_s(8192)
-               for m in (int4, fp4, get_model("Llama-3.1-8B"))}  # fmt: skip
+    prefill = {
+        m.name: StepCostModel(pro, m, 1, FLAT).prefill_s(8192)
+        for m in (int4, fp4, get_model("Llama-3.1-8B"))
+    }
     assert prefill["Llama-3.1-8B:int4"] == pytest.approx(prefill["Llama-3.1-8B"], rel=0.02)
     assert prefill["Llama-3.1-8B:fp4"] < prefill["Llama-3.1-8B"] / 2
     base = json.loads((HF / "llama-3.1-8b/config.json").read_text())
@@ -132,9 +148,15 @@ def test_weight_only_formats_multiply_at_bf16() -> None:
     def matmul(q: dict) -> float:
         return model_from_hf_config({**base, "quantization_config": q}).matmul_bytes_per_param
 
-    w4a8 = {"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 4, "type": "int", "group_size": 128},
-        "input_activations": {"num_bits": 8, "type": "float"}}}}  # fmt: skip
+    w4a8 = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {
+            "g": {
+                "weights": {"num_bits": 4, "type": "int", "group_size": 128},
+                "input_activations": {"num_bits": 8, "type": "float"},
+            }
+        },
+    }
     assert matmul({"quant_method": "gptq", "bits": 4, "group_size": 128}) == 2
     assert matmul({"quant_method": "gptq", "bits": 8, "group_size": 128}) == 2
     assert matmul({"quant_method": "mxfp4"}) == 2
@@ -157,8 +179,12 @@ def test_bad_configs(tmp_path: Path) -> None:
         del cfg["num_experts_per_tok"]
         model_from_hf_config(cfg)
     with pytest.raises(ValueError, match="unsupported quantization"):
-        model_from_hf_config({**json.loads((HF / "llama-3.1-8b/config.json").read_text()),
-                              "quantization_config": {"quant_method": "mystery"}})  # fmt: skip
+        model_from_hf_config(
+            {
+                **json.loads((HF / "llama-3.1-8b/config.json").read_text()),
+                "quantization_config": {"quant_method": "mystery"},
+            }
+        )
 
 
 # ---- MoE costs ---------------------------------------------------------------------------------
@@ -254,9 +280,16 @@ def test_expert_parallel_splits_experts_and_adds_collectives() -> None:
 def test_data_parallel_and_expert_parallel_run() -> None:
     specs = [RequestSpec(i, 0.05 * i, 300, 40) for i in range(40)]
     base = SimConfig(policy="vllm")
-    cfg = with_overrides(base, {"gpu": "RTX-PRO-6000", "model": "Qwen3-30B-A3B",
-                                "topology": "router", "router": "least-loaded",
-                                "num_instances": 2})  # fmt: skip
+    cfg = with_overrides(
+        base,
+        {
+            "gpu": "RTX-PRO-6000",
+            "model": "Qwen3-30B-A3B",
+            "topology": "router",
+            "router": "least-loaded",
+            "num_instances": 2,
+        },
+    )
     replicas = simulate(specs, cfg)
     ep = simulate(specs, with_overrides(cfg, {"expert_parallel": "true"}))
     assert set(replicas.requests["worker"]) == {"I0", "I1"}
@@ -267,15 +300,25 @@ def test_data_parallel_and_expert_parallel_run() -> None:
 
 
 def _ep_config(expert_parallel: bool) -> SimConfig:
-    return with_overrides(SimConfig(policy="vllm"), {
-        "gpu": "RTX-PRO-6000", "model": "Qwen3-30B-A3B", "topology": "router",
-        "router": "round-robin", "num_instances": 2, "expert_parallel": str(expert_parallel)})
+    return with_overrides(
+        SimConfig(policy="vllm"),
+        {
+            "gpu": "RTX-PRO-6000",
+            "model": "Qwen3-30B-A3B",
+            "topology": "router",
+            "router": "round-robin",
+            "num_instances": 2,
+            "expert_parallel": str(expert_parallel),
+        },
+    )
 
 
 def test_dp_ep_instances_step_together() -> None:
     # Round-robin: I0 gets a stream of long prompts, I1 a few long-running decodes.
-    specs = [RequestSpec(i, 0.05 * i, 2048 if i % 2 == 0 else 16, 2 if i % 2 == 0 else 60)
-             for i in range(24)]  # fmt: skip
+    specs = [
+        RequestSpec(i, 0.05 * i, 2048 if i % 2 == 0 else 16, 2 if i % 2 == 0 else 60)
+        for i in range(24)
+    ]
     ep = simulate(specs, _ep_config(True))
     steps = ep.steps
     i0, i1 = steps[steps.worker == "I0"], steps[steps.worker == "I1"]
@@ -306,8 +349,13 @@ def test_idle_rank_step_still_costs() -> None:
     ep = simulate(specs, _ep_config(True))
     steps, req = ep.steps, ep.requests.iloc[0]
     assert set(steps.worker) == {"I0"}  # the dummy steps serve nobody: not in the trace
-    cost = StepCostModel(get_gpu("RTX-PRO-6000"), get_model("Qwen3-30B-A3B"), 1,
-                         resolve_profile(SimConfig().hardware, "RTX-PRO-6000", 48), 2)
+    cost = StepCostModel(
+        get_gpu("RTX-PRO-6000"),
+        get_model("Qwen3-30B-A3B"),
+        1,
+        resolve_profile(SimConfig().hardware, "RTX-PRO-6000", 48),
+        2,
+    )
     dummy = cost.step_cost((), 1, 0, group_tokens=2)
     # A dummy step reads its share of the experts and pays the step's overheads, like any step.
     assert dummy.memory_s > 0 and dummy.overhead_s > 0
@@ -324,13 +372,16 @@ def test_moe_reads_the_experts_the_whole_group_picks() -> None:
     for own, others in ((1, 0), (1, 1), (4, 60), (64, 64)):
         c = cm.step_cost((), own, 0, group_tokens=own + others)
         touched = 64 * (1 - (1 - 8 / 128) ** (own + others))  # of its 64 experts
-        assert c.bytes == pytest.approx(always + touched * expert + own * m.kv_bytes_per_token,
-                                        rel=1e-6)  # fmt: skip
+        assert c.bytes == pytest.approx(
+            always + touched * expert + own * m.kv_bytes_per_token, rel=1e-6
+        )
     # Without group_tokens the others are assumed as busy as this one (2x4 tokens).
     assert cm.step_cost((), 4, 0).seconds == cm.step_cost((), 4, 0, group_tokens=8).seconds
     # Tokens held by the other instance cross the link: more of them, more communication.
-    assert (cm.step_cost((), 4, 0, group_tokens=200).comm_s
-            > cm.step_cost((), 4, 0, group_tokens=5).comm_s)  # fmt: skip
+    assert (
+        cm.step_cost((), 4, 0, group_tokens=200).comm_s
+        > cm.step_cost((), 4, 0, group_tokens=5).comm_s
+    )
 
 
 # ---- KV cache format ---------------------------------------------------------------------------
@@ -365,14 +416,14 @@ def test_fitted_overheads_are_per_layer() -> None:
     assert deep.overhead_per_seq_s == pytest.approx(2 * shallow.overhead_per_seq_s)
     assert (deep.mfu, deep.mbu) == (shallow.mfu, shallow.mbu)
     # A 64-layer model's decode step on that GPU costs more than a 32-layer one's overheads do.
-    run = simulate([RequestSpec(0, 0.0, 16, 20)], with_overrides(SimConfig(), {
-        "gpu": "RTX-PRO-6000", "model": "Qwen3-32B"}))  # fmt: skip
-    assert run.steps.overhead_s.iloc[-1] == pytest.approx(deep.overhead_s
-                                                          + deep.overhead_per_seq_s)
+    run = simulate(
+        [RequestSpec(0, 0.0, 16, 20)],
+        with_overrides(SimConfig(), {"gpu": "RTX-PRO-6000", "model": "Qwen3-32B"}),
+    )
+    assert run.steps.overhead_s.iloc[-1] == pytest.approx(deep.overhead_s + deep.overhead_per_seq_s)
     # An overhead you set is the whole per-step overhead, at any depth.
     mine = with_overrides(SimConfig(), {"overhead_ms": "2"}).hardware
     assert resolve_profile(mine, "RTX-PRO-6000", 64).overhead_s == pytest.approx(0.002)
-
 
 
 def test_profiles_resolve() -> None:
@@ -396,19 +447,42 @@ def test_profiles_resolve() -> None:
 
 @pytest.mark.parametrize("folder", ["llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v2-lite"])
 def test_cli_runs_any_config(folder: str, capsys) -> None:
-    code = main(["run", "--scenario", "c2-ttft-tpot", "--model", str(HF / folder / "config.json"),
-                 "--gpu", "H100-SXM", "--json"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--scenario",
+            "c2-ttft-tpot",
+            "--model",
+            str(HF / folder / "config.json"),
+            "--gpu",
+            "H100-SXM",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code in (0, None)
     assert out["summary"]["finished"] == out["summary"]["num_requests"] > 0
 
 
 def test_cli_moe_needs_room(capsys) -> None:
-    assert main(["run", "--scenario", "c2", "--model", str(HF / "mixtral-8x7b"),
-                 "--gpu", "H100-SXM"]) == 2  # fmt: skip
+    assert (
+        main(["run", "--scenario", "c2", "--model", str(HF / "mixtral-8x7b"), "--gpu", "H100-SXM"])
+        == 2
+    )
     assert "set tensor_parallel to 2" in capsys.readouterr().err
-    assert main(["run", "--scenario", "c2", "--model", str(HF / "mixtral-8x7b"),
-                 "--gpu", "H100-SXM", "--set", "tensor_parallel=2"]) in (0, None)  # fmt: skip
+    assert main(
+        [
+            "run",
+            "--scenario",
+            "c2",
+            "--model",
+            str(HF / "mixtral-8x7b"),
+            "--gpu",
+            "H100-SXM",
+            "--set",
+            "tensor_parallel=2",
+        ]
+    ) in (0, None)
 
 
 def test_uploaded_config_is_checked_and_kept(tmp_path: Path, monkeypatch) -> None:

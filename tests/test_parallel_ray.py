@@ -35,8 +35,9 @@ def local_ray():
 def test_ray_gives_the_serial_table():
     serial = sweep_rates(WORKLOAD, SimConfig(), RATES)
     done = []
-    on_ray = sweep_rates(WORKLOAD, SimConfig(), RATES, backend="ray",
-                         progress=lambda d, n: done.append((d, n)))  # fmt: skip
+    on_ray = sweep_rates(
+        WORKLOAD, SimConfig(), RATES, backend="ray", progress=lambda d, n: done.append((d, n))
+    )
     pd.testing.assert_frame_equal(serial, on_ray, check_exact=True)
     assert done == [(1, 4), (2, 4), (3, 4), (4, 4)]
 

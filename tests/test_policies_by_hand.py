@@ -171,8 +171,10 @@ def test_vllm_hand_off_makes_token_1_on_the_decode_worker():
 
 def test_decode_worker_admits_no_more_than_max_num_seqs():
     specs = [RequestSpec(i, 0.0, 100, 20) for i in range(8)]
-    config = with_overrides(SimConfig(policy="vllm"), {
-        "topology": "disaggregated", "max_num_seqs": 2, "max_num_batched_tokens": 4096})
+    config = with_overrides(
+        SimConfig(policy="vllm"),
+        {"topology": "disaggregated", "max_num_seqs": 2, "max_num_batched_tokens": 4096},
+    )
     r = simulate(specs, config, cost_model=ToyClock())
     d = r.steps[r.steps.worker == "D0"]
     assert d.batch_size.max() == 2  # 8 requests handed over, at most 2 decode together
@@ -232,15 +234,20 @@ def test_sglang_without_chunking_caps_a_prefill_batch_at_max_prefill_tokens():
 
 # A (160 + 2000) and C (160 + 100) start; B (160 + 1500) arrives next and does not fit, which
 # sets batch_is_full: no new prefill until a request leaves the batch (C, step 99).
-RATIO_DOC = [(0, RequestSpec(0, 0.0, 160, 2000)), (0, RequestSpec(2, 0.0, 160, 100)),
-             (1, RequestSpec(1, 0.0, 160, 1500))]  # fmt: skip
+RATIO_DOC = [
+    (0, RequestSpec(0, 0.0, 160, 2000)),
+    (0, RequestSpec(2, 0.0, 160, 100)),
+    (1, RequestSpec(1, 0.0, 160, 1500)),
+]
 
 
 def sglang_ratio_steps(radix: bool, fixed_in_full: bool = False):
     from sim.stepper import run_steps
 
-    config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": radix,
-                                                         "reserve_fixed_output": fixed_in_full})
+    config = with_overrides(
+        SimConfig(policy="sglang"),
+        {"enable_prefix_caching": radix, "reserve_fixed_output": fixed_in_full},
+    )
     steps, outputs = run_steps(RATIO_DOC, config, kv_blocks=200)  # 3200 tokens
     assert outputs == {0: 2000, 2: 100, 1: 1500}
     return steps

@@ -31,16 +31,25 @@ def workloads(draw):
         prompt = draw(st.integers(1, 6000))
         group = draw(st.sampled_from(["", "", "a", "b"]))  # some share a prefix
         prefix = min(prompt, draw(st.sampled_from([16, 300, 2000]))) if group else 0
-        rows.append((draw(st.floats(0, 3)), prompt, draw(st.integers(1, 200)),
-                     draw(st.integers(0, 3)), group, prefix))  # fmt: skip
+        rows.append(
+            (
+                draw(st.floats(0, 3)),
+                prompt,
+                draw(st.integers(1, 200)),
+                draw(st.integers(0, 3)),
+                group,
+                prefix,
+            )
+        )
     rows.sort(key=lambda r: r[0])
     return [RequestSpec(i, *r) for i, r in enumerate(rows)]
 
 
 @st.composite
 def configs(draw):
-    policy = draw(st.sampled_from(["static", "prefill-first", "vllm", "vllm-v0", "short-first",
-                                   "sglang"]))  # fmt: skip
+    policy = draw(
+        st.sampled_from(["static", "prefill-first", "vllm", "vllm-v0", "short-first", "sglang"])
+    )
     knobs: dict = {}
     if policy == "static":
         knobs["batch_size"] = draw(st.integers(1, 12))
@@ -128,8 +137,11 @@ def check_invariants(specs, run):
         # one-token decode of a resumed request the cache held all but that token of); the rest
         # of a request's segments never overlap.
         for c in mine[mine.kind == "cached"].itertuples():
-            same = mine[mine.kind.isin(["prefill", "decode"]) & (mine.start_s <= c.start_s + EPS)
-                        & (mine.end_s >= c.end_s - EPS)]  # fmt: skip
+            same = mine[
+                mine.kind.isin(["prefill", "decode"])
+                & (mine.start_s <= c.start_s + EPS)
+                & (mine.end_s >= c.end_s - EPS)
+            ]
             assert len(same) >= 1
         ordered = mine[mine.kind != "cached"].sort_values("start_s")
         assert np.all(ordered.start_s.values[1:] >= ordered.end_s.values[:-1] - EPS)

@@ -25,14 +25,21 @@ ROOT = Path(__file__).resolve().parents[1]
 def _chunk(text: str, n: int, finish: str | None) -> bytes:
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
     usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
-    body = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
-            "choices": [choice], "usage": usage}  # fmt: skip
+    body = {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [choice],
+        "usage": usage,
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 def _tokens(n: int, finish: bool = True) -> bytes:
-    return b"".join(_chunk("a", i + 1, "length" if finish and i == n - 1 else None)
-                    for i in range(n))  # fmt: skip
+    return b"".join(
+        _chunk("a", i + 1, "length" if finish and i == n - 1 else None) for i in range(n)
+    )
 
 
 BEHAVIOUR = {  # max_tokens -> the SSE body the server sends
@@ -95,10 +102,26 @@ def replay(url: str, tmp_path: Path, outputs: list[int], *args: str):
     workload.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "live", "replay", "--endpoint", url, "--workload", str(workload),
-         "--out", str(out), "--read-timeout", "30", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "live",
+            "replay",
+            "--endpoint",
+            url,
+            "--workload",
+            str(workload),
+            "--out",
+            str(out),
+            "--read-timeout",
+            "30",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, out
 
 

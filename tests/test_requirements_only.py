@@ -24,8 +24,19 @@ from aio import run_async
 from conftest import ROOT
 
 VENV = ROOT / ".venv-app-only"
-PAGES = ["home", "prefill-vs-decode", "batching", "chunked-prefill", "long-prompts", "memory",
-         "prefix-caching", "disaggregation", "playground", "live", "serve"]  # fmt: skip
+PAGES = [
+    "home",
+    "prefill-vs-decode",
+    "batching",
+    "chunked-prefill",
+    "long-prompts",
+    "memory",
+    "prefix-caching",
+    "disaggregation",
+    "playground",
+    "live",
+    "serve",
+]
 
 
 def app_only_python() -> str:
@@ -37,9 +48,20 @@ def app_only_python() -> str:
     shutil.rmtree(VENV, ignore_errors=True)
     base = getattr(sys, "_base_executable", sys.executable)  # not this venv's packages
     subprocess.run([base, "-m", "venv", str(VENV)], check=True)
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                           "--disable-pip-version-check", "-r", str(ROOT / "requirements.txt")],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            str(ROOT / "requirements.txt"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.fail(f"pip install -r requirements.txt failed:\n{done.stderr[-3000:]}")
     stamp.write_text(want)
@@ -53,8 +75,11 @@ async def page_elements(url: str, page: str) -> list:
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     out = []
-    async with websockets.connect(url.replace("http://", "ws://") + "/_stcore/stream",
-                                  subprotocols=["streamlit"], max_size=None) as ws:  # fmt: skip
+    async with websockets.connect(
+        url.replace("http://", "ws://") + "/_stcore/stream",
+        subprotocols=["streamlit"],
+        max_size=None,
+    ) as ws:
         msg = BackMsg()
         msg.rerun_script.page_name = page
         await ws.send(msg.SerializeToString())
@@ -76,12 +101,26 @@ def test_the_app_starts_and_every_page_renders_with_requirements_txt_alone():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [python, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        [
+            python,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "PDLAB_WARMUP": "0"},
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):
@@ -95,8 +134,10 @@ def test_the_app_starts_and_every_page_renders_with_requirements_txt_alone():
         for page in PAGES:
             elements = run_async(page_elements(url, page))
             kinds = [e.WhichOneof("type") for e in elements]
-            assert "exception" not in kinds, (page, [e.exception.message for e in elements
-                                                     if e.WhichOneof("type") == "exception"])
+            assert "exception" not in kinds, (
+                page,
+                [e.exception.message for e in elements if e.WhichOneof("type") == "exception"],
+            )
             assert "heading" in kinds, (page, kinds)  # the page's title: it rendered
         live = run_async(page_elements(url, "live"))
         texts = " ".join(e.alert.body for e in live if e.WhichOneof("type") == "alert")

@@ -238,8 +238,10 @@ def hit_rate(result):
 
 
 def test_pc1_a_shared_system_prompt_is_prefilled_once():
-    on, off = run("pc1-shared-system-prompt", "caching on"), run(
-        "pc1-shared-system-prompt", "caching off")
+    on, off = (
+        run("pc1-shared-system-prompt", "caching on"),
+        run("pc1-shared-system-prompt", "caching off"),
+    )
     q = on.requests
     # Every request after the first finds the 2,000-token system prompt (whole 16-token blocks).
     assert (q.cached_tokens.iloc[1:] == 2000 // 16 * 16).all() and q.cached_tokens.iloc[0] == 0
@@ -257,8 +259,10 @@ def test_pc2_real_conversations_reuse_half_their_prompts():
 
 
 def test_pc3_memory_pressure_evicts_the_cache():
-    roomy, tight = run("pc3-cache-eviction", "KV 200k tokens"), run(
-        "pc3-cache-eviction", "KV 24k tokens")
+    roomy, tight = (
+        run("pc3-cache-eviction", "KV 200k tokens"),
+        run("pc3-cache-eviction", "KV 24k tokens"),
+    )
     # With room, each of the 8 documents is prefilled once and found by its 5 later visits.
     assert hit_rate(roomy) > 0.75
     assert hit_rate(tight) < hit_rate(roomy) / 2

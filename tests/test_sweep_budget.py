@@ -28,9 +28,13 @@ MARGIN_S = 0.5
 
 @pytest.mark.parametrize("method", ["fork", "forkserver"])
 def test_a_parallel_sweep_stops_within_the_cpu_budget_of_the_whole_sweep(method):
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "sweep_cpu.py"), method,
-                          str(BUDGET_S), "2"], capture_output=True, text=True, timeout=300,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "sweep_cpu.py"), method, str(BUDGET_S), "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     result = json.loads(out.stdout)
     assert result["method"] == method
     assert result["limit"] == "max_seconds"  # the serial error, message and all

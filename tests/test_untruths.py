@@ -14,8 +14,9 @@ from ui.i18n import catalog, t
 
 
 def sweep(attainments, rates=(2.0, 4.0, 6.0), gpus=2):
-    return pd.DataFrame({"rate_per_s": rates, "attainment": attainments,
-                         "num_gpus": [gpus] * len(rates)})  # fmt: skip
+    return pd.DataFrame(
+        {"rate_per_s": rates, "attainment": attainments, "num_gpus": [gpus] * len(rates)}
+    )
 
 
 def test_goodput_says_at_least_when_every_rate_tried_met_the_target():
@@ -33,8 +34,11 @@ def test_goodput_says_at_least_when_every_rate_tried_met_the_target():
 def test_the_roofline_follows_the_context_slider():
     for ctx in (1024, 4096):
         at = open_page("app_pages/prefill_decode.py", {"ctx": str(ctx)})
-        names = [tr.get("name", "") for ch in at.get("plotly_chart")
-                 for tr in json.loads(ch.proto.spec)["data"]]  # fmt: skip
+        names = [
+            tr.get("name", "")
+            for ch in at.get("plotly_chart")
+            for tr in json.loads(ch.proto.spec)["data"]
+        ]
         assert t("charts.roofline.decode", "en", context=ctx) in names
 
 
@@ -65,8 +69,9 @@ def test_choosing_swap_says_it_runs_vllm_v0(lang):
 def test_slo_is_spelled_out_where_slo_met_is_shown():
     for page in ("app_pages/batching.py", "app_pages/chunked.py", "app_pages/long_prompts.py"):
         at = open_page(page)
-        shown = any(t("metric.slo_attainment", "en") in frame.value.columns
-                    for frame in at.dataframe)  # fmt: skip
+        shown = any(
+            t("metric.slo_attainment", "en") in frame.value.columns for frame in at.dataframe
+        )
         captions = " ".join(c.value for c in at.caption)
         assert not shown or "service-level objective" in captions, page
 

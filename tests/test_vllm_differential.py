@@ -30,9 +30,15 @@ from sim.config import SimConfig, with_overrides
 from sim.request import HASH_BLOCK, RequestSpec
 from sim.stepper import run_steps
 
-V1_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
-            "enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
-            "scheduling_policy")  # fmt: skip
+V1_KNOBS = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "long_prefill_token_threshold",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "scheduler_reserve_full_isl",
+    "scheduling_policy",
+)
 V1_POLICIES = ("vllm", "short-first")  # both run against the real V1 scheduler
 
 
@@ -50,8 +56,9 @@ class Case:
     def specs(self) -> list[tuple[int, RequestSpec]]:
         out = []
         for i, (step, prompt, output, prio, group, prefix, hashes) in enumerate(self.requests):
-            spec = RequestSpec(i, step + i * 1e-3, prompt, output, prio, group, prefix,
-                               tuple(hashes))  # fmt: skip
+            spec = RequestSpec(
+                i, step + i * 1e-3, prompt, output, prio, group, prefix, tuple(hashes)
+            )
             out.append((step, spec))
         return out
 
@@ -86,8 +93,9 @@ def to_reference(case: Case) -> dict:
         # Defaults resolved as ours; short-first is vLLM's priority scheduling (below).
         config = {name: getattr(ours, name, "priority") for name in V1_KNOBS}
         config["num_gpu_blocks"] = case.kv_blocks + 1  # V1 keeps one null block
-        config["max_model_len"] = k["max_num_batched_tokens"] if not chunked else max(
-            longest + 16, 4096)  # fmt: skip
+        config["max_model_len"] = (
+            k["max_num_batched_tokens"] if not chunked else max(longest + 16, 4096)
+        )
     else:
         chunked = case.policy == "vllm-v0"
         config = {
@@ -109,11 +117,16 @@ def to_reference(case: Case) -> dict:
         return spec.prompt_tokens if case.policy == "short-first" else spec.priority
 
     requests = [
-        {"id": str(spec.request_id), "arrival_step": step, "arrival_time": spec.arrival_s,
-         "priority": priority(spec), "prompt_token_ids": token_ids(spec),
-         "max_tokens": spec.output_tokens}
+        {
+            "id": str(spec.request_id),
+            "arrival_step": step,
+            "arrival_time": spec.arrival_s,
+            "priority": priority(spec),
+            "prompt_token_ids": token_ids(spec),
+            "max_tokens": spec.output_tokens,
+        }
         for step, spec in case.specs()
-    ]  # fmt: skip
+    ]
     return {"name": case.name, "config": config, "requests": requests, "max_steps": 20000}
 
 
@@ -129,9 +142,10 @@ def compare(case: Case, reference: dict) -> None:
     for k in range(max(len(steps), len(theirs))):
         ours_k = steps[k].scheduled if k < len(steps) else "(no step)"
         theirs_k = (
-            {int(r): n for r, n in theirs[k]["scheduled"].items()} if k < len(theirs)
+            {int(r): n for r, n in theirs[k]["scheduled"].items()}
+            if k < len(theirs)
             else "(no step)"
-        )  # fmt: skip
+        )
         assert ours_k == theirs_k, (
             f"{case.name}: step {k} differs\n  PD Lab: {ours_k}\n  vLLM:   {theirs_k}"
         )
@@ -162,16 +176,19 @@ def _random_case(seed: int, policy: str, tight: bool | None = None, **extra) -> 
         if v1 and rng.random() < 0.4:
             group = rng.choice("ab")
             prefix = min(prompt, rng.choice([16, 100, 512]))
-        rows.append(R(rng.randint(0, 25), prompt, rng.randint(1, 40),
-                      rng.randint(0, 3), group, prefix))  # fmt: skip
+        rows.append(
+            R(rng.randint(0, 25), prompt, rng.randint(1, 40), rng.randint(0, 3), group, prefix)
+        )
     longest = max(p + o for _, p, o, *_ in rows)
     drawn_tight = rng.random() < 0.4
     tight = drawn_tight if tight is None else tight
     blocks = (longest // 16 + 8) if tight else PLENTY
     if policy == "prefill-first":
         budget = 4096  # V0 without chunking: every prompt must fit the budget whole
-    knobs = {"max_num_batched_tokens": budget,
-             "max_num_seqs": min(budget, rng.choice([4, 16, 256]))}
+    knobs = {
+        "max_num_batched_tokens": budget,
+        "max_num_seqs": min(budget, rng.choice([4, 16, 256])),
+    }
     if policy == "prefill-first":
         pass
     elif v1:
@@ -205,108 +222,276 @@ def _mooncake_rows(n: int, scale: int = 8) -> list[tuple]:
 
 V1_CASES = [
     Case("doc-threshold-0", "vllm", {"max_num_batched_tokens": 2048}, PLENTY, DOC),
-    Case("doc-threshold-256", "vllm", {"max_num_batched_tokens": 2048,
-                                       "long_prefill_token_threshold": 256}, PLENTY, DOC),
-    Case("doc-chunking-off", "vllm", {"max_num_batched_tokens": 4096,
-                                      "enable_chunked_prefill": False}, PLENTY, DOC),
-    Case("four-prompts-together", "vllm", {"max_num_batched_tokens": 2048}, PLENTY,
-         [R(0, 200, 5) for _ in range(4)]),
-    Case("max-num-seqs-3", "vllm", {"max_num_batched_tokens": 2048, "max_num_seqs": 3}, PLENTY,
-         [R(0, 100 + 10 * i, 6) for i in range(8)]),
-    Case("long-first-then-chats", "vllm", {"max_num_batched_tokens": 512}, PLENTY,
-         [R(0, 6000, 3)] + [R(1 + 2 * i, 120, 10) for i in range(10)]),
-    Case("fast-lane-threshold", "vllm", {"max_num_batched_tokens": 2048,
-                                         "long_prefill_token_threshold": 512}, PLENTY,
-         [R(0, 9000, 3), R(0, 7000, 3)] + [R(2 * i, 200, 12) for i in range(8)]),
-    Case("tiny-budget", "vllm", {"max_num_batched_tokens": 48}, PLENTY,
-         [R(i, 30 + 7 * i, 5) for i in range(12)]),
-    Case("chunking-off-seqs", "vllm", {"max_num_batched_tokens": 1024, "max_num_seqs": 4,
-                                       "enable_chunked_prefill": False}, PLENTY,
-         [R(i // 3, 150 + 50 * (i % 4), 9) for i in range(12)]),
-    Case("kv-pressure-recompute", "vllm", {"max_num_batched_tokens": 512}, 70,
-         [R(0, 200, 120) for _ in range(6)]),
-    Case("kv-pressure-priority", "vllm", {"max_num_batched_tokens": 512,
-                                          "scheduling_policy": "priority"}, 70,
-         [R(0, 200, 120, prio=i % 3) for i in range(6)]),
-    Case("priority-order", "vllm", {"max_num_batched_tokens": 256,
-                                    "scheduling_policy": "priority"}, PLENTY,
-         [R(0, 500, 5, prio=2)] + [R(1, 100, 5, prio=p) for p in (3, 0, 1, 0)]),
-    Case("shared-system-prompt", "vllm", {"max_num_batched_tokens": 2048}, PLENTY,
-         [R(i, 700, 6, group="sys", prefix=512) for i in range(10)]),
-    Case("shared-prefix-same-step", "vllm", {"max_num_batched_tokens": 4096}, PLENTY,
-         [R(0, 600, 4, group="sys", prefix=512) for _ in range(5)]),
-    Case("prefix-caching-off", "vllm", {"max_num_batched_tokens": 2048,
-                                        "enable_prefix_caching": False}, PLENTY,
-         [R(i, 700, 6, group="sys", prefix=512) for i in range(10)]),
-    Case("prefix-eviction", "vllm", {"max_num_batched_tokens": 1024}, 120,
-         [R(4 * i, 600, 30, group=f"g{i % 3}", prefix=480) for i in range(12)]),
-    Case("preempt-then-cache-hit", "vllm", {"max_num_batched_tokens": 256}, 60,
-         [R(0, 300, 200), R(0, 300, 200), R(5, 300, 50)]),
-    Case("multi-turn-hash-ids", "vllm", {"max_num_batched_tokens": 2048}, PLENTY,
-         _mooncake_rows(12)),
-    Case("multi-turn-hash-ids-tight", "vllm", {"max_num_batched_tokens": 2048}, 700,
-         _mooncake_rows(12)),
-    Case("lone-request-ignores-threshold", "vllm", {"max_num_batched_tokens": 1024,
-                                                    "long_prefill_token_threshold": 100},
-         PLENTY, [R(0, 3000, 2), R(12, 50, 2)]),
+    Case(
+        "doc-threshold-256",
+        "vllm",
+        {"max_num_batched_tokens": 2048, "long_prefill_token_threshold": 256},
+        PLENTY,
+        DOC,
+    ),
+    Case(
+        "doc-chunking-off",
+        "vllm",
+        {"max_num_batched_tokens": 4096, "enable_chunked_prefill": False},
+        PLENTY,
+        DOC,
+    ),
+    Case(
+        "four-prompts-together",
+        "vllm",
+        {"max_num_batched_tokens": 2048},
+        PLENTY,
+        [R(0, 200, 5) for _ in range(4)],
+    ),
+    Case(
+        "max-num-seqs-3",
+        "vllm",
+        {"max_num_batched_tokens": 2048, "max_num_seqs": 3},
+        PLENTY,
+        [R(0, 100 + 10 * i, 6) for i in range(8)],
+    ),
+    Case(
+        "long-first-then-chats",
+        "vllm",
+        {"max_num_batched_tokens": 512},
+        PLENTY,
+        [R(0, 6000, 3)] + [R(1 + 2 * i, 120, 10) for i in range(10)],
+    ),
+    Case(
+        "fast-lane-threshold",
+        "vllm",
+        {"max_num_batched_tokens": 2048, "long_prefill_token_threshold": 512},
+        PLENTY,
+        [R(0, 9000, 3), R(0, 7000, 3)] + [R(2 * i, 200, 12) for i in range(8)],
+    ),
+    Case(
+        "tiny-budget",
+        "vllm",
+        {"max_num_batched_tokens": 48},
+        PLENTY,
+        [R(i, 30 + 7 * i, 5) for i in range(12)],
+    ),
+    Case(
+        "chunking-off-seqs",
+        "vllm",
+        {"max_num_batched_tokens": 1024, "max_num_seqs": 4, "enable_chunked_prefill": False},
+        PLENTY,
+        [R(i // 3, 150 + 50 * (i % 4), 9) for i in range(12)],
+    ),
+    Case(
+        "kv-pressure-recompute",
+        "vllm",
+        {"max_num_batched_tokens": 512},
+        70,
+        [R(0, 200, 120) for _ in range(6)],
+    ),
+    Case(
+        "kv-pressure-priority",
+        "vllm",
+        {"max_num_batched_tokens": 512, "scheduling_policy": "priority"},
+        70,
+        [R(0, 200, 120, prio=i % 3) for i in range(6)],
+    ),
+    Case(
+        "priority-order",
+        "vllm",
+        {"max_num_batched_tokens": 256, "scheduling_policy": "priority"},
+        PLENTY,
+        [R(0, 500, 5, prio=2)] + [R(1, 100, 5, prio=p) for p in (3, 0, 1, 0)],
+    ),
+    Case(
+        "shared-system-prompt",
+        "vllm",
+        {"max_num_batched_tokens": 2048},
+        PLENTY,
+        [R(i, 700, 6, group="sys", prefix=512) for i in range(10)],
+    ),
+    Case(
+        "shared-prefix-same-step",
+        "vllm",
+        {"max_num_batched_tokens": 4096},
+        PLENTY,
+        [R(0, 600, 4, group="sys", prefix=512) for _ in range(5)],
+    ),
+    Case(
+        "prefix-caching-off",
+        "vllm",
+        {"max_num_batched_tokens": 2048, "enable_prefix_caching": False},
+        PLENTY,
+        [R(i, 700, 6, group="sys", prefix=512) for i in range(10)],
+    ),
+    Case(
+        "prefix-eviction",
+        "vllm",
+        {"max_num_batched_tokens": 1024},
+        120,
+        [R(4 * i, 600, 30, group=f"g{i % 3}", prefix=480) for i in range(12)],
+    ),
+    Case(
+        "preempt-then-cache-hit",
+        "vllm",
+        {"max_num_batched_tokens": 256},
+        60,
+        [R(0, 300, 200), R(0, 300, 200), R(5, 300, 50)],
+    ),
+    Case(
+        "multi-turn-hash-ids", "vllm", {"max_num_batched_tokens": 2048}, PLENTY, _mooncake_rows(12)
+    ),
+    Case(
+        "multi-turn-hash-ids-tight",
+        "vllm",
+        {"max_num_batched_tokens": 2048},
+        700,
+        _mooncake_rows(12),
+    ),
+    Case(
+        "lone-request-ignores-threshold",
+        "vllm",
+        {"max_num_batched_tokens": 1024, "long_prefill_token_threshold": 100},
+        PLENTY,
+        [R(0, 3000, 2), R(12, 50, 2)],
+    ),
     *[_random_case(seed, "vllm") for seed in range(40)],
     # scheduler_reserve_full_isl=false (vllm/config/scheduler.py 190): admission checks only the
     # first chunk's blocks, so under KV pressure more prompts start and preempt each other.
-    Case("no-full-isl-long-prompts", "vllm", {"max_num_batched_tokens": 256,
-                                              "scheduler_reserve_full_isl": False}, 60,
-         [R(0, 600, 40), R(0, 600, 40), R(1, 600, 40), R(3, 100, 20), R(4, 100, 20)]),
-    Case("no-full-isl-priority", "vllm", {"max_num_batched_tokens": 256,
-                                          "scheduling_policy": "priority",
-                                          "scheduler_reserve_full_isl": False}, 70,
-         [R(0, 500, 60, prio=2), R(0, 500, 60, prio=0), R(2, 400, 30, prio=1),
-          R(2, 300, 30, prio=3)]),
-    Case("no-full-isl-prefix-eviction", "vllm", {"max_num_batched_tokens": 512,
-                                                 "scheduler_reserve_full_isl": False}, 85,
-         [R(2 * i, 700, 40, group=f"g{i % 3}", prefix=480) for i in range(10)]),
-    *[_random_case(seed, "vllm", tight=True, scheduler_reserve_full_isl=False)
-      for seed in range(300, 310)],
+    Case(
+        "no-full-isl-long-prompts",
+        "vllm",
+        {"max_num_batched_tokens": 256, "scheduler_reserve_full_isl": False},
+        60,
+        [R(0, 600, 40), R(0, 600, 40), R(1, 600, 40), R(3, 100, 20), R(4, 100, 20)],
+    ),
+    Case(
+        "no-full-isl-priority",
+        "vllm",
+        {
+            "max_num_batched_tokens": 256,
+            "scheduling_policy": "priority",
+            "scheduler_reserve_full_isl": False,
+        },
+        70,
+        [
+            R(0, 500, 60, prio=2),
+            R(0, 500, 60, prio=0),
+            R(2, 400, 30, prio=1),
+            R(2, 300, 30, prio=3),
+        ],
+    ),
+    Case(
+        "no-full-isl-prefix-eviction",
+        "vllm",
+        {"max_num_batched_tokens": 512, "scheduler_reserve_full_isl": False},
+        85,
+        [R(2 * i, 700, 40, group=f"g{i % 3}", prefix=480) for i in range(10)],
+    ),
+    *[
+        _random_case(seed, "vllm", tight=True, scheduler_reserve_full_isl=False)
+        for seed in range(300, 310)
+    ],
     # short-first = vLLM's --scheduling-policy priority with priority = prompt length, aging off.
     # Each hand-made case schedules differently from plain FCFS vllm on the real scheduler.
-    Case("short-first-order", "short-first", {"max_num_batched_tokens": 256}, PLENTY,
-         [R(0, 2000, 4), R(0, 300, 4), R(1, 50, 5), R(1, 400, 3), R(2, 20, 6), R(2, 120, 4),
-          R(9, 10, 3), R(9, 900, 2)]),
-    Case("short-first-kv-pressure", "short-first", {"max_num_batched_tokens": 512}, 70,
-         [R(0, p, 100) for p in (300, 100, 260, 140, 220, 180)]),
-    Case("short-first-threshold", "short-first", {"max_num_batched_tokens": 256,
-                                                  "max_num_seqs": 3,
-                                                  "long_prefill_token_threshold": 128},
-         PLENTY, [R(0, 5000, 3), R(0, 700, 5)] + [R(1 + i, 400 - 37 * i, 8) for i in range(8)]),
-    Case("short-first-chunking-off", "short-first", {"max_num_batched_tokens": 1024,
-                                                     "max_num_seqs": 4,
-                                                     "enable_chunked_prefill": False}, PLENTY,
-         [R(i // 3, 900 - 70 * i, 9) for i in range(12)]),
-    Case("short-first-shared-prefix", "short-first", {"max_num_batched_tokens": 512}, 150,
-         [R(i // 4, 700 - 60 * (i % 4), 20, group=f"g{i % 2}", prefix=512) for i in range(10)]),
-    Case("short-first-no-full-isl", "short-first", {"max_num_batched_tokens": 256,
-                                                    "scheduler_reserve_full_isl": False}, 60,
-         [R(0, 600, 40), R(0, 450, 40), R(1, 300, 40), R(3, 100, 20)]),
+    Case(
+        "short-first-order",
+        "short-first",
+        {"max_num_batched_tokens": 256},
+        PLENTY,
+        [
+            R(0, 2000, 4),
+            R(0, 300, 4),
+            R(1, 50, 5),
+            R(1, 400, 3),
+            R(2, 20, 6),
+            R(2, 120, 4),
+            R(9, 10, 3),
+            R(9, 900, 2),
+        ],
+    ),
+    Case(
+        "short-first-kv-pressure",
+        "short-first",
+        {"max_num_batched_tokens": 512},
+        70,
+        [R(0, p, 100) for p in (300, 100, 260, 140, 220, 180)],
+    ),
+    Case(
+        "short-first-threshold",
+        "short-first",
+        {"max_num_batched_tokens": 256, "max_num_seqs": 3, "long_prefill_token_threshold": 128},
+        PLENTY,
+        [R(0, 5000, 3), R(0, 700, 5)] + [R(1 + i, 400 - 37 * i, 8) for i in range(8)],
+    ),
+    Case(
+        "short-first-chunking-off",
+        "short-first",
+        {"max_num_batched_tokens": 1024, "max_num_seqs": 4, "enable_chunked_prefill": False},
+        PLENTY,
+        [R(i // 3, 900 - 70 * i, 9) for i in range(12)],
+    ),
+    Case(
+        "short-first-shared-prefix",
+        "short-first",
+        {"max_num_batched_tokens": 512},
+        150,
+        [R(i // 4, 700 - 60 * (i % 4), 20, group=f"g{i % 2}", prefix=512) for i in range(10)],
+    ),
+    Case(
+        "short-first-no-full-isl",
+        "short-first",
+        {"max_num_batched_tokens": 256, "scheduler_reserve_full_isl": False},
+        60,
+        [R(0, 600, 40), R(0, 450, 40), R(1, 300, 40), R(3, 100, 20)],
+    ),
     *[_random_case(seed, "short-first") for seed in range(400, 410)],
 ]
 
 V0_CASES = [
     Case("v0-doc-one-slot", "vllm-v0", {"max_num_batched_tokens": 2048}, PLENTY, DOC),
-    Case("v0-doc-fast-lane", "vllm-v0", {"max_num_batched_tokens": 2048,
-                                         "max_num_partial_prefills": 4,
-                                         "max_long_partial_prefills": 1,
-                                         "long_prefill_token_threshold": 1000}, PLENTY, DOC),
+    Case(
+        "v0-doc-fast-lane",
+        "vllm-v0",
+        {
+            "max_num_batched_tokens": 2048,
+            "max_num_partial_prefills": 4,
+            "max_long_partial_prefills": 1,
+            "long_prefill_token_threshold": 1000,
+        },
+        PLENTY,
+        DOC,
+    ),
     Case("v0-doc-chunking-off", "prefill-first", {"max_num_batched_tokens": 4096}, PLENTY, DOC),
-    Case("v0-two-long-fast-lane", "vllm-v0", {"max_num_batched_tokens": 1024,
-                                              "max_num_partial_prefills": 4,
-                                              "max_long_partial_prefills": 1,
-                                              "long_prefill_token_threshold": 2000}, PLENTY,
-         [R(0, 8000, 3), R(0, 8000, 3)] + [R(1 + i, 150, 6) for i in range(8)]),
-    Case("v0-kv-pressure", "vllm-v0", {"max_num_batched_tokens": 512}, 80,
-         [R(0, 200, 120) for _ in range(6)]),
-    Case("v0-prefill-first-pressure", "prefill-first", {"max_num_batched_tokens": 4096}, 80,
-         [R(i, 200, 120) for i in range(6)]),
-    Case("v0-prefill-first-seqs", "prefill-first", {"max_num_batched_tokens": 2048,
-                                                    "max_num_seqs": 3}, PLENTY,
-         [R(i // 2, 300, 7) for i in range(9)]),
+    Case(
+        "v0-two-long-fast-lane",
+        "vllm-v0",
+        {
+            "max_num_batched_tokens": 1024,
+            "max_num_partial_prefills": 4,
+            "max_long_partial_prefills": 1,
+            "long_prefill_token_threshold": 2000,
+        },
+        PLENTY,
+        [R(0, 8000, 3), R(0, 8000, 3)] + [R(1 + i, 150, 6) for i in range(8)],
+    ),
+    Case(
+        "v0-kv-pressure",
+        "vllm-v0",
+        {"max_num_batched_tokens": 512},
+        80,
+        [R(0, 200, 120) for _ in range(6)],
+    ),
+    Case(
+        "v0-prefill-first-pressure",
+        "prefill-first",
+        {"max_num_batched_tokens": 4096},
+        80,
+        [R(i, 200, 120) for i in range(6)],
+    ),
+    Case(
+        "v0-prefill-first-seqs",
+        "prefill-first",
+        {"max_num_batched_tokens": 2048, "max_num_seqs": 3},
+        PLENTY,
+        [R(i // 2, 300, 7) for i in range(9)],
+    ),
     *[_random_case(seed, "vllm-v0") for seed in range(100, 124)],
     *[_random_case(seed, "prefill-first") for seed in range(200, 208)],
 ]

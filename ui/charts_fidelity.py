@@ -65,8 +65,11 @@ def _gpu_rows(rows: list[dict], gpu: str | None) -> list[dict]:
 
 
 # The table's error columns (literal keys: tests/test_charts.py finds every key in the code).
-METRIC_COLUMNS = {"ttft": "charts.fid.col.ttft", "tpot": "charts.fid.col.tpot",
-                  "e2e": "charts.fid.col.end"}  # fmt: skip
+METRIC_COLUMNS = {
+    "ttft": "charts.fid.col.ttft",
+    "tpot": "charts.fid.col.tpot",
+    "e2e": "charts.fid.col.end",
+}
 
 
 def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd.DataFrame:
@@ -81,12 +84,14 @@ def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd
     rows = []
     for r in summary:
         row = {t("charts.fid.col.gpu", lang): r["gpu"]} if several else {}
-        row.update({
-            t("charts.fid.col.model", lang): r["model"],
-            t("charts.fid.col.engine", lang): r["engine"],
-            t("charts.fid.col.set", lang): _role(r["fit"], lang),
-            t("charts.fid.col.runs", lang): r["runs"],
-        })  # fmt: skip
+        row.update(
+            {
+                t("charts.fid.col.model", lang): r["model"],
+                t("charts.fid.col.engine", lang): r["engine"],
+                t("charts.fid.col.set", lang): _role(r["fit"], lang),
+                t("charts.fid.col.runs", lang): r["runs"],
+            }
+        )
         for metric, key in METRIC_COLUMNS.items():
             row[t(key, lang)] = _errors(r.get(f"{metric}_bias"), r.get(f"{metric}_mape"))
         rows.append(row)
@@ -109,44 +114,74 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
     parallelism (the geometric mean of its public runs)."""
     report = report if report is not None else load_report()
     runs = _gpu_rows(report["runs"] if report else [], gpu)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=(t("charts.fid.scatter.ttft", lang),
-                                        t("charts.fid.scatter.tpot", lang)))  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=(t("charts.fid.scatter.ttft", lang), t("charts.fid.scatter.tpot", lang)),
+    )
     models = sorted({r["model"] for r in runs})
     colour = {m: SERIES_COLORS[i % len(SERIES_COLORS)] for i, m in enumerate(models)}
     for col, metric, scale in ((1, "ttft", 1.0), (2, "tpot", 1000.0)):
-        pts = [r for r in runs if r.get(f"{metric}_measured_mean") and
-               r.get(f"{metric}_predicted_mean")]  # fmt: skip
+        pts = [
+            r
+            for r in runs
+            if r.get(f"{metric}_measured_mean") and r.get(f"{metric}_predicted_mean")
+        ]
         if not pts:
             continue
         values = [r[f"{metric}_{k}_mean"] * scale for r in pts for k in ("measured", "predicted")]
         lo, hi = min(values) / 1.5, max(values) * 1.5
         diag = np.geomspace(lo, hi, 2)
         for factor, dash in ((1 + BAND, "dot"), (1 - BAND, "dot"), (1.0, "solid")):
-            fig.add_trace(go.Scatter(x=diag, y=diag * factor, mode="lines", hoverinfo="skip",
-                                     line={"color": INK, "width": 1, "dash": dash},
-                                     showlegend=False), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=diag,
+                    y=diag * factor,
+                    mode="lines",
+                    hoverinfo="skip",
+                    line={"color": INK, "width": 1, "dash": dash},
+                    showlegend=False,
+                ),
+                row=1,
+                col=col,
+            )
         # One series per model, engine and role: a GPU's runs of one model may come from vLLM
         # and SGLang (colour = model, symbol = engine; the hover names its version).
         for model, engine, fit in sorted({_series(r) for r in pts}):
             sel = [r for r in pts if _series(r) == (model, engine, fit)]
             label = t("label.fid_series", lang, model=model, engine=engine, role=_role(fit, lang))
-            fig.add_trace(go.Scatter(
-                x=[r[f"{metric}_measured_mean"] * scale for r in sel],
-                y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
-                mode="markers", name=label, legendgroup=label, showlegend=col == 1,
-                marker={"color": "white" if fit else colour[model], "size": 8,
+            fig.add_trace(
+                go.Scatter(
+                    x=[r[f"{metric}_measured_mean"] * scale for r in sel],
+                    y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
+                    mode="markers",
+                    name=label,
+                    legendgroup=label,
+                    showlegend=col == 1,
+                    marker={
+                        "color": "white" if fit else colour[model],
+                        "size": 8,
                         "symbol": ENGINE_SYMBOLS.get(engine, "square"),
-                        "line": {"color": colour[model], "width": 1.5}},
-                text=[f"{r['gpu']} {r['engine']} {r['parallel']}, "
-                      + t("charts.fid.points", lang, n=r.get("n", 1)) for r in sel],
-                hovertemplate="%{text}<br>" + t("charts.fid.hover", lang) + "<extra></extra>",
-            ), row=1, col=col)  # fmt: skip
+                        "line": {"color": colour[model], "width": 1.5},
+                    },
+                    text=[
+                        f"{r['gpu']} {r['engine']} {r['parallel']}, "
+                        + t("charts.fid.points", lang, n=r.get("n", 1))
+                        for r in sel
+                    ],
+                    hovertemplate="%{text}<br>" + t("charts.fid.hover", lang) + "<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         unit = t("charts.fid.axis.s" if metric == "ttft" else "charts.fid.axis.ms", lang)
-        fig.update_xaxes(type="log", title_text=t("charts.fid.axis.measured", lang, unit=unit),
-                         row=1, col=col)  # fmt: skip
-        fig.update_yaxes(type="log", title_text=t("charts.fid.axis.predicted", lang, unit=unit),
-                         row=1, col=col)  # fmt: skip
+        fig.update_xaxes(
+            type="log", title_text=t("charts.fid.axis.measured", lang, unit=unit), row=1, col=col
+        )
+        fig.update_yaxes(
+            type="log", title_text=t("charts.fid.axis.predicted", lang, unit=unit), row=1, col=col
+        )
     title = t("charts.fid.scatter.title", lang, gpu=gpu or "")
     if not runs:
         title = t("charts.fid.missing", lang)

@@ -65,14 +65,16 @@ def concurrency_table(runs_by_prompt_and_concurrency: Mapping[object, RunResult]
         done = run.requests[run.requests["status"] == "finished"]
         makespan = run_duration_s(run)
         total = float(done["prompt_tokens"].sum() + done["output_tokens"].sum())
-        rows.append({
-            "prompt_tokens": prompt_tokens,
-            "concurrency": concurrency,
-            "tokens_per_s": total / makespan if makespan > 0 else math.nan,
-            "output_tokens_per_s": (
-                float(done["output_tokens"].sum()) / makespan if makespan > 0 else math.nan
-            ),
-        })  # fmt: skip
+        rows.append(
+            {
+                "prompt_tokens": prompt_tokens,
+                "concurrency": concurrency,
+                "tokens_per_s": total / makespan if makespan > 0 else math.nan,
+                "output_tokens_per_s": (
+                    float(done["output_tokens"].sum()) / makespan if makespan > 0 else math.nan
+                ),
+            }
+        )
     columns = ["prompt_tokens", "concurrency", "tokens_per_s", "output_tokens_per_s"]
     table = pd.DataFrame(rows, columns=columns)
     order = table.sort_values(["prompt_tokens", "concurrency"], ascending=[False, True])
@@ -181,12 +183,14 @@ def chunk_tradeoff_table(runs_by_chunk: Mapping[int, RunResult]) -> pd.DataFrame
         req = run.requests[run.requests["status"] == "finished"]
         long_id = req["prompt_tokens"].idxmax()
         others = req.drop(index=long_id)
-        rows.append({
-            "chunk_size": int(chunk),
-            "long_ttft_s": float(req.loc[long_id, "ttft_s"]),
-            "max_itl_s": float(others["max_itl_s"].max()),
-            "p99_tpot_s": percentiles(others["tpot_s"], (99,))["p99"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "chunk_size": int(chunk),
+                "long_ttft_s": float(req.loc[long_id, "ttft_s"]),
+                "max_itl_s": float(others["max_itl_s"].max()),
+                "p99_tpot_s": percentiles(others["tpot_s"], (99,))["p99"],
+            }
+        )
     columns = ["chunk_size", "long_ttft_s", "max_itl_s", "p99_tpot_s"]
     return pd.DataFrame(rows, columns=columns).sort_values("chunk_size").reset_index(drop=True)
 
@@ -230,8 +234,12 @@ def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
     # right for the last label.
     itl = 1000 * finite(table["max_itl_s"]) if len(table) else np.array([1.0])
     low, high = max(float(np.nanmin(itl)), 1e-3) / 1.5, max(float(np.nanmax(itl)), 1e-3) * 2.0
-    ticks = [m * 10.0**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)))
-             for m in (1, 2, 5) if low <= m * 10.0**e <= high]  # fmt: skip
+    ticks = [
+        m * 10.0**e
+        for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)))
+        for m in (1, 2, 5)
+        if low <= m * 10.0**e <= high
+    ]
     fig.update_xaxes(
         type="log",
         range=[math.log10(low), math.log10(high)],

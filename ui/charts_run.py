@@ -114,8 +114,7 @@ def kv_use(run: RunResult, lang: str = "en") -> go.Figure:
                     "line": {"color": INK, "width": 1},
                 },
                 customdata=finite(hits.loc[keep, column] * (1000 if column == "swap_s" else 1)),
-                hovertemplate=t("label.hover.time_value", lang)
-                + "<extra>%{fullData.name}</extra>",
+                hovertemplate=t("label.hover.time_value", lang) + "<extra>%{fullData.name}</extra>",
             )
         )
     fig.add_hline(

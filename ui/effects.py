@@ -36,10 +36,13 @@ def home(window: float = ls.HOME["window"]) -> dict:
     gain = tokens[ls.HOME_RUNS[1]] - tokens[ls.HOME_RUNS[0]]
     gaps = {k: float(r.requests.max_itl_s.max()) for k, r in runs.items()}
     gpus = {k: int(r.meta["num_gpus"]) for k, r in runs.items()}
-    return {"first_gain": int(gain.iloc[0]), "best": int(gain.idxmax()),
-            "worst_gap_colocated_s": gaps[ls.HOME_RUNS[0]],
-            "worst_gap_disaggregated_s": gaps[ls.HOME_RUNS[1]],
-            "gpus": tuple(gpus.values())}  # fmt: skip
+    return {
+        "first_gain": int(gain.iloc[0]),
+        "best": int(gain.idxmax()),
+        "worst_gap_colocated_s": gaps[ls.HOME_RUNS[0]],
+        "worst_gap_disaggregated_s": gaps[ls.HOME_RUNS[1]],
+        "gpus": tuple(gpus.values()),
+    }
 
 
 def prefill_decode() -> dict:
@@ -49,16 +52,20 @@ def prefill_decode() -> dict:
     cm = cost_model(d["gpu"], d["model"])
     decode = {b: cm.step_cost((), b, b * d["ctx"]).seconds for b in (1, 64)}
     prefill = {n: cm.step_cost(((n, 0, True),), 0, 0).seconds for n in (512, 8192)}
-    return {"decode_64_over_1": decode[64] / decode[1],
-            "prefill_8192_over_512": prefill[8192] / prefill[512]}  # fmt: skip
+    return {
+        "decode_64_over_1": decode[64] / decode[1],
+        "prefill_8192_over_512": prefill[8192] / prefill[512],
+    }
 
 
 def batching() -> dict:
     runs = {k: summarize(r) for k, r in _runs(ls.batching_specs(**ls.BATCHING)).items()}
-    return {"ttft_p50_static_s": runs["static"]["ttft_p50_s"],
-            "ttft_p50_continuous_s": runs["continuous"]["ttft_p50_s"],
-            "tpot_p50_static_s": runs["static"]["tpot_p50_s"],
-            "tpot_p50_continuous_s": runs["continuous"]["tpot_p50_s"]}  # fmt: skip
+    return {
+        "ttft_p50_static_s": runs["static"]["ttft_p50_s"],
+        "ttft_p50_continuous_s": runs["continuous"]["ttft_p50_s"],
+        "tpot_p50_static_s": runs["static"]["tpot_p50_s"],
+        "tpot_p50_continuous_s": runs["continuous"]["tpot_p50_s"],
+    }
 
 
 def chunked() -> dict:
@@ -66,8 +73,10 @@ def chunked() -> dict:
     for run_id, run in _runs(ls.chunked_specs(**ls.CHUNKED)).items():
         q = run.requests
         gaps[run_id] = float(q[q.prompt_tokens < q.prompt_tokens.max()].max_itl_s.max())
-    return {"chat_worst_gap_prefill_first_s": gaps["prefill_first"],
-            "chat_worst_gap_chunked_s": gaps["chunked"]}  # fmt: skip
+    return {
+        "chat_worst_gap_prefill_first_s": gaps["prefill_first"],
+        "chat_worst_gap_chunked_s": gaps["chunked"],
+    }
 
 
 def blocking(**params) -> dict:
@@ -99,8 +108,11 @@ def memory(kv: int = ls.MEMORY["kv"]) -> dict:
 
 def _on_off(specs) -> dict:
     s = {k: summarize(r) for k, r in _runs(specs).items()}
-    return {"ttft_p50_on_s": s["on"]["ttft_p50_s"], "ttft_p50_off_s": s["off"]["ttft_p50_s"],
-            "hit_rate": s["on"]["prefix_cache_hit_rate"]}  # fmt: skip
+    return {
+        "ttft_p50_on_s": s["on"]["ttft_p50_s"],
+        "ttft_p50_off_s": s["off"]["ttft_p50_s"],
+        "hit_rate": s["on"]["prefix_cache_hit_rate"],
+    }
 
 
 def prefix_system(**params) -> dict:
@@ -116,7 +128,8 @@ def prefix_evict(kv: int = ls.PREFIX_EVICT["kv"]) -> dict:
     for size in sorted({kv, min(ls.EVICT_SIZES), max(ls.EVICT_SIZES)}):
         workload, config = ls.evict_spec(size)
         out[f"hit_rate_{size}"] = summarize(simulate(list(workload), config))[
-            "prefix_cache_hit_rate"]
+            "prefix_cache_hit_rate"
+        ]
     out["hit_rate_default"] = out[f"hit_rate_{kv}"]
     return out
 
@@ -144,48 +157,103 @@ def _ratio(a, b) -> float:
 
 
 CONTRACTS = (
-    Contract("home", "same GPU count; the first request makes more tokens disaggregated, its "
-             "worst gap at least 3x shorter", home,
-             lambda f: f["gpus"][0] == f["gpus"][1] and f["first_gain"] > 0 and f["best"] == 0
-             and _ratio(f["worst_gap_colocated_s"], f["worst_gap_disaggregated_s"]) >= 3),
-    Contract("prefill-vs-decode", "a decode step of 64 requests costs < 2x one of 1; a prefill "
-             "of 8192 tokens > 8x one of 512", prefill_decode,
-             lambda f: f["decode_64_over_1"] < 2 and f["prefill_8192_over_512"] > 8),
-    Contract("batching", "static: TTFT p50 >= 2x continuous, TPOT p50 lower", batching,
-             lambda f: _ratio(f["ttft_p50_static_s"], f["ttft_p50_continuous_s"]) >= 2
-             and f["tpot_p50_static_s"] < f["tpot_p50_continuous_s"]),
-    Contract("chunked-prefill", "the chats' worst gap >= 3x shorter chunked than prefill-first",
-             chunked, lambda f: _ratio(f["chat_worst_gap_prefill_first_s"],
-                                       f["chat_worst_gap_chunked_s"]) >= 3),
-    Contract("long-prompts/blocking", "both fast lanes cut the chats' median TTFT >= 5x",
-             blocking, lambda f: min(_ratio(f["chat_ttft_p50_v1_default_s"],
-                                            f[f"chat_ttft_p50_{lane}_s"])
-                                     for lane in ("v1_lane", "v0_lane")) >= 5),
-    Contract("long-prompts/starvation", "short-first: chats' median TTFT >= 2x better, the worst "
-             "long prompt waits >= 2x longer", starvation,
-             lambda f: _ratio(f["chat_ttft_p50_fcfs_s"], f["chat_ttft_p50_short_first_s"]) >= 2
-             and _ratio(f["long_ttft_max_short_first_s"], f["long_ttft_max_fcfs_s"]) >= 2),
+    Contract(
+        "home",
+        "same GPU count; the first request makes more tokens disaggregated, its "
+        "worst gap at least 3x shorter",
+        home,
+        lambda f: (
+            f["gpus"][0] == f["gpus"][1]
+            and f["first_gain"] > 0
+            and f["best"] == 0
+            and _ratio(f["worst_gap_colocated_s"], f["worst_gap_disaggregated_s"]) >= 3
+        ),
+    ),
+    Contract(
+        "prefill-vs-decode",
+        "a decode step of 64 requests costs < 2x one of 1; a prefill "
+        "of 8192 tokens > 8x one of 512",
+        prefill_decode,
+        lambda f: f["decode_64_over_1"] < 2 and f["prefill_8192_over_512"] > 8,
+    ),
+    Contract(
+        "batching",
+        "static: TTFT p50 >= 2x continuous, TPOT p50 lower",
+        batching,
+        lambda f: (
+            _ratio(f["ttft_p50_static_s"], f["ttft_p50_continuous_s"]) >= 2
+            and f["tpot_p50_static_s"] < f["tpot_p50_continuous_s"]
+        ),
+    ),
+    Contract(
+        "chunked-prefill",
+        "the chats' worst gap >= 3x shorter chunked than prefill-first",
+        chunked,
+        lambda f: _ratio(f["chat_worst_gap_prefill_first_s"], f["chat_worst_gap_chunked_s"]) >= 3,
+    ),
+    Contract(
+        "long-prompts/blocking",
+        "both fast lanes cut the chats' median TTFT >= 5x",
+        blocking,
+        lambda f: (
+            min(
+                _ratio(f["chat_ttft_p50_v1_default_s"], f[f"chat_ttft_p50_{lane}_s"])
+                for lane in ("v1_lane", "v0_lane")
+            )
+            >= 5
+        ),
+    ),
+    Contract(
+        "long-prompts/starvation",
+        "short-first: chats' median TTFT >= 2x better, the worst long prompt waits >= 2x longer",
+        starvation,
+        lambda f: (
+            _ratio(f["chat_ttft_p50_fcfs_s"], f["chat_ttft_p50_short_first_s"]) >= 2
+            and _ratio(f["long_ttft_max_short_first_s"], f["long_ttft_max_fcfs_s"]) >= 2
+        ),
+    ),
     Contract("memory", "the default capacity preempts", memory, lambda f: f["preemptions"] > 0),
-    Contract("prefix-caching/system", "caching cuts TTFT p50 >= 5x", prefix_system,
-             lambda f: _ratio(f["ttft_p50_off_s"], f["ttft_p50_on_s"]) >= 5),
-    Contract("prefix-caching/trace", "caching cuts TTFT p50 >= 3x (several-fold)", prefix_trace,
-             lambda f: _ratio(f["ttft_p50_off_s"], f["ttft_p50_on_s"]) >= 3),
-    Contract("prefix-caching/eviction", "the default capacity has cache hits, fewer than with "
-             "room for all, and the smallest has fewer still", prefix_evict,
-             lambda f: 0 < f["hit_rate_default"]
-             < f[f"hit_rate_{max(ls.EVICT_SIZES)}"]
-             and f[f"hit_rate_{min(ls.EVICT_SIZES)}"] < f["hit_rate_default"]),
-    Contract("disaggregation/wins", "disaggregated goodput per GPU >= 1.3x the best other way",
-             lambda: disagg_goodput("wins"),
-             lambda f: f["disaggregated"] >= 1.3 * max(f["colocated"], f["router"])),
-    Contract("disaggregation/loses", "disaggregated goodput per GPU below colocated's",
-             lambda: disagg_goodput("loses"), lambda f: f["disaggregated"] < f["colocated"]),
-)  # fmt: skip
+    Contract(
+        "prefix-caching/system",
+        "caching cuts TTFT p50 >= 5x",
+        prefix_system,
+        lambda f: _ratio(f["ttft_p50_off_s"], f["ttft_p50_on_s"]) >= 5,
+    ),
+    Contract(
+        "prefix-caching/trace",
+        "caching cuts TTFT p50 >= 3x (several-fold)",
+        prefix_trace,
+        lambda f: _ratio(f["ttft_p50_off_s"], f["ttft_p50_on_s"]) >= 3,
+    ),
+    Contract(
+        "prefix-caching/eviction",
+        "the default capacity has cache hits, fewer than with "
+        "room for all, and the smallest has fewer still",
+        prefix_evict,
+        lambda f: (
+            0 < f["hit_rate_default"] < f[f"hit_rate_{max(ls.EVICT_SIZES)}"]
+            and f[f"hit_rate_{min(ls.EVICT_SIZES)}"] < f["hit_rate_default"]
+        ),
+    ),
+    Contract(
+        "disaggregation/wins",
+        "disaggregated goodput per GPU >= 1.3x the best other way",
+        lambda: disagg_goodput("wins"),
+        lambda f: f["disaggregated"] >= 1.3 * max(f["colocated"], f["router"]),
+    ),
+    Contract(
+        "disaggregation/loses",
+        "disaggregated goodput per GPU below colocated's",
+        lambda: disagg_goodput("loses"),
+        lambda f: f["disaggregated"] < f["colocated"],
+    ),
+)
 
 
 def _fmt(figures: dict) -> str:
-    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                     for k, v in figures.items())  # fmt: skip
+    return ", ".join(
+        f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+    )
 
 
 if __name__ == "__main__":

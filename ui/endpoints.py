@@ -28,12 +28,15 @@ from live.serve_client import Endpoint, EndpointError, check_endpoint
 MAX_URL_CHARS = 2_000  # a server address is short; a megabyte of URL is not one
 
 # Cloud metadata services that are NOT in a link-local range (those are refused as such).
-METADATA = [ipaddress.ip_network(n) for n in (
-    "fd00:ec2::/32",      # AWS IMDS over IPv6 (fd00:ec2::254) and its other services there
-    "100.100.100.200/32",  # Alibaba Cloud ECS metadata
-    "168.63.129.16/32",    # Azure WireServer / host agent
-    "192.0.0.192/32",      # Oracle Cloud (OCI) metadata
-)]  # fmt: skip
+METADATA = [
+    ipaddress.ip_network(n)
+    for n in (
+        "fd00:ec2::/32",  # AWS IMDS over IPv6 (fd00:ec2::254) and its other services there
+        "100.100.100.200/32",  # Alibaba Cloud ECS metadata
+        "168.63.129.16/32",  # Azure WireServer / host agent
+        "192.0.0.192/32",  # Oracle Cloud (OCI) metadata
+    )
+]
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # reaches an IPv4 address through a gateway
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # the old ::a.b.c.d form (not :: and ::1)
 
@@ -48,23 +51,29 @@ def refusal(address: str) -> str | None:
     if isinstance(ip, ipaddress.IPv6Address):
         inner = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
         if inner is not None or ip in NAT64 or (ip in IPV4_COMPATIBLE and int(ip) > 1):
-            return "an IPv6 address with an IPv4 address inside is never fetched: write the IPv4 " \
-                   "address itself"  # fmt: skip
+            return (
+                "an IPv6 address with an IPv4 address inside is never fetched: write the IPv4 "
+                "address itself"
+            )
     return None
 
 
 def checked_endpoint(url: str, mode: str) -> Endpoint:
     """check_endpoint(url, mode), plus the checks above; EndpointError (one line) if refused."""
     if len(url) > MAX_URL_CHARS:
-        raise EndpointError(f"the URL is {len(url):,} characters long; a server's address is "
-                            "short, e.g. http://127.0.0.1:8000")  # fmt: skip
+        raise EndpointError(
+            f"the URL is {len(url):,} characters long; a server's address is "
+            "short, e.g. http://127.0.0.1:8000"
+        )
     try:
         endpoint = check_endpoint(url, mode)
     except EndpointError:
         raise
     except ValueError as err:  # urlsplit: "Invalid IPv6 URL", a bad port, ...
-        raise EndpointError(f"the URL is malformed ({err}); write it like "
-                            "http://127.0.0.1:8000 or http://[::1]:8000") from None  # fmt: skip
+        raise EndpointError(
+            f"the URL is malformed ({err}); write it like "
+            "http://127.0.0.1:8000 or http://[::1]:8000"
+        ) from None
     parts = urlsplit(endpoint.url)
     addresses = {urlsplit(endpoint.root).hostname or ""}  # what an http fetch connects to
     try:

@@ -19,9 +19,14 @@ from ui.language import translator
 
 # Which real scheduler each policy's step sequence is checked against (tests/test_vllm_differential
 # .py); the key of the sentence a lesson shows under a picture drawn with that policy.
-VERIFIED = {"vllm": "common.verified_v1", "short-first": "common.verified_v1",
-            "vllm-v0": "common.verified_v0", "chunked": "common.verified_v0",
-            "prefill-first": "common.verified_v0", "sglang": "common.sglang_source"}  # fmt: skip
+VERIFIED = {
+    "vllm": "common.verified_v1",
+    "short-first": "common.verified_v1",
+    "vllm-v0": "common.verified_v0",
+    "chunked": "common.verified_v0",
+    "prefill-first": "common.verified_v0",
+    "sglang": "common.sglang_source",
+}
 
 
 # What the differential suite does not cover where several workers serve: it steps ONE scheduler,

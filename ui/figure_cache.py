@@ -35,8 +35,14 @@ from ui.url_widgets import toggle
 
 
 @st.cache_data(max_entries=64, max_size=f"{CACHE_MB}MB", ttl=CACHE_TTL, show_spinner=False)
-def _timeline(key: str, lang: str, _specs: tuple[RunSpec, ...], limit: int | None = None,
-              marks: tuple[MarkRule, ...] = (), compact: bool = False) -> dict:  # fmt: skip
+def _timeline(
+    key: str,
+    lang: str,
+    _specs: tuple[RunSpec, ...],
+    limit: int | None = None,
+    marks: tuple[MarkRule, ...] = (),
+    compact: bool = False,
+) -> dict:
     specs = _specs  # cached by key = fingerprint(specs)
     from ui.gantt import timeline_figure  # plotly is imported only by pages that draw
     from ui.gantt_frames import request_ids
@@ -115,16 +121,21 @@ def timeline_of(specs: Sequence[RunSpec], key=None, marks: Sequence[MarkRule] = 
         with right:
             show_all = toggle(name, T("gantt.show_all", n=total), False)
         zoomed = "gantt.zoomed_marked" if marked_ids(runs[0], marks) else "gantt.zoomed"
-        left.caption(T("gantt.all_rows", n=total) if show_all
-                     else T(zoomed, shown=limit, n=total))  # fmt: skip
+        left.caption(T("gantt.all_rows", n=total) if show_all else T(zoomed, shown=limit, n=total))
     rows = None if show_all or total <= limit else limit
     figure = _timeline(fingerprint(specs), lang(), specs, rows, tuple(marks), compact)
-    place.plotly_chart(_prebuilt(figure), width="stretch", config={"displayModeBar": False},
-                       key=key, theme=None)  # fmt: skip
+    place.plotly_chart(
+        _prebuilt(figure), width="stretch", config={"displayModeBar": False}, key=key, theme=None
+    )
 
 
-def timeline(scenario: str, labels: Sequence[str], overrides: Overrides = (), key=None,
-             marks: Sequence[MarkRule] = ()) -> None:  # fmt: skip
+def timeline(
+    scenario: str,
+    labels: Sequence[str],
+    overrides: Overrides = (),
+    key=None,
+    marks: Sequence[MarkRule] = (),
+) -> None:
     """The animated Gantt of some variants of a lesson scenario."""
     timeline_of([variant_spec(scenario, label, overrides) for label in labels], key, marks)
 
@@ -133,8 +144,13 @@ def timeline_runs(runs, key=None) -> None:
     """The animated Gantt of runs already at hand (e.g. measured live runs, not cached)."""
     from ui.gantt import timeline_figure
 
-    st.plotly_chart(timeline_figure(runs, lang=lang()), width="stretch",
-                    config={"displayModeBar": False}, key=key, theme=None)  # fmt: skip
+    st.plotly_chart(
+        timeline_figure(runs, lang=lang()),
+        width="stretch",
+        config={"displayModeBar": False},
+        key=key,
+        theme=None,
+    )
 
 
 def chart(figure, where=None) -> None:
@@ -152,5 +168,6 @@ def cached_chart(build: Callable, *args, where=None, **kwargs) -> None:
     arguments (a lesson's defaults, most of the time) is a cache hit, not ~50-150 ms of plotly
     object building on every rerun of every session."""
     key = fingerprint(build.__module__, build.__qualname__, args, kwargs)
-    (where or st).plotly_chart(_prebuilt(_figure_dict(key, build, args, kwargs)),
-                               width="stretch", theme=None)  # fmt: skip
+    (where or st).plotly_chart(
+        _prebuilt(_figure_dict(key, build, args, kwargs)), width="stretch", theme=None
+    )

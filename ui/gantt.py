@@ -46,8 +46,13 @@ from ui.i18n import t
 from ui.labels import request_row
 from ui.theme import FONT_SIZE, OUTLINE
 
-__all__ = ["CLIP_MAX_BARS", "choose_design", "frame_times", "static_timeline_figure",
-           "timeline_figure"]  # fmt: skip
+__all__ = [
+    "CLIP_MAX_BARS",
+    "choose_design",
+    "frame_times",
+    "static_timeline_figure",
+    "timeline_figure",
+]
 
 Design = Literal["clip", "cursor"]
 CLIP_MAX_BARS = 1000  # above this many bars (all subplots together) frames carry layout only
@@ -75,10 +80,13 @@ def choose_design(total_bars: int) -> Design:
 
 
 def _panels(
-    runs: Sequence[tuple[str, RunResult]], height: int | None, lang: str = "en",
-    show: np.ndarray | None = None, marks: dict[int, str] | None = None,
+    runs: Sequence[tuple[str, RunResult]],
+    height: int | None,
+    lang: str = "en",
+    show: np.ndarray | None = None,
+    marks: dict[int, str] | None = None,
     floor: int = gl.MIN_PLOT_PX,
-) -> list[_Panel]:  # fmt: skip
+) -> list[_Panel]:
     """The subplots, in the order given; rows thinner than MERGE_ROW_PX get merged bars.
     Request rows are named in `lang` (R0, 요청 0); a marked row's label starts with its tag.
     `show`: the request ids to draw (a zoom, ui.gantt_rows); the readouts keep the whole run."""
@@ -113,15 +121,25 @@ def _token_labels(counts: np.ndarray, lang: str) -> list[str]:
 def _readout_text(readout: gf.Readout, k: int, lang: str) -> str:
     """The readout line of frame k."""
     return t(
-        "gantt.readout", lang, queue=int(readout.queue[k]), running=int(readout.running[k]),
-        kv=100.0 * float(readout.kv_fraction[k]), tokens=int(readout.tokens[k]),
-    )  # fmt: skip
+        "gantt.readout",
+        lang,
+        queue=int(readout.queue[k]),
+        running=int(readout.running[k]),
+        kv=100.0 * float(readout.kv_fraction[k]),
+        tokens=int(readout.tokens[k]),
+    )
 
 
 def _figure_dict(
-    panels: list[_Panel], lang: str, t_end: float, height: int | None, times: np.ndarray,
-    design: Design, marks: dict[int, str] | None = None, floor: int = gl.MIN_PLOT_PX,
-) -> dict:  # fmt: skip
+    panels: list[_Panel],
+    lang: str,
+    t_end: float,
+    height: int | None,
+    times: np.ndarray,
+    design: Design,
+    marks: dict[int, str] | None = None,
+    floor: int = gl.MIN_PLOT_PX,
+) -> dict:
     """The whole figure as plain dicts: data at t_end, layout, frames and controls."""
     rows = [len(p.rows) for p in panels]
     plot_px = gl.geometry(rows, height, 0, 0, floor).plot_px  # margins do not change these
@@ -152,13 +170,22 @@ def _figure_dict(
         if show_tokens:
             counts = gf.tokens_per_request(p.run, p.ids, times)
             token_counts.append(counts)
-            data.append({
-                "type": "scatter", "mode": "text", "x": np.full(len(p.rows), t_end), "y": p.rows,
-                "text": _token_labels(counts[:, -1], lang), "textposition": "middle right",
-                "cliponaxis": False, "showlegend": False, "hoverinfo": "skip",
-                "textfont": {"size": token_font, "color": OUTLINE},
-                "xaxis": axes[0], "yaxis": axes[1],
-            })  # fmt: skip
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "text",
+                    "x": np.full(len(p.rows), t_end),
+                    "y": p.rows,
+                    "text": _token_labels(counts[:, -1], lang),
+                    "textposition": "middle right",
+                    "cliponaxis": False,
+                    "showlegend": False,
+                    "hoverinfo": "skip",
+                    "textfont": {"size": token_font, "color": OUTLINE},
+                    "xaxis": axes[0],
+                    "yaxis": axes[1],
+                }
+            )
 
     readouts = [gf.readout(p.run, times) for p in panels]
     titles = [gl.title_annotation(p.label, i, geo.margin["l"]) for i, p in enumerate(panels)]
@@ -181,23 +208,27 @@ def _figure_dict(
     last = len(times) - 1
     layout = gl.base_layout(geo)
     always = [{p.rows[k] for k in rows_i} for p, rows_i in zip(panels, marked, strict=True)]
-    layout.update(
-        gl.axes([p.rows for p in panels], geo, t_end, t("gantt.axis.time", lang), always)
-    )
+    layout.update(gl.axes([p.rows for p in panels], geo, t_end, t("gantt.axis.time", lang), always))
     layout.update(layout_at(last))
     layout.update(
         gl.controls(names, labels, geo, t("gantt.play", lang), t("gantt.pause", lang), last)
     )
     return {
-        "data": data, "layout": layout,
+        "data": data,
+        "layout": layout,
         "frames": _frames(panels, design, times, names, layout_at, token_counts, lang),
-    }  # fmt: skip
+    }
 
 
 def _frames(
-    panels: list[_Panel], design: Design, times: np.ndarray, names: list[str],
-    layout_at: Callable[[int], dict], token_counts: list[np.ndarray], lang: str,
-) -> list[dict]:  # fmt: skip
+    panels: list[_Panel],
+    design: Design,
+    times: np.ndarray,
+    names: list[str],
+    layout_at: Callable[[int], dict],
+    token_counts: list[np.ndarray],
+    lang: str,
+) -> list[dict]:
     """One frame per time: layout only ('cursor'), or every bar's clipped width too ('clip')."""
     if design == "cursor":
         return [{"name": name, "layout": layout_at(k)} for k, name in enumerate(names)]
@@ -239,8 +270,7 @@ def timeline_figure(
     """
     floor = gl.COMPACT_MIN_PLOT_PX if compact else gl.MIN_PLOT_PX
     height = gl.COMPACT_PX if compact and height is None else height
-    panels = _panels(runs, height, lang, None if show is None else np.asarray(show), marks,
-                     floor)  # fmt: skip
+    panels = _panels(runs, height, lang, None if show is None else np.asarray(show), marks, floor)
     end = max(gf.run_end(p.run) for p in panels) if t_end is None else float(t_end)
     end = end if end > 0 else 1.0
     if design is None:

@@ -37,8 +37,15 @@ from sim.trace import RunResult
 # slowed=True, drawn blue with a hatch. "cached" spans the same step as the prefill chunk it
 # preceded, so it is drawn last, as a thin band over that orange bar.
 TRACE_PHASES = (
-    "queued", "prefill", "decode", "decode_slowed", "stall", "kv_transfer", "preempted", "cached",
-)  # fmt: skip
+    "queued",
+    "prefill",
+    "decode",
+    "decode_slowed",
+    "stall",
+    "kv_transfer",
+    "preempted",
+    "cached",
+)
 WAITING_KINDS = ("queued", "preempted")  # counted in the queue length
 RUNNING_KINDS = ("prefill", "decode", "stall")  # counted in the running batch
 
@@ -78,10 +85,12 @@ def row_label(request_id: int) -> str:
 
 def request_ids(run: RunResult) -> np.ndarray:
     """Sorted ids of every request in the run (requests table and segments)."""
-    ids = np.concatenate([
-        run.requests["request_id"].to_numpy(dtype=np.int64),
-        run.segments["request_id"].to_numpy(dtype=np.int64),
-    ])  # fmt: skip
+    ids = np.concatenate(
+        [
+            run.requests["request_id"].to_numpy(dtype=np.int64),
+            run.segments["request_id"].to_numpy(dtype=np.int64),
+        ]
+    )
     return np.unique(ids)
 
 
@@ -95,14 +104,17 @@ def _reduce(cols: dict[str, np.ndarray], first: np.ndarray) -> dict[str, np.ndar
     the last, tokens summed, a flag set if ANY part had it, the step range spanning the parts."""
     last = np.append(first[1:], len(cols["start_s"])) - 1
     return {
-        "request_id": cols["request_id"][first], "worker": cols["worker"][first],
-        "kind": cols["kind"][first], "start_s": cols["start_s"][first],
-        "end_s": cols["end_s"][last], "tokens": np.add.reduceat(cols["tokens"], first),
+        "request_id": cols["request_id"][first],
+        "worker": cols["worker"][first],
+        "kind": cols["kind"][first],
+        "start_s": cols["start_s"][first],
+        "end_s": cols["end_s"][last],
+        "tokens": np.add.reduceat(cols["tokens"], first),
         "slowed": np.logical_or.reduceat(cols["slowed"], first),
         "recompute": np.logical_or.reduceat(cols["recompute"], first),
         "step_first": cols["step_first"][first],
         "step_last": np.maximum.reduceat(cols["step_last"], first),
-    }  # fmt: skip
+    }
 
 
 def _stretch_starts(cols: dict[str, np.ndarray], *extra: np.ndarray) -> np.ndarray:
@@ -111,9 +123,11 @@ def _stretch_starts(cols: dict[str, np.ndarray], *extra: np.ndarray) -> np.ndarr
     rid, kind, worker = cols["request_id"], cols["kind"], cols["worker"]
     new = np.ones(len(rid), dtype=bool)
     new[1:] = (
-        (rid[1:] != rid[:-1]) | (kind[1:] != kind[:-1]) | (worker[1:] != worker[:-1])
+        (rid[1:] != rid[:-1])
+        | (kind[1:] != kind[:-1])
+        | (worker[1:] != worker[:-1])
         | (cols["start_s"][1:] != cols["end_s"][:-1])
-    )  # fmt: skip
+    )
     for key in extra:
         new[1:] |= key[1:] != key[:-1]
     return np.flatnonzero(new)
@@ -158,9 +172,12 @@ def _merge_back_to_back(segs: pd.DataFrame, bins: int = MERGE_BINS) -> pd.DataFr
 
 
 def split_bars(
-    run: RunResult, merge: bool = False, label: Callable[[int], str] = row_label,
-    only: np.ndarray | None = None, bins: int = MERGE_BINS,
-) -> dict[str, Bars]:  # fmt: skip
+    run: RunResult,
+    merge: bool = False,
+    label: Callable[[int], str] = row_label,
+    only: np.ndarray | None = None,
+    bins: int = MERGE_BINS,
+) -> dict[str, Bars]:
     """The run's segments grouped by drawn phase (every phase present, maybe empty).
 
     `label` names each request's row (R0 by default); it is called once per request. `only`:

@@ -113,9 +113,12 @@ def axis_refs(i: int) -> tuple[str, str]:
 
 
 def axes(
-    rows: list[list[str]], geo: Geometry, t_end: float, time_title: str,
+    rows: list[list[str]],
+    geo: Geometry,
+    t_end: float,
+    time_title: str,
     always: list[set[str]] | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Pinned axes of every subplot: one shared time range, one category row per request.
     Row labels are thinned (label_stride), except those in `always[i]` (marked rows)."""
     layout = {}
@@ -124,20 +127,31 @@ def axes(
         xname, yname = axis_names(i)
         xref, yref = axis_refs(i)
         layout[xname] = {
-            "anchor": yref, "domain": [0, 1], "range": [0, t_end], "autorange": False,
-            "showticklabels": i == last, "ticks": "outside", "gridcolor": "#E6E6E6",
-            "zeroline": False, "title": {"text": time_title if i == last else "", "standoff": 8},
-        }  # fmt: skip
+            "anchor": yref,
+            "domain": [0, 1],
+            "range": [0, t_end],
+            "autorange": False,
+            "showticklabels": i == last,
+            "ticks": "outside",
+            "gridcolor": "#E6E6E6",
+            "zeroline": False,
+            "title": {"text": time_title if i == last else "", "standoff": 8},
+        }
         if i:
             layout[xname]["matches"] = "x"  # zooming one subplot zooms all: a shared clock
         stride = label_stride(len(labels), geo.plot_px[i])
         layout[yname] = {
-            "anchor": xref, "domain": list(geo.domains[i]), "type": "category",
-            "categoryorder": "array", "categoryarray": labels, "autorange": False,
+            "anchor": xref,
+            "domain": list(geo.domains[i]),
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "autorange": False,
             "range": [len(labels) - 0.5, -0.5],  # R0 on top
-            "tickmode": "array", "showgrid": False,
+            "tickmode": "array",
+            "showgrid": False,
             **_ticks(labels, stride, geo.plot_px[i], always[i] if always else set()),
-        }  # fmt: skip
+        }
     return layout
 
 
@@ -161,13 +175,25 @@ def _ticks(labels: list[str], stride: int, plot_px: float, marked: set[str]) -> 
 def base_layout(geo: Geometry) -> dict:
     """Fonts, colours, legend and bar mode shared by both designs."""
     return {
-        "height": geo.height, "margin": geo.margin, "barmode": "overlay", "bargap": 0.2,
+        "height": geo.height,
+        "margin": geo.margin,
+        "barmode": "overlay",
+        "bargap": 0.2,
         "font": {"family": FONT_FAMILY, "size": FONT_SIZE, "color": "#222222"},
-        "paper_bgcolor": PAPER, "plot_bgcolor": PAPER, "hovermode": "closest",
+        "paper_bgcolor": PAPER,
+        "plot_bgcolor": PAPER,
+        "hovermode": "closest",
         "hoverlabel": {"font": {"size": FONT_SIZE}},
-        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1 + TITLE_PX / geo.area_px,
-                   "yanchor": "bottom", "traceorder": "normal", "itemclick": "toggle"},
-    }  # fmt: skip
+        "legend": {
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "y": 1 + TITLE_PX / geo.area_px,
+            "yanchor": "bottom",
+            "traceorder": "normal",
+            "itemclick": "toggle",
+        },
+    }
 
 
 def title_annotation(label: str, i: int, left_px: int = 0) -> dict:
@@ -175,12 +201,18 @@ def title_annotation(label: str, i: int, left_px: int = 0) -> dict:
     left edge (over the row labels: a long label has the whole width on a phone)."""
     xref, yref = axis_refs(i)
     return {
-        "text": f"<b>{label}</b>", "x": 0, "xref": f"{xref} domain", "xanchor": "left", "y": 1,
+        "text": f"<b>{label}</b>",
+        "x": 0,
+        "xref": f"{xref} domain",
+        "xanchor": "left",
+        "y": 1,
         "xshift": 4 - left_px,
-        "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 2 + READOUT_PX,
+        "yref": f"{yref} domain",
+        "yanchor": "bottom",
+        "yshift": 2 + READOUT_PX,
         "showarrow": False,
         "font": {"size": FONT_SIZE + 1},
-    }  # fmt: skip
+    }
 
 
 def readout_annotation(text: str, i: int, right_px: int = 0) -> dict:
@@ -192,39 +224,68 @@ def readout_annotation(text: str, i: int, right_px: int = 0) -> dict:
     """
     xref, yref = axis_refs(i)
     return {
-        "text": text, "x": 1, "xref": f"{xref} domain", "xanchor": "right", "y": 1,
+        "text": text,
+        "x": 1,
+        "xref": f"{xref} domain",
+        "xanchor": "right",
+        "y": 1,
         "xshift": right_px,  # to the figure's right edge: the most room on a phone
-        "yref": f"{yref} domain", "yanchor": "bottom", "yshift": 2, "showarrow": False,
-        "bgcolor": PAPER, "font": {"size": FONT_SIZE - 1, "color": OUTLINE},
-    }  # fmt: skip
+        "yref": f"{yref} domain",
+        "yanchor": "bottom",
+        "yshift": 2,
+        "showarrow": False,
+        "bgcolor": PAPER,
+        "font": {"size": FONT_SIZE - 1, "color": OUTLINE},
+    }
 
 
 def cursor_shape(t: float) -> dict:
     """The time cursor: one vertical line at t (s) through every subplot."""
     return {
-        "type": "line", "xref": "x", "yref": "paper", "x0": t, "x1": t, "y0": 0, "y1": 1,
-        "line": {"color": CURSOR, "width": 2}, "layer": "above",
-    }  # fmt: skip
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": t,
+        "x1": t,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": CURSOR, "width": 2},
+        "layer": "above",
+    }
 
 
 def mark_shape(i: int, row: int) -> dict:
     """A pale band behind row `row` (0 = top) of subplot i: a request the lesson talks about."""
     xref, yref = axis_refs(i)
     return {
-        "type": "rect", "xref": f"{xref} domain", "yref": yref, "x0": 0, "x1": 1,
-        "y0": row - 0.5, "y1": row + 0.5, "fillcolor": MARK, "line": {"width": 0},
+        "type": "rect",
+        "xref": f"{xref} domain",
+        "yref": yref,
+        "x0": 0,
+        "x1": 1,
+        "y0": row - 0.5,
+        "y1": row + 0.5,
+        "fillcolor": MARK,
+        "line": {"width": 0},
         "layer": "below",
-    }  # fmt: skip
+    }
 
 
 def mask_shape(i: int, t: float, t_end: float) -> dict:
     """A paper-coloured rectangle over subplot i from t to t_end: the future, not yet drawn."""
     xref, yref = axis_refs(i)
     return {
-        "type": "rect", "xref": xref, "yref": f"{yref} domain", "x0": t, "x1": t_end,
-        "y0": -0.005, "y1": 1.005,  # a hair beyond the plot area: no anti-aliased bar edges
-        "fillcolor": PAPER, "line": {"width": 0}, "layer": "above",
-    }  # fmt: skip
+        "type": "rect",
+        "xref": xref,
+        "yref": f"{yref} domain",
+        "x0": t,
+        "x1": t_end,
+        "y0": -0.005,
+        "y1": 1.005,  # a hair beyond the plot area: no anti-aliased bar edges
+        "fillcolor": PAPER,
+        "line": {"width": 0},
+        "layer": "above",
+    }
 
 
 def controls(
@@ -237,35 +298,65 @@ def controls(
         chosen = None if every == 1 else names[::every]  # None = all frames
         if chosen is not None and chosen[-1] != names[-1]:
             chosen.append(names[-1])  # always end on the full chart
-        opts = {"frame": {"duration": duration_ms, "redraw": False}, "fromcurrent": True,
-                "transition": {"duration": 0}, "mode": "immediate"}  # fmt: skip
-        buttons.append({"label": play.format(speed=speed), "method": "animate",
-                        "args": [chosen, opts]})  # fmt: skip
-    buttons.append({"label": pause, "method": "animate",
-                    "args": [[None], {"mode": "immediate", "frame": still,
-                                      "transition": {"duration": 0}}]})  # fmt: skip
+        opts = {
+            "frame": {"duration": duration_ms, "redraw": False},
+            "fromcurrent": True,
+            "transition": {"duration": 0},
+            "mode": "immediate",
+        }
+        buttons.append(
+            {"label": play.format(speed=speed), "method": "animate", "args": [chosen, opts]}
+        )
+    buttons.append(
+        {
+            "label": pause,
+            "method": "animate",
+            "args": [[None], {"mode": "immediate", "frame": still, "transition": {"duration": 0}}],
+        }
+    )
     # Right-aligned at the figure's right edge (a negative pad moves it over the right margin,
     # where the token counters are, empty below the axis), reaching left over the row labels'
     # margin as far as it needs: all five buttons fit a 390-px phone, whatever the margins.
     menu = {
-        "type": "buttons", "direction": "left", "showactive": False, "x": 1, "xanchor": "right",
-        "y": geo.below(AXIS_PX), "yanchor": "top", "buttons": buttons,
+        "type": "buttons",
+        "direction": "left",
+        "showactive": False,
+        "x": 1,
+        "xanchor": "right",
+        "y": geo.below(AXIS_PX),
+        "yanchor": "top",
+        "buttons": buttons,
         "pad": {"t": 0, "r": -max(geo.margin["r"] - 4, 0)},
         "font": {"size": FONT_SIZE - 3},  # five buttons fit a 390-px phone, Pause included
-    }  # fmt: skip
+    }
     steps = [
-        {"label": label, "method": "animate",
-         "args": [[name], {"mode": "immediate", "frame": still, "transition": {"duration": 0}}]}
+        {
+            "label": label,
+            "method": "animate",
+            "args": [[name], {"mode": "immediate", "frame": still, "transition": {"duration": 0}}],
+        }
         for name, label in zip(names, labels, strict=True)
-    ]  # fmt: skip
+    ]
     slider = {
-        "active": active, "steps": steps, "x": 0, "len": 1, "xanchor": "left",
-        "y": geo.below(AXIS_PX + BUTTONS_PX), "yanchor": "top", "pad": {"l": 0, "t": 0, "r": 10},
-        "currentvalue": {"visible": True, "prefix": "", "xanchor": "left",
-                         "font": {"size": FONT_SIZE, "color": "#222222"}},
+        "active": active,
+        "steps": steps,
+        "x": 0,
+        "len": 1,
+        "xanchor": "left",
+        "y": geo.below(AXIS_PX + BUTTONS_PX),
+        "yanchor": "top",
+        "pad": {"l": 0, "t": 0, "r": 10},
+        "currentvalue": {
+            "visible": True,
+            "prefix": "",
+            "xanchor": "left",
+            "font": {"size": FONT_SIZE, "color": "#222222"},
+        },
         "font": {"color": "rgba(0,0,0,0)"},  # hide the per-step tick labels (they would pile up)
-        "ticklen": 3, "minorticklen": 0, "transition": {"duration": 0},
-    }  # fmt: skip
+        "ticklen": 3,
+        "minorticklen": 0,
+        "transition": {"duration": 0},
+    }
     return {"updatemenus": [menu], "sliders": [slider]}
 
 

@@ -24,10 +24,18 @@ def _marker(phase: str) -> dict:
     if phase == "stall":
         return {"color": COLORS["stall"], "line": {"color": OUTLINE, "width": 1}}
     if phase == "cached":
-        pattern = {"shape": CACHED_PATTERN, "fillmode": "overlay", "fgcolor": COLORS["prefill"],
-                   "solidity": 0.3, "size": 6}  # fmt: skip
-        return {"color": COLORS["cached"], "pattern": pattern, "line": {"color": OUTLINE,
-                                                                        "width": 0.5}}
+        pattern = {
+            "shape": CACHED_PATTERN,
+            "fillmode": "overlay",
+            "fgcolor": COLORS["prefill"],
+            "solidity": 0.3,
+            "size": 6,
+        }
+        return {
+            "color": COLORS["cached"],
+            "pattern": pattern,
+            "line": {"color": OUTLINE, "width": 0.5},
+        }
     return {"color": COLORS[phase], "line": {"width": 0}}
 
 
@@ -56,9 +64,19 @@ def bar_trace(bars: gf.Bars, phase: str, lang: str, axes: tuple[str, str], **ext
         [bars.start, bars.end, bars.tokens, bars.step_first, bars.step_last]
     ).astype(float)
     return {
-        "type": "bar", "orientation": "h", "name": t(f"gantt.phase.{phase}", lang),
-        "legendgroup": phase, "legendrank": 1000 + TRACE_PHASES.index(phase),  # theme order
-        "y": bars.row, "base": bars.start, "x": gf.full_widths(bars), "xaxis": axes[0],
-        "yaxis": axes[1], "marker": _marker(phase), "customdata": customdata,
-        "hovertext": hovertext, "hovertemplate": _hovertemplate(phase, lang), **extra,
-    }  # fmt: skip
+        "type": "bar",
+        "orientation": "h",
+        "name": t(f"gantt.phase.{phase}", lang),
+        "legendgroup": phase,
+        "legendrank": 1000 + TRACE_PHASES.index(phase),  # theme order
+        "y": bars.row,
+        "base": bars.start,
+        "x": gf.full_widths(bars),
+        "xaxis": axes[0],
+        "yaxis": axes[1],
+        "marker": _marker(phase),
+        "customdata": customdata,
+        "hovertext": hovertext,
+        "hovertemplate": _hovertemplate(phase, lang),
+        **extra,
+    }

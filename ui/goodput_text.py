@@ -24,6 +24,9 @@ def goodput_frame(sweeps: dict):
     columns = {}
     for label, table in sweeps.items():
         g = goodput_of(table)
-        columns[label] = {"goodput_per_s": goodput_cell(g), "num_gpus": str(g["num_gpus"]),
-                          "goodput_per_gpu_per_s": goodput_cell(g, per_gpu=True)}  # fmt: skip
+        columns[label] = {
+            "goodput_per_s": goodput_cell(g),
+            "num_gpus": str(g["num_gpus"]),
+            "goodput_per_gpu_per_s": goodput_cell(g, per_gpu=True),
+        }
     return pd.DataFrame(columns)

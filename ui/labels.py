@@ -29,9 +29,7 @@ PATTERNS = (  # (a label with numbers, the key that renders it with those number
 
 def has_label(text: str) -> bool:
     """Whether `text` has a catalog key or a pattern (in English, the reference catalog)."""
-    return PREFIX + text in catalog(DEFAULT_LANG) or any(
-        p.fullmatch(text) for p, _ in PATTERNS
-    )
+    return PREFIX + text in catalog(DEFAULT_LANG) or any(p.fullmatch(text) for p, _ in PATTERNS)
 
 
 def sim_label(text: str, lang: str = DEFAULT_LANG) -> str:

@@ -52,6 +52,10 @@ def text_style(current: str) -> None:
 def language_picker() -> None:
     """The sidebar language switch; its value travels in the URL as ?lang=ko."""
     st.sidebar.segmented_control(
-        "Language · 언어", list(LANGUAGES), default=DEFAULT_LANG, key="lang",
-        bind="query-params", required=True,
-    )  # fmt: skip
+        "Language · 언어",
+        list(LANGUAGES),
+        default=DEFAULT_LANG,
+        key="lang",
+        bind="query-params",
+        required=True,
+    )

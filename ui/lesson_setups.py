@@ -34,10 +34,13 @@ def home_specs() -> list:
     decode GPU joined by an NVLink-class link, handing off as DistServe does."""
     requests = requests_from_rows([(0.0, 2048, 200), (1.0, 2048, 200), (2.0, 2048, 200)])
     base = with_overrides(SimConfig(), {"profile": "generic", "gpu": "L4"})
-    colocated = with_overrides(base, {"topology": "router", "router": "least-loaded",
-                                      "num_instances": 2})  # fmt: skip
-    split = with_overrides(base, {"topology": "disaggregated", "kv_bandwidth_gb_s": 450,
-                                  "disagg_protocol": "distserve"})  # fmt: skip
+    colocated = with_overrides(
+        base, {"topology": "router", "router": "least-loaded", "num_instances": 2}
+    )
+    split = with_overrides(
+        base,
+        {"topology": "disaggregated", "kv_bandwidth_gb_s": 450, "disagg_protocol": "distserve"},
+    )
     return [(HOME_RUNS[0], requests, colocated), (HOME_RUNS[1], requests, split)]
 
 
@@ -58,8 +61,10 @@ def batching_specs(batch, rate, n, long) -> list:
         requests = [*requests, RequestSpec(len(requests), t_long, 16384, 50)]
     workload = tuple(requests)
     static = with_overrides(SimConfig(policy="static"), {"batch_size": batch})
-    return [("static", workload, static),
-            ("continuous", workload, SimConfig(policy="prefill-first"))]  # fmt: skip
+    return [
+        ("static", workload, static),
+        ("continuous", workload, SimConfig(policy="prefill-first")),
+    ]
 
 
 def chunked_specs(chunk, gpu) -> list:
@@ -80,8 +85,14 @@ def chunked_specs(chunk, gpu) -> list:
 
 # ---- Long prompts ----------------------------------------------------------------------------
 LONG_BUDGET = 2048  # the step's token budget in this lesson (vLLM's default on an A100 or L40S)
-BLOCKING = {"long_len": 20000, "n_long": 2, "v1_threshold": 512, "partial": 4, "max_long": 1,
-            "threshold": 10000}  # fmt: skip
+BLOCKING = {
+    "long_len": 20000,
+    "n_long": 2,
+    "v1_threshold": 512,
+    "partial": 4,
+    "max_long": 1,
+    "threshold": 10000,
+}
 STARVATION = {"chat_rate": 50, "aging": 0.0}  # aging 0 = never: the starvation shows at once
 
 
@@ -90,12 +101,20 @@ def blocking_specs(long_len, n_long, v1_threshold, partial, max_long, threshold)
     workload = long_prompts_then_chats([(0.02 * i, long_len) for i in range(n_long)])
     v1_default = with_overrides(SimConfig(), {"max_num_batched_tokens": LONG_BUDGET})
     v1_lane = with_overrides(v1_default, {"long_prefill_token_threshold": v1_threshold})
-    v0_lane = with_overrides(SimConfig(policy="vllm-v0"), {
-        "max_num_batched_tokens": LONG_BUDGET, "max_num_partial_prefills": partial,
-        "max_long_partial_prefills": max_long,
-        "long_prefill_token_threshold": threshold})  # fmt: skip
-    return [("v1_default", workload, v1_default), ("v1_lane", workload, v1_lane),
-            ("v0_lane", workload, v0_lane)]  # fmt: skip
+    v0_lane = with_overrides(
+        SimConfig(policy="vllm-v0"),
+        {
+            "max_num_batched_tokens": LONG_BUDGET,
+            "max_num_partial_prefills": partial,
+            "max_long_partial_prefills": max_long,
+            "long_prefill_token_threshold": threshold,
+        },
+    )
+    return [
+        ("v1_default", workload, v1_default),
+        ("v1_lane", workload, v1_lane),
+        ("v0_lane", workload, v0_lane),
+    ]
 
 
 def starvation_specs(chat_rate, aging) -> list:
@@ -120,8 +139,10 @@ EVICT_SIZES = (12000, 24000, 32000, 48000, 100000, 200000)
 
 
 def caching_on_off(workload, base: SimConfig) -> list:
-    return [("on", workload, base),
-            ("off", workload, with_overrides(base, {"enable_prefix_caching": False}))]
+    return [
+        ("on", workload, base),
+        ("off", workload, with_overrides(base, {"enable_prefix_caching": False})),
+    ]
 
 
 def prefix_base() -> SimConfig:
@@ -166,37 +187,66 @@ DISAGG_PRESETS = {
     # DistServe's regime: long prompts, short answers, a token pace close to a bare decode step.
     "wins": DisaggPreset(
         "wins",
-        WorkloadConfig(rate_per_s=6.0, num_requests=200, prompt=Uniform(4000, 8000),
-                       output=Uniform(100, 300), seed=11),  # fmt: skip
-        ttft_slo_s=3.0, tpot_slo_s=0.02, rates=(2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0),
+        WorkloadConfig(
+            rate_per_s=6.0,
+            num_requests=200,
+            prompt=Uniform(4000, 8000),
+            output=Uniform(100, 300),
+            seed=11,
+        ),
+        ttft_slo_s=3.0,
+        tpot_slo_s=0.02,
+        rates=(2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0),
     ),
     # Chats with a few long documents at interactive targets: colocation shares the prefills.
     "loses": DisaggPreset(
         "loses",
         WorkloadConfig(rate_per_s=6.0, num_requests=200, prompt="chat+longdoc", seed=11),
-        ttft_slo_s=3.0, tpot_slo_s=0.3, rates=tuple(float(r) for r in range(4, 41, 4)),
+        ttft_slo_s=3.0,
+        tpot_slo_s=0.3,
+        rates=tuple(float(r) for r in range(4, 41, 4)),
     ),
-}  # fmt: skip
-DISAGG = {"preset": "wins", "p": 2, "d": 1, "link": "IB NDR", "dgpu": "H100-SXM",
-          "protocol": "vllm", "rate": 6.0, "timeline_requests": 36}  # fmt: skip
+}
+DISAGG = {
+    "preset": "wins",
+    "p": 2,
+    "d": 1,
+    "link": "IB NDR",
+    "dgpu": "H100-SXM",
+    "protocol": "vllm",
+    "rate": 6.0,
+    "timeline_requests": 36,
+}
 DISAGG_RUNS = ("colocated", "router", "disaggregated")  # ids of the three ways, in order
 
 
-def disagg_configs(preset: DisaggPreset, n_p: int, n_d: int, link_gb_s: float,
-                   decode_gpu: str, protocol: str) -> dict:  # fmt: skip
+def disagg_configs(
+    preset: DisaggPreset, n_p: int, n_d: int, link_gb_s: float, decode_gpu: str, protocol: str
+) -> dict:
     """The three ways to use n_p + n_d GPUs, with the preset's latency targets."""
     gpus = n_p + n_d
     slo = {"ttft_slo_s": preset.ttft_slo_s, "tpot_slo_s": preset.tpot_slo_s}
     return {
-        "colocated": with_overrides(SimConfig(), {
-            **slo, "topology": "router", "router": "least-loaded", "num_instances": gpus}),
-        "router": with_overrides(SimConfig(), {
-            **slo, "topology": "router", "router": "length", "num_instances": gpus}),
-        "disaggregated": with_overrides(SimConfig(), {
-            **slo, "topology": "disaggregated", "num_prefill": n_p, "num_decode": n_d,
-            "kv_bandwidth_gb_s": link_gb_s, "decode_gpu": decode_gpu,
-            "disagg_protocol": protocol}),
-    }  # fmt: skip
+        "colocated": with_overrides(
+            SimConfig(),
+            {**slo, "topology": "router", "router": "least-loaded", "num_instances": gpus},
+        ),
+        "router": with_overrides(
+            SimConfig(), {**slo, "topology": "router", "router": "length", "num_instances": gpus}
+        ),
+        "disaggregated": with_overrides(
+            SimConfig(),
+            {
+                **slo,
+                "topology": "disaggregated",
+                "num_prefill": n_p,
+                "num_decode": n_d,
+                "kv_bandwidth_gb_s": link_gb_s,
+                "decode_gpu": decode_gpu,
+                "disagg_protocol": protocol,
+            },
+        ),
+    }
 
 
 def preset_configs(preset: DisaggPreset) -> dict:
@@ -204,5 +254,4 @@ def preset_configs(preset: DisaggPreset) -> dict:
     from sim.hardware import LINKS_GB_S
 
     d = DISAGG
-    return disagg_configs(preset, d["p"], d["d"], LINKS_GB_S[d["link"]], d["dgpu"],
-                          d["protocol"])  # fmt: skip
+    return disagg_configs(preset, d["p"], d["d"], LINKS_GB_S[d["link"]], d["dgpu"], d["protocol"])

@@ -23,8 +23,13 @@ GLOSSARY = ("TTFT", "TPOT", "ITL", "KV", "SLO", "GPU", "MFU", "MBU", "TNG", "NIX
 def compact_picker() -> None:
     """The sidebar switch of the compact layout (?compact=true)."""
     T = translator()
-    st.sidebar.toggle(T("view.compact"), value=False, key="compact", bind="query-params",
-                      help=T("view.compact_help"))  # fmt: skip
+    st.sidebar.toggle(
+        T("view.compact"),
+        value=False,
+        key="compact",
+        bind="query-params",
+        help=T("view.compact_help"),
+    )
 
 
 def is_compact() -> bool:

@@ -52,8 +52,9 @@ def save_config(data: bytes, name: str = "") -> Path:
     # The model's name (from _name_or_path) becomes chart titles, where plotly reads <a href>,
     # and captions: a Hugging Face repo id is letters, digits and . _ - only.
     if not SAFE_NAME.fullmatch(spec.name):
-        raise ValueError("_name_or_path may hold only letters, digits and . _ - / (a Hugging "
-                         "Face repo id)")  # fmt: skip
+        raise ValueError(
+            "_name_or_path may hold only letters, digits and . _ - / (a Hugging Face repo id)"
+        )
     digest = hashlib.sha256(data).hexdigest()[:16]
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).stem)[:40].lstrip(".")  # the browser's
     folder = UPLOADS / (f"{stem}-{digest}" if stem else digest)  # file name: any text at all

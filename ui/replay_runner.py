@@ -25,8 +25,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 
-def run_stoppable(make: Callable[[], Coroutine[Any, Any, Any]], limit_s: float,
-                  tick: Callable[[float], None], step_s: float = 0.25):  # fmt: skip
+def run_stoppable(
+    make: Callable[[], Coroutine[Any, Any, Any]],
+    limit_s: float,
+    tick: Callable[[float], None],
+    step_s: float = 0.25,
+):
     """Run the coroutine `make()` on a worker thread; its result, or its exception re-raised.
     Cancelled past `limit_s` seconds, or when `tick` raises (the visitor left)."""
     loop = asyncio.new_event_loop()
@@ -93,14 +97,15 @@ def replay_workload(workload: str, upload, limits):
 
         requests = live_workload(workload)
     if len(requests) > limits.serve_requests:
-        raise BudgetExceeded("serve_requests", limits.serve_requests,
-                             f"more than {limits.serve_requests} requests")  # fmt: skip
+        raise BudgetExceeded(
+            "serve_requests", limits.serve_requests, f"more than {limits.serve_requests} requests"
+        )
     longest = max((r.prompt_tokens + r.output_tokens for r in requests), default=0)
     if longest > limits.serve_tokens:
-        raise BudgetExceeded("serve_tokens", limits.serve_tokens,
-                             f"a request of {longest:,} tokens")  # fmt: skip
+        raise BudgetExceeded(
+            "serve_tokens", limits.serve_tokens, f"a request of {longest:,} tokens"
+        )
     last = max((r.arrival_s for r in requests), default=0.0)
     if last > limits.serve_seconds:  # the replay sleeps until each arrival, in real time
-        raise BudgetExceeded("serve_seconds", limits.serve_seconds,
-                             f"arrivals span {last:g} s")  # fmt: skip
+        raise BudgetExceeded("serve_seconds", limits.serve_seconds, f"arrivals span {last:g} s")
     return requests

@@ -161,8 +161,7 @@ def run_variants(scenario: str, labels: Sequence[str], overrides: Overrides = ()
 
 
 @st.cache_data(max_entries=32, max_size="64MB", ttl=CACHE_TTL, show_spinner=False)
-def _sweep_or_refuse(key: str, _workload: Workload, _config: SimConfig,
-                     _rates: tuple[float, ...]):  # fmt: skip
+def _sweep_or_refuse(key: str, _workload: Workload, _config: SimConfig, _rates: tuple[float, ...]):
     workload, config, rates = _workload, _config, _rates  # cached by key = their fingerprint
     from sim.budget import sweep_within
 

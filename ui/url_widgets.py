@@ -19,8 +19,9 @@ from ui.language import lang
 
 def slider(key: str, label: str, lo, hi, default, step=None, help: str | None = None, **kw):
     """A slider whose value lives in the URL under `key`."""
-    return st.slider(label, lo, hi, default, step=step, key=key, bind="query-params", help=help,
-                     **kw)  # fmt: skip
+    return st.slider(
+        label, lo, hi, default, step=step, key=key, bind="query-params", help=help, **kw
+    )
 
 
 # No format_func on bound widgets: Streamlit writes the FORMATTED label into the URL, so a
@@ -35,8 +36,9 @@ def select(key: str, label: str, options: Sequence, default, help=None, shown=No
     options = list(options)
     if shown is not None:
         return _select_by_id(key, label, options, default, shown, help=help, **kw)
-    return st.selectbox(label, options, index=options.index(default), key=key,
-                        bind="query-params", help=help, **kw)  # fmt: skip
+    return st.selectbox(
+        label, options, index=options.index(default), key=key, bind="query-params", help=help, **kw
+    )
 
 
 def option_label(group: str | None = None) -> Callable[[object], str]:
@@ -89,8 +91,9 @@ def _select_by_id(key: str, label: str, options: list, default, shown, help=None
 
 def steps(key: str, label: str, options: Sequence, default, help=None):
     """A select_slider (discrete values, e.g. chunk sizes) bound to the URL under `key`."""
-    return st.select_slider(label, list(options), value=default, key=key, bind="query-params",
-                            help=help)  # fmt: skip
+    return st.select_slider(
+        label, list(options), value=default, key=key, bind="query-params", help=help
+    )
 
 
 def toggle(key: str, label: str, default: bool = False, help=None) -> bool:

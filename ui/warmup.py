@@ -21,8 +21,17 @@ import threading
 import time
 import urllib.request
 
-PAGES = ("home", "prefill-vs-decode", "batching", "chunked-prefill", "long-prompts", "memory",
-         "prefix-caching", "disaggregation", "playground")  # fmt: skip
+PAGES = (
+    "home",
+    "prefill-vs-decode",
+    "batching",
+    "chunked-prefill",
+    "long-prompts",
+    "memory",
+    "prefix-caching",
+    "disaggregation",
+    "playground",
+)
 LANGS = ("en", "ko")
 _LOG = logging.getLogger(__name__)
 _started = threading.Event()
@@ -51,8 +60,9 @@ async def visit(url: str, page: str, query: str = "", timeout_s: float = 120.0) 
 
     start = time.perf_counter()
     ws_url = url.replace("http://", "ws://", 1) + "/_stcore/stream"
-    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None,
-                                  open_timeout=timeout_s) as ws:  # fmt: skip
+    async with websockets.connect(
+        ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout_s
+    ) as ws:
         msg = BackMsg()
         msg.rerun_script.page_name = page
         msg.rerun_script.query_string = query
@@ -80,8 +90,11 @@ def _run(url: str) -> None:
                 asyncio.run(visit(url, page, "" if lang == "en" else f"lang={lang}"))
             except Exception as err:  # a warm-up must never disturb the app
                 _LOG.info("warm-up of %s (%s) failed: %s", page, lang, err)
-    _LOG.info("warm-up: %d lesson views cached in %.1f s", len(PAGES) * len(LANGS),
-              time.perf_counter() - began)  # fmt: skip
+    _LOG.info(
+        "warm-up: %d lesson views cached in %.1f s",
+        len(PAGES) * len(LANGS),
+        time.perf_counter() - began,
+    )
 
 
 def start_once() -> bool:

@@ -60,25 +60,64 @@ from ui.url_widgets import option_label, select, slider, steps, toggle
 
 __all__ = [
     # ui/language.py
-    "KOREAN_TEXT_CSS", "lang", "language_picker", "text_style", "translator",
+    "KOREAN_TEXT_CSS",
+    "lang",
+    "language_picker",
+    "text_style",
+    "translator",
     # ui/url_widgets.py
-    "option_label", "select", "slider", "steps", "toggle",
+    "option_label",
+    "select",
+    "slider",
+    "steps",
+    "toggle",
     # ui/sim_cache.py
-    "CACHE_MB", "CACHE_TTL", "Overrides", "RunRefused", "RunSpec", "Workload", "budget_message",
-    "fingerprint", "limits", "run_or_error", "run_variant", "run_variants", "simulate_cached",
-    "sweep_cached", "variant_spec",
+    "CACHE_MB",
+    "CACHE_TTL",
+    "Overrides",
+    "RunRefused",
+    "RunSpec",
+    "Workload",
+    "budget_message",
+    "fingerprint",
+    "limits",
+    "run_or_error",
+    "run_variant",
+    "run_variants",
+    "simulate_cached",
+    "sweep_cached",
+    "variant_spec",
     # ui/figure_cache.py
-    "cached_chart", "chart", "plain", "timeline", "timeline_of", "timeline_runs",
+    "cached_chart",
+    "chart",
+    "plain",
+    "timeline",
+    "timeline_of",
+    "timeline_runs",
     # ui/engine_notes.py
-    "TOPOLOGY_CAVEATS", "VERIFIED", "engine_note", "policy_note", "topology_caveats",
+    "TOPOLOGY_CAVEATS",
+    "VERIFIED",
+    "engine_note",
+    "policy_note",
+    "topology_caveats",
     # ui/errors.py
-    "as_code", "escape_markdown", "say",
+    "as_code",
+    "escape_markdown",
+    "say",
     # ui/lesson_view.py
-    "glossary", "is_compact", "look", "more",
+    "glossary",
+    "is_compact",
+    "look",
+    "more",
     # here
-    "config_error", "formula", "goodput_table", "number_table", "parse_knobs",
-    "runs_table", "show_code",
-]  # fmt: skip
+    "config_error",
+    "formula",
+    "goodput_table",
+    "number_table",
+    "parse_knobs",
+    "runs_table",
+    "show_code",
+]
 
 
 def config_error(err: Exception, where=None) -> None:
@@ -118,8 +157,15 @@ def runs_table(runs, columns: Sequence[str] | None = None):
     from sim.metrics import summarize
 
     T = translator()
-    keys = columns or ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "max_itl_s",
-                       "output_tokens_per_s", "slo_attainment")  # fmt: skip
+    keys = columns or (
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
+        "max_itl_s",
+        "output_tokens_per_s",
+        "slo_attainment",
+    )
     rows, slo = {}, None
     for label, run in runs:
         s = getattr(run, "summary_cache", None) or summarize(run)
@@ -165,5 +211,3 @@ def parse_knobs(text: str) -> dict[str, str]:
             check_model(value.strip())
         out[key.strip()] = value.strip()
     return out
-
-

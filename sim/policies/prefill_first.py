@@ -73,9 +73,11 @@ class PrefillFirst(Policy):
         # from a prefill worker needs one token, like a decode, so it joins the decode batch
         # rather than forcing a prefill-only step that would stall the streams (DistServe).
         while (
-            engine.waiting and engine.waiting[0].kv_holding
-            and engine.waiting[0].remaining == 1 and len(engine.running) < k.max_num_seqs
-        ):  # fmt: skip
+            engine.waiting
+            and engine.waiting[0].kv_holding
+            and engine.waiting[0].remaining == 1
+            and len(engine.running) < k.max_num_seqs
+        ):
             engine.admit(engine.waiting[0])
         if not engine.swapped:  # V0 schedules no new prefill while anything is swapped out
             num_seqs = len(engine.running)

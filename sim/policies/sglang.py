@@ -105,8 +105,12 @@ def sglang_cuda_graph_max_bs(mem_gb: float, tensor_parallel: int) -> int:
     return 512
 
 
-def sglang_mem_fraction_static(mem_gb: float, tensor_parallel: int, activation_tokens: int,
-                               cuda_graph_max_bs: int | None = None) -> float:  # fmt: skip
+def sglang_mem_fraction_static(
+    mem_gb: float,
+    tensor_parallel: int,
+    activation_tokens: int,
+    cuda_graph_max_bs: int | None = None,
+) -> float:
     """`--mem-fraction-static` SGLang picks when it is not set: the share of GPU memory for the
     weights and the KV pool, the rest kept for activations and CUDA graphs.
 
@@ -302,8 +306,9 @@ class Sglang(Policy):
                 break
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
                 break  # budget_state: OTHER
-            running = len(decodes) + len(new) + (self.chunked is not None and
-                                                  self.chunked not in new)  # fmt: skip
+            running = (
+                len(decodes) + len(new) + (self.chunked is not None and self.chunked not in new)
+            )
             if k.max_running_requests and running >= k.max_running_requests:
                 self.batch_is_full = True  # the batch is full
                 break

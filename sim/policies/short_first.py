@@ -48,8 +48,10 @@ class ShortFirst(Vllm):
 
     name = "short-first"
     Knobs = ShortFirstKnobs
-    mirrors = ("vLLM V1 (vllm 0.33.0) --scheduling-policy priority with priority = prompt "
-               "length; aging is PD Lab's own")  # fmt: skip
+    mirrors = (
+        "vLLM V1 (vllm 0.33.0) --scheduling-policy priority with priority = prompt "
+        "length; aging is PD Lab's own"
+    )
 
     @property
     def by_priority(self) -> bool:

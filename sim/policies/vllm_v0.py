@@ -82,9 +82,11 @@ def never_fits_reason(kv, req) -> str:
     """Why V0 would never admit `req` here ('' if it could): `can_allocate` says NEVER, and V0
     drops the request (FINISHED_IGNORED, vllm/core/scheduler.py `_schedule_prefills`)."""
     if can_allocate(kv, req) == "never":
-        return (f"needs {req.num_tokens} tokens of KV cache, more than this worker holds above "
-                f"vLLM V0's 1% watermark ({kv.capacity_tokens} tokens in all): raise "
-                "kv_capacity_tokens")  # fmt: skip
+        return (
+            f"needs {req.num_tokens} tokens of KV cache, more than this worker holds above "
+            f"vLLM V0's 1% watermark ({kv.capacity_tokens} tokens in all): raise "
+            "kv_capacity_tokens"
+        )
     return ""
 
 
@@ -205,8 +207,9 @@ class VllmV0(Policy):
         slot_budget = budget // slots if slots else budget
 
         def tokens_for(req):
-            return min(1 if req.is_decoding else req.remaining,
-                       budget - plan.num_tokens, slot_budget)  # fmt: skip
+            return min(
+                1 if req.is_decoding else req.remaining, budget - plan.num_tokens, slot_budget
+            )
 
         queue = deque(engine.running)
         waiting_before = len(engine.waiting)
@@ -214,8 +217,9 @@ class VllmV0(Policy):
         # Recompute victims went to the front of the waiting queue; V0 adds them back only
         # after this step's admissions, so admission starts behind them.
         start = len(engine.waiting) - waiting_before
-        admitted = self._admit(engine, plan, start, slot_budget, threshold, long_prefills,
-                               len(scheduled))  # fmt: skip
+        admitted = self._admit(
+            engine, plan, start, slot_budget, threshold, long_prefills, len(scheduled)
+        )
 
         decodes = [r for r, _ in scheduled if r.is_decoding]
         prefills = [(r, n) for r, n in scheduled if not r.is_decoding]
@@ -233,8 +237,10 @@ class VllmV0(Policy):
         while i < len(waiting):
             req = waiting[i]
             is_long = self._is_long(req, threshold)
-            if is_long and long_prefills >= k.max_long_partial_prefills and (
-                k.max_num_partial_prefills > 1
+            if (
+                is_long
+                and long_prefills >= k.max_long_partial_prefills
+                and (k.max_num_partial_prefills > 1)
             ):
                 i += 1  # the fast lane: shorter prompts behind it may go first (C8)
                 continue
@@ -285,18 +291,25 @@ class Chunked(VllmV0):
             from sim.policies.vllm_v1 import Vllm, VllmKnobs
 
             k = self.knobs
-            self._v1 = Vllm(VllmKnobs(
-                max_num_batched_tokens=k.max_num_batched_tokens,
-                max_num_seqs=min(k.max_num_seqs, k.max_num_batched_tokens),
-                long_prefill_token_threshold=k.long_prefill_token_threshold,
-                enable_prefix_caching=False,
-            ))  # fmt: skip
+            self._v1 = Vllm(
+                VllmKnobs(
+                    max_num_batched_tokens=k.max_num_batched_tokens,
+                    max_num_seqs=min(k.max_num_seqs, k.max_num_batched_tokens),
+                    long_prefill_token_threshold=k.long_prefill_token_threshold,
+                    enable_prefix_caching=False,
+                )
+            )
 
     def notes(self) -> list[Note]:
         if self._v1 is not None:
-            return [Note("chunked_partial_zero", "chunked with max_num_partial_prefills=0 is the "
-                         "old spelling of vLLM V1's packing: use --policy vllm (prefix caching is "
-                         "off here, on in vllm)")]  # fmt: skip
+            return [
+                Note(
+                    "chunked_partial_zero",
+                    "chunked with max_num_partial_prefills=0 is the "
+                    "old spelling of vLLM V1's packing: use --policy vllm (prefix caching is "
+                    "off here, on in vllm)",
+                )
+            ]
         return []
 
     def reject_reason(self, req, engine):
@@ -313,4 +326,3 @@ class Chunked(VllmV0):
         if self._v1 is not None:
             return self._v1.schedule(engine, plan, now)
         return super().schedule(engine, plan, now)
-

@@ -87,12 +87,15 @@ class VllmEngineKnobs(Knobs):
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 (0 = vLLM's default), got "
-                                 f"{getattr(self, name)}")  # fmt: skip
+                raise ValueError(
+                    f"{name} must be >= 0 (0 = vLLM's default), got {getattr(self, name)}"
+                )
         if 0 < self.max_num_batched_tokens < self.max_num_seqs:
             # vllm/config/scheduler.py refuses it too.
-            raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
-                             f"max_num_seqs ({self.max_num_seqs})")  # fmt: skip
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                f"max_num_seqs ({self.max_num_seqs})"
+            )
 
     def for_gpu(self, gpu_name: str, mem_gb: float) -> VllmEngineKnobs:
         """These knobs with 0 ("vLLM's default") replaced by what vLLM picks on that GPU.
@@ -141,8 +144,10 @@ class Vllm(Policy):
         k = self.knobs
         if not k.enable_chunked_prefill and req.prompt_tokens > k.max_num_batched_tokens:
             # vLLM refuses such a config outright (max_num_batched_tokens < max_model_len).
-            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens "
-                    f"({k.max_num_batched_tokens}) with enable_chunked_prefill=false")  # fmt: skip
+            return (
+                f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens "
+                f"({k.max_num_batched_tokens}) with enable_chunked_prefill=false"
+            )
         return ""
 
     # ---- ordering hooks (short-first overrides them) ----
@@ -155,8 +160,10 @@ class Vllm(Policy):
     def next_waiting(self, engine, now):
         """The request the waiting loop looks at next (the queue's head)."""
         if self.by_priority:
-            return min(engine.waiting, key=lambda r: (not r.kv_holding, r.priority, r.arrival_s,
-                                                      r.request_id))  # fmt: skip
+            return min(
+                engine.waiting,
+                key=lambda r: (not r.kv_holding, r.priority, r.arrival_s, r.request_id),
+            )
         return engine.waiting[0]
 
     def decode_horizon(self, engine, now):
@@ -205,8 +212,9 @@ class Vllm(Policy):
             if n > left:
                 n = left
             total = req.num_computed + n
-            if (total > req.blocks * bs or (caching and total // bs > req.num_cached_blocks)
-                    ) and not allocate(req, n, plan):  # fmt: skip
+            if (
+                total > req.blocks * bs or (caching and total // bs > req.num_cached_blocks)
+            ) and not allocate(req, n, plan):
                 if priority:
                     continue  # it was the worst running request; better ones may still fit
                 break  # FCFS: it preempted itself, nothing after it can run

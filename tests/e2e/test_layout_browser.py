@@ -33,8 +33,12 @@ def inside(b: dict, width: int, height: int) -> bool:
 
 
 def overlap(a: dict, b: dict) -> bool:
-    return not (a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"]
-                or a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"])  # fmt: skip
+    return not (
+        a["x"] + a["w"] <= b["x"]
+        or b["x"] + b["w"] <= a["x"]
+        or a["y"] + a["h"] <= b["y"]
+        or b["y"] + b["h"] <= a["y"]
+    )
 
 
 def show_chart(page, app_url, path, query, size):
@@ -65,8 +69,9 @@ def test_projector_compact_layout_shows_panels_and_buttons_at_once(page, app_url
     assert not page.errors, page.errors
 
 
-@pytest.mark.parametrize(("path", "lang"), [("batching", "en"), ("long-prompts", "ko"),
-                                           ("memory", "ko")])  # memory: token counters
+@pytest.mark.parametrize(
+    ("path", "lang"), [("batching", "en"), ("long-prompts", "ko"), ("memory", "ko")]
+)  # memory: token counters
 def test_phone_reaches_every_button_and_labels_do_not_overlap(page, app_url, shots, path, lang):
     width, height = show_chart(page, app_url, path, f"?lang={lang}", "phone")
     page.get_by_test_id("stPlotlyChart").first.locator(".updatemenu-button").last.evaluate(

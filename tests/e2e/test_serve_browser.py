@@ -41,22 +41,34 @@ def test_requests_sent_from_outside_appear_within_seconds(page, app_url, shots, 
     before = bar_rows(page)
 
     def traffic():  # three short answers, then a long prompt while they stream
-        threads = [threading.Thread(target=server.post, args=(
-            "/v1/completions", {"prompt": [5] * 16, "max_tokens": 120, "ignore_eos": True}))
-            for _ in range(3)]  # fmt: skip
-        threads.append(threading.Thread(target=server.post, args=(
-            "/v1/completions", {"prompt": [7] * 200, "max_tokens": 4})))  # fmt: skip
+        threads = [
+            threading.Thread(
+                target=server.post,
+                args=(
+                    "/v1/completions",
+                    {"prompt": [5] * 16, "max_tokens": 120, "ignore_eos": True},
+                ),
+            )
+            for _ in range(3)
+        ]
+        threads.append(
+            threading.Thread(
+                target=server.post, args=("/v1/completions", {"prompt": [7] * 200, "max_tokens": 4})
+            )
+        )
         for th in threads:
             th.start()
         for th in threads:
             th.join()
 
     traffic()
-    page.wait_for_function(f"() => {{ const gd = document.querySelector("
-                           f"'[data-testid=\"stPlotlyChart\"] .js-plotly-plot'); "
-                           f"return gd && gd.data && new Set(gd.data.filter(t => t.type === 'bar')"
-                           f".flatMap(t => t.y || [])).size >= {before + 4}; }}",
-                           timeout=30_000)  # fmt: skip
+    page.wait_for_function(
+        f"() => {{ const gd = document.querySelector("
+        f"'[data-testid=\"stPlotlyChart\"] .js-plotly-plot'); "
+        f"return gd && gd.data && new Set(gd.data.filter(t => t.type === 'bar')"
+        f".flatMap(t => t.y || [])).size >= {before + 4}; }}",
+        timeout=30_000,
+    )
     assert not page.get_by_test_id("stException").count()
     page.screenshot(path=str(shots / f"serve_{lang}.png"), full_page=True)
     assert not page.errors, page.errors

@@ -40,8 +40,12 @@ def serve(engine: str, load: Callable[[], object], run_case: Callable[[object, d
             res = run_case(loaded, case)
         except Exception as exc:
             log(traceback.format_exc())
-            res = {"name": case.get("name", ""), "error": f"{type(exc).__name__}: {exc}",
-                   "steps": [], "outputs": {}}  # fmt: skip
+            res = {
+                "name": case.get("name", ""),
+                "error": f"{type(exc).__name__}: {exc}",
+                "steps": [],
+                "outputs": {},
+            }
         dt = time.perf_counter() - t1
         log(f"[{engine}] case {res['name']!r}: {len(res['steps'])} steps in {dt:.2f}s")
         results.append(res)
