@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from sim.config import DISAGG_PROTOCOLS
-from sim.hardware import GPUS, LINKS_GB_S
-from sim.sweep import goodput_of
+from sim.cost.hardware import GPUS, LINKS_GB_S
+from sim.runs.sweep import goodput_of
 from ui import charts, formulas
 from ui import lesson_setups as ls
 from ui import widgets as w

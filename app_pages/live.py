@@ -6,10 +6,10 @@ import time
 
 import streamlit as st
 
-from live.compare import longest_stall_s
-from sim.budget import BudgetExceeded, num_workers, simulate_within
+from live.engine.compare import longest_stall_s
 from sim.config import SimConfig, with_overrides
-from sim.request import RequestSpec
+from sim.core.request import RequestSpec
+from sim.runs.budget import BudgetExceeded, num_workers, simulate_within
 from ui import widgets as w
 from ui.gate import Gate
 from ui.labels import live_error_column, request_row
@@ -23,7 +23,8 @@ NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was
 
 def show(result: dict, recorded=None) -> None:
     """Draw one click's runs: measured and predicted timelines, stalls, errors, the profile.
-    `recorded` (a live.recording.Recording) labels everything as a recording, not a run now."""
+    `recorded` (a live.engine.recording.Recording) labels everything as a recording, not a run
+    now."""
     runs = result["runs"]
     measured = "live.measured_recorded" if recorded else "live.measured"
     if recorded is None:
@@ -109,14 +110,14 @@ def show(result: dict, recorded=None) -> None:
 @st.cache_resource(show_spinner=False)
 def recording(name: str):
     """A recorded live run from assets/live_runs/ (read once per process, shared, read-only)."""
-    from live.recording import RECORDINGS, load
+    from live.engine.recording import RECORDINGS, load
 
     return load(RECORDINGS / f"{name}.json")
 
 
 def replay_recorded() -> None:
     """No torch here (a hosted deployment): replay a live run recorded on a real machine."""
-    from live.recording import available
+    from live.engine.recording import available
 
     st.info(T("live.no_torch_recorded"))
     with st.expander(T("live.install_title")):
@@ -181,7 +182,7 @@ CPU_CHUNKS = {
     name: {"max_num_batched_tokens": 128} for name in ("vllm", "vllm-v0", "chunked", "short-first")
 }
 CPU_CHUNKS["sglang"] = {"chunked_prefill_size": 128}
-# On a GPU: the lessons' own sizes (2048-token chunks) and workloads (live/workloads.py).
+# On a GPU: the lessons' own sizes (2048-token chunks) and workloads (live/engine/workloads.py).
 GPU_CHUNKS = {name: {"max_num_batched_tokens": 2048} for name in CPU_CHUNKS if name != "sglang"}
 GPU_CHUNKS["sglang"] = {"chunked_prefill_size": 2048}
 CHUNKS = GPU_CHUNKS if has_cuda() else CPU_CHUNKS
@@ -196,7 +197,9 @@ def gate() -> Gate:
     return Gate()
 
 
-LIMITS = w.limits()  # live_steps, live_seconds, live_prompt_tokens, live_kv_tokens (sim/budget.py)
+LIMITS = (
+    w.limits()
+)  # live_steps, live_seconds, live_prompt_tokens, live_kv_tokens (sim/runs/budget.py)
 if has_cuda():  # a 16k prompt + chats: ~82k KV rows (10.7 GB for 8b-like), 2x disaggregated
     LIMITS = dataclasses.replace(LIMITS, live_kv_tokens=max(LIMITS.live_kv_tokens, 200_000))
 
@@ -204,8 +207,8 @@ if has_cuda():  # a 16k prompt + chats: ~82k KV rows (10.7 GB for 8b-like), 2x d
 @st.cache_resource(show_spinner=False)
 def calibration(model: str):
     """Fit the simulator to this device once per process (a calibration workload, ~30 s)."""
-    from live.calibrate import calibrate
-    from live.engine import LiveOptions
+    from live.engine.calibrate import calibrate
+    from live.engine.run import LiveOptions
 
     return calibrate(LiveOptions(model=model))
 
@@ -239,7 +242,7 @@ with c4:
         shown=w.option_label(),
     )
 with c5:
-    model = w.select("model", T("live.model"), MODELS, MODELS[0])
+    model = w.select("model", T("live.model.llama"), MODELS, MODELS[0])
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])
 knobs_text = st.text_input(
     T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
@@ -250,7 +253,7 @@ st.caption(
     + T("live.gpu_chunk_note" if has_cuda() else "live.chunk_note")
 )
 w.engine_note(*policies, caveat_key=w.topology_caveats(topology))
-st.caption(T("live.no_prefix_cache"))  # live/engine.py without_prefix_cache
+st.caption(T("live.no_prefix_cache"))  # live/engine/run.py without_prefix_cache
 
 typed_ids = None
 if workload_name == "typed":
@@ -267,7 +270,7 @@ if workload_name == "typed":
         st.error(T("live.typed_empty"))
         st.stop()
 else:
-    from live.workloads import live_workload
+    from live.engine.workloads import live_workload
 
     requests = live_workload(workload_name)
 
@@ -314,8 +317,8 @@ if not st.button(T("live.run"), type="primary"):
     if "live_result" not in st.session_state:
         st.stop()
 else:
-    from live.compare import run_and_predict
-    from live.engine import LiveOptions, load
+    from live.engine.compare import run_and_predict
+    from live.engine.run import LiveOptions, load
 
     place = st.empty()
     # Someone else's run is on the model: wait, saying how many others wait. Leaving the page

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from sim.engine import Engine
+from sim.core.engine import Engine
 from ui import charts
 from ui import lesson_setups as ls
 from ui import widgets as w

@@ -5,11 +5,11 @@ import json
 import streamlit as st
 
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
-from sim.export import chrome_trace, to_json_dict
-from sim.metrics import summarize
 from sim.policies import POLICIES, make_policy
-from sim.slo import SLO_PRESETS
-from sim.workload import PRESETS, WorkloadConfig, WorkloadError, head, load_csv
+from sim.runs.export import chrome_trace, to_json_dict
+from sim.runs.metrics import summarize
+from sim.runs.slo import SLO_PRESETS
+from sim.workloads.workload import PRESETS, WorkloadConfig, WorkloadError, head, load_csv
 from ui import charts
 from ui import widgets as w
 from ui.labels import sim_label

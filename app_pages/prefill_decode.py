@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from sim.hardware import GPUS, MODELS, get_gpu, get_model, kv_capacity_tokens
-from sim.profiles import profile_origin
+from sim.cost.hardware import GPUS, MODELS, get_gpu, get_model, kv_capacity_tokens
+from sim.cost.profiles import profile_origin
 from sim.scenarios import get_scenario
 from ui import charts, formulas
 from ui import lesson_setups as ls

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from sim.metrics import summarize
-from sim.prefix_cache import PrefixCachingKV
+from sim.core.prefix_cache import PrefixCachingKV
+from sim.runs.metrics import summarize
 from ui import lesson_setups as ls
 from ui import widgets as w
 

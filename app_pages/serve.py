@@ -2,12 +2,14 @@
 
 (a) The timeline of a `python -m live serve` (its /pdlab/trace), refreshed every second, so a
 class can send requests from their laptops and watch them queue, prefill, decode and stall.
-(b) A small workload replayed against any OpenAI-compatible server (live/replay.py), measured
+(b) A small workload replayed against any OpenAI-compatible server (live/replay/replayer.py),
+measured
 beside the simulator's prediction. URLs are fetched only as the operator allows
-(PDLAB_ALLOW_ENDPOINTS, live/serve_client.py, and ui/endpoints.py's stricter checks).
+(PDLAB_ALLOW_ENDPOINTS, live/serve/client.py, and ui/endpoints.py's stricter checks).
 
 Bounded for a hosted app: a replay takes at most `serve_requests` requests whose arrivals span
-at most `serve_seconds` (sim/budget.py; PDLAB_SERVE_REQUESTS, PDLAB_SERVE_SECONDS), an upload is
+at most `serve_seconds` (sim/runs/budget.py; PDLAB_SERVE_REQUESTS, PDLAB_SERVE_SECONDS), an upload
+is
 read only up to one row past that, and the replay runs where leaving the page stops it
 (ui/replay_runner.py). Whatever the visitor, the server or a file wrote is shown as text.
 """
@@ -16,11 +18,11 @@ import importlib.util
 
 import streamlit as st
 
-from live.serve_client import ALLOW_ENV, EndpointError, allowed_mode
-from sim.budget import BudgetExceeded
+from live.serve.client import ALLOW_ENV, EndpointError, allowed_mode
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
-from sim.hardware import GPUS, MODELS
+from sim.cost.hardware import GPUS, MODELS
 from sim.policies import POLICIES
+from sim.runs.budget import BudgetExceeded
 from ui import widgets as w
 from ui.endpoints import checked_endpoint, probe
 from ui.replay_runner import GRACE_S, replay_workload, run_stoppable
@@ -89,7 +91,7 @@ with watch_tab:
 
     @st.fragment(run_every=REFRESH_S)
     def watch() -> None:
-        from live.serve_client import fetch_trace
+        from live.serve.client import fetch_trace
         from ui.serve_figures import live_timeline
 
         try:
@@ -149,7 +151,7 @@ with watch_tab:
         None if down else st.chat_input(T("serve.chat_placeholder"), key="chat", max_chars=2000)
     )  # (a chat message, not a book)
     if question:
-        from live.serve_client import stream_chat
+        from live.serve.client import stream_chat
 
         with st.chat_message("user"):  # typed text and model output: never read as markdown
             st.markdown(w.escape_markdown(question))
@@ -233,8 +235,8 @@ with replay_tab:
             st.stop()
         import asyncio
 
-        from live.replay import ReplayError, ReplayOptions, replay_async
-        from live.replay_report import predict, summary_of
+        from live.replay.replayer import ReplayError, ReplayOptions, replay_async
+        from live.replay.report import predict, summary_of
 
         options = ReplayOptions(
             endpoint.root,
@@ -273,7 +275,7 @@ with replay_tab:
 
     done = st.session_state.get("serve_replay")
     if done is not None:
-        from live.replay_report import errors
+        from live.replay.report import errors
 
         result, summary, predicted = done["result"], done["summary"], done["predicted"]
         st.success(

@@ -51,9 +51,9 @@ def playground() -> None:
     """CPU seconds of simulate_within for the Playground's largest workload, per configuration."""
     import pandas  # noqa: F401  (loaded in the app already: not part of the first run's time)
 
-    from sim.budget import Budget, simulate_within
     from sim.config import SimConfig, with_overrides
-    from sim.workload import WorkloadConfig, generate
+    from sim.runs.budget import Budget, simulate_within
+    from sim.workloads.workload import WorkloadConfig, generate
 
     budget = Budget.from_env()
     n, rate = budget.max_requests, 40.0  # the page's slider ends at 40 req/s

@@ -1,12 +1,12 @@
 """Fidelity: does the calibrated simulator predict the live engine, request by request?
 
 Notable features
-- Calibrate once (`live.calibrate.calibration_samples`: its own small workload under
+- Calibrate once (`live.engine.calibrate.calibration_samples`: its own small workload under
   prefill-first, chunked and static), exactly as the Live page does; no evaluated run is ever
   part of the fit, so every prediction is out of sample.
 - For each live workload x policy: run it live `--repeats` times (default 3), simulate it once
   with the calibrated profile, and take the median absolute % error of TTFT and TPOT over the
-  requests (`live.calibrate.fidelity`).
+  requests (`live.engine.calibrate.fidelity`).
 - A single live run is not a fixed truth: the machine is shared and noisy, and a request that
   arrives near a step boundary waits a whole step longer or shorter when timings shift by a
   millisecond. Measured: two live runs of chat/chunked differed by 13-20% (median TTFT), and the
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import live/ and
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from live.calibrate import calibration_samples, fidelity, fit, medians, predict  # noqa: E402
-from live.engine import LiveOptions, run_live  # noqa: E402
-from live.workloads import LIVE_WORKLOADS, live_workload  # noqa: E402
+from live.engine.calibrate import calibration_samples, fidelity, fit, medians, predict  # noqa: E402
+from live.engine.run import LiveOptions, run_live  # noqa: E402
+from live.engine.workloads import LIVE_WORKLOADS, live_workload  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
 
 POLICIES = ("prefill-first", "chunked", "static", "short-first")

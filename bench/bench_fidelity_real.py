@@ -42,7 +42,7 @@ import pandas as pd  # noqa: E402
 from fidelity_replay import replay, score, score_failed  # noqa: E402
 from fidelity_runs import CLIENT_LATENCY_S, load_runs, select  # noqa: E402
 
-from sim.profiles import fitted_profile  # noqa: E402
+from sim.cost.profiles import fitted_profile  # noqa: E402
 
 REPORT = Path(__file__).resolve().parents[1] / "assets" / "fidelity" / "report.json"
 METRICS = ("ttft", "tpot", "e2e")

@@ -3,7 +3,8 @@
     python bench/bench_gantt_fps.py [--sizes 100,1000] [--rate 2] [--frames 120] [--repeats 3]
                                     [--design clip|cursor] [--out /tmp]
 
-For each size it simulates a chat workload (sim.workload presets, default SimConfig: chunked
+For each size it simulates a chat workload (sim.workloads.workload presets, default SimConfig:
+chunked
 prefill on one H100), builds `ui.gantt.timeline_figure`, writes a standalone HTML file and opens
 it in headless Debian chromium through Playwright. After one warm-up pass at 4x (the first pass
 also pays for JIT compilation) it presses "Play 1x" `--repeats` times and counts
@@ -33,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from sim.cluster import simulate  # noqa: E402
+from sim.cluster.topologies import simulate  # noqa: E402
 from sim.config import SimConfig  # noqa: E402
-from sim.workload import WorkloadConfig, generate  # noqa: E402
+from sim.workloads.workload import WorkloadConfig, generate  # noqa: E402
 from ui.gantt import timeline_figure  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_live_model's p
 import bench_live_model as peaks  # noqa: E402
 import torch  # noqa: E402
 
-from live.kvstore import KVStore  # noqa: E402
-from live.provenance import device_provenance  # noqa: E402
-from live.runner import ModelRunner, default_dtype  # noqa: E402
-from live.weights import random_model  # noqa: E402
+from live.engine.provenance import device_provenance  # noqa: E402
+from live.engine.runner import ModelRunner, default_dtype  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from live.model.weights import random_model  # noqa: E402
 
 DECODE_SLACK = 1.5  # issue 27: a decode step within 1.5x the bytes' copy time
 PREFILL_SHARE = 0.60  # issue 27: a 2,048-token chunk at >= 60% of the matmul peak

@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import live/ and
 
 import torch  # noqa: E402
 
-from live.clock import MeasuredClock  # noqa: E402
-from live.engine import load  # noqa: E402
-from live.kvstore import KVStore  # noqa: E402
-from live.runner import ModelRunner  # noqa: E402
-from sim.cluster import simulate  # noqa: E402
+from live.engine.clock import MeasuredClock  # noqa: E402
+from live.engine.run import load  # noqa: E402
+from live.engine.runner import ModelRunner  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from sim.cluster.topologies import simulate  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
-from sim.request import RequestSpec  # noqa: E402
+from sim.core.request import RequestSpec  # noqa: E402
 
 TARGET_MS = 1.0
 

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import live/ fro
 
 import torch  # noqa: E402
 
-from live.kvstore import KVStore  # noqa: E402
-from live.model import LlamaModel, ModelShape, Segment  # noqa: E402
-from live.weights import PRESETS, ModelUnavailable, load_smollm2, random_model  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from live.model.llama import LlamaModel, ModelShape, Segment  # noqa: E402
+from live.model.weights import PRESETS, ModelUnavailable, load_smollm2, random_model  # noqa: E402
 
 DEVICE = torch.device("cpu")  # set from --device in main()
 

@@ -4,10 +4,11 @@
                                           [--requests 8 --prompt 64 --output 128 --repeat 3]
 
 Same workload both ways, one burst of identical requests at t = 0:
-- engine alone: `live.engine.run_live` (the simulator's cluster, every step on the model, no
+- engine alone: `live.engine.run.run_live` (the simulator's cluster, every step on the model, no
   HTTP); tokens/s = output tokens / wall time of the run;
 - through HTTP: a `python -m live serve` subprocess with the same model, policy and KV size,
-  replayed by `live.replay` (the official OpenAI client, streaming); tokens/s = output tokens /
+  replayed by `live.replay.replayer` (the official OpenAI client, streaming); tokens/s = output
+  tokens /
   (last token received - first request sent), on the client's clock.
 It also reads the server's own trace: the mean step time there vs in the engine-alone run (does
 serving slow the forward passes?) and the time between steps (streaming and bookkeeping).
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def engine_alone(requests, model: str, config) -> dict:
-    from live.engine import LiveOptions, load, run_live
+    from live.engine.run import LiveOptions, load, run_live
 
     load(model, "auto")  # loaded once, outside the timing
     started = time.perf_counter()
@@ -48,7 +49,7 @@ def engine_alone(requests, model: str, config) -> dict:
 
 
 def through_http(requests, model: str, policy: str, slots: int, max_len: int) -> dict:
-    from live.replay import ReplayOptions, replay
+    from live.replay.replayer import ReplayOptions, replay
 
     proc = subprocess.Popen(
         [
@@ -111,8 +112,8 @@ def precision(model: str, policy: str, n: int = 24, output: int = 64) -> dict:
     """
     import numpy as np
 
-    from live.replay import ReplayOptions, replay
-    from sim.request import RequestSpec
+    from live.replay.replayer import ReplayOptions, replay
+    from sim.core.request import RequestSpec
 
     proc = subprocess.Popen(
         [
@@ -171,7 +172,7 @@ def _count_steps(trace: dict, n: int) -> int:
 
 def main() -> None:
     from sim.config import SimConfig, with_overrides
-    from sim.request import RequestSpec
+    from sim.core.request import RequestSpec
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", action="append", help="default: tiny and smollm2-135m-shape")

@@ -58,9 +58,9 @@ def baseline() -> dict:
 def one(policy: str, topology: str, knobs: dict, args) -> dict:
     """Run one configuration in this process and measure it."""
     sys.path.insert(0, str(ROOT))
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.config import SimConfig, with_overrides
-    from sim.workload import WorkloadConfig, generate, load_workload
+    from sim.workloads.workload import WorkloadConfig, generate, load_workload
 
     if args.workload:
         requests = load_workload(args.workload)[: args.requests]

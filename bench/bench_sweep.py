@@ -1,4 +1,5 @@
-"""Goodput sweeps side by side: the same sweep with 1, 2, ... worker processes (sim/parallel.py).
+"""Goodput sweeps side by side: the same sweep with 1, 2, ... worker processes
+(sim/runs/parallel.py).
 
     python bench/bench_sweep.py [--jobs 1,2] [--requests 2000] [--rates 1:12:1] [--backend ray]
 
@@ -39,8 +40,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from sim.trace_import import save_csv
-    from sim.workload import WorkloadConfig, generate
+    from sim.workloads.trace_import import save_csv
+    from sim.workloads.workload import WorkloadConfig, generate
 
     settings = {f"--jobs {int(j)}": ["--jobs", str(int(j))] for j in args.jobs.split(",")}
     if args.backend == "ray":

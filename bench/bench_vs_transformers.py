@@ -47,7 +47,7 @@ transformers (static batching, as a server without iteration-level scheduling wo
   output tokens finishes at its batch's k-th step (as if its tokens were streamed out), although
   its row keeps computing until the longest request of the batch is done: the wasted work of
   static batching shows up as the next batch starting late, not in this request's own times.
-  TPOT = (finish - first token) / (k - 1), as in sim/trace.py.
+  TPOT = (finish - first token) / (k - 1), as in sim/core/trace.py.
 
 Measured on the 2-core box (rate 4 req/s, best of 2), after the live engine's CPU matmul weights
 went column-major and its decode attention stopped padding to the longest context: live chunked
@@ -90,13 +90,13 @@ except ImportError:
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from live.engine import LiveOptions, load, prompt_ids, run_live  # noqa: E402
-from live.kvstore import KVStore  # noqa: E402
-from live.model import LlamaModel, Segment  # noqa: E402
-from live.weights import hf_state_dict  # noqa: E402
+from live.engine.run import LiveOptions, load, prompt_ids, run_live  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from live.model.llama import LlamaModel, Segment  # noqa: E402
+from live.model.weights import hf_state_dict  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
-from sim.request import RequestSpec  # noqa: E402
-from sim.workload import Uniform, WorkloadConfig, generate  # noqa: E402
+from sim.core.request import RequestSpec  # noqa: E402
+from sim.workloads.workload import Uniform, WorkloadConfig, generate  # noqa: E402
 
 MODEL = "SmolLM2-135M"  # --model
 DEVICE = torch.device("cpu")  # --device
@@ -308,7 +308,7 @@ class Summary:
 
 
 def summarize(system: str, policy: str, df: pd.DataFrame, note: str = "") -> Summary:
-    """The table row for one run's per-request rows (columns as in sim/trace.py)."""
+    """The table row for one run's per-request rows (columns as in sim/core/trace.py)."""
     makespan = float(df["finish_s"].max() - df["arrival_s"].min())
     return Summary(
         system,

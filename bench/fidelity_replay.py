@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 from fidelity_runs import CLIENT_LATENCY_S, PublicRun
 
-from sim.budget import num_workers
-from sim.cluster import Cluster
+from sim.cluster.topologies import Cluster
 from sim.config import SimConfig
-from sim.hardware import get_gpu, get_model
-from sim.request import Request, RequestSpec, RequestState
-from sim.trace import RunResult
+from sim.core.request import Request, RequestSpec, RequestState
+from sim.core.trace import RunResult
+from sim.cost.hardware import get_gpu, get_model
+from sim.runs.budget import num_workers
 
 # How the closed-loop replays start their clients (see `closed_loop`): the benchmark client sends
 # all N at once; whether they stay together is the engine's doing. SGLang's prefill-first
@@ -74,7 +74,7 @@ def closed_loop(
     repeated prompt can be served from the prefix cache, as aiperf's synthetic dataset does it
     (see AIPERF_PROMPTS). 0: every prompt is its own.
 
-    One instance runs at event speed (sim/fastforward.py), its runs ending at each finish,
+    One instance runs at event speed (sim/fastforward/steps.py), its runs ending at each finish,
     where a client sends its next request (`Worker.serve_clients`): the same trace as
     `step_by_step` (tests/test_fidelity_real.py compares them); 3.7x faster over ten of H100's
     fit runs (1.5-8x each, most where outputs are long). Several
@@ -184,7 +184,7 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # steady state only.)
 def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.DataFrame:
     """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server."""
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
 
     specs = [RequestSpec(i, 0.0, isl, osl) for i in range(concurrency)]
     return simulate(specs, config).requests[["ttft_s", "tpot_s", "e2e_s"]]
@@ -199,7 +199,7 @@ def replay(
     `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS)."""
     config = run.config(profile_overrides)
     if run.specs:
-        from sim.cluster import simulate
+        from sim.cluster.topologies import simulate
 
         res = simulate(run.specs, config)
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]

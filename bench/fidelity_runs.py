@@ -36,9 +36,9 @@ from pathlib import Path
 import pandas as pd
 
 from sim.config import SimConfig, with_overrides
-from sim.hardware import get_gpu
+from sim.core.request import RequestSpec
+from sim.cost.hardware import get_gpu
 from sim.policies.sglang import sglang_chunk_default, sglang_mem_fraction_static
-from sim.request import RequestSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fidelity"

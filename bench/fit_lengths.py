@@ -9,9 +9,11 @@ Notable features
   the smallest K (1, 2, 3) with an optimum whose p10/p50/p90 are all within TOLERANCE of the data,
   and of those the most likely. The real lengths are spiky (fixed system prompts, prompts cut at a
   context limit), so the likeliest optimum sometimes fits a spike that barely moves a quantile.
-- Quantiles of a fit come from sampling it with sim.lengths (rounding and clipping included), so
+- Quantiles of a fit come from sampling it with sim.workloads.lengths (rounding and clipping
+  included), so
   the table checks the code path the simulator uses.
-- Prints the parameters, a quantile table (data / refit / constants in sim/lengths.py) and the
+- Prints the parameters, a quantile table (data / refit / constants in sim/workloads/lengths.py)
+  and the
   constants as Python, ready to paste between the FITTED-CONSTANTS markers.
 """
 
@@ -22,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.lengths import PRESETS, LengthDist, LogNormal, Mixture
-from sim.trace_import import load_csv
+from sim.workloads.lengths import PRESETS, LengthDist, LogNormal, Mixture
+from sim.workloads.trace_import import load_csv
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared/data/traces"
 FILES = {"chat": "AzureLLMInferenceTrace_conv.csv", "code": "AzureLLMInferenceTrace_code.csv"}
@@ -60,7 +62,8 @@ def em(
 
 
 def to_dist(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, lo: int, hi: int) -> LengthDist:
-    """The fitted mixture as a sim.lengths spec, rounded like the constants in the code."""
+    """The fitted mixture as a sim.workloads.lengths spec, rounded like the constants in the
+    code."""
     parts = [
         (round(float(wi), 3), LogNormal(round(float(np.exp(m)), 1), round(float(s), 3), lo, hi))
         for wi, m, s in sorted(zip(w, mu, sd, strict=True), key=lambda c: -c[0])
@@ -115,7 +118,7 @@ def main(traces: Path) -> None:
                 err = rows[name] / rows["data"] - 1
                 print(f"{name[:8] + ' err':12}" + "".join(f"{e:+9.1%}" for e in err))
             snippet.append(f"{preset.upper()}_{field.upper()} = {dist!r}")
-    print("\n# constants for sim/lengths.py\n" + "\n".join(snippet))
+    print("\n# constants for sim/workloads/lengths.py\n" + "\n".join(snippet))
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ Notable features
 - Five figures per GPU: MFU, MFU_attn, MBU, the per-step overhead and a per-request overhead
   (work for each running request in each step: attention's per-request work in every layer,
   scheduling, input preparation, sampling), which is what makes TPOT grow with the batch at any
-  TP degree. Both overheads are per layer (sim/profiles.py): they are searched for the fit
+  TP degree. Both overheads are per layer (sim/cost/profiles.py): they are searched for the fit
   set's model depth and scale with each run's.
 - Search: Nelder-Mead over logit(efficiencies, within plausible BOUNDS) and log(overheads),
   from the generic profile
   (numpy only; ~100 replays of the fit set per GPU).
-- Prints the profiles as Python, to paste into `sim/profiles.py` (FITTED), with the fit error.
+- Prints the profiles as Python, to paste into `sim/cost/profiles.py` (FITTED), with the fit error.
 
 Run: .venv/bin/python bench/fit_profiles.py [--gpu H100-SXM] [--jobs 2] [--iters 80]
 """
@@ -41,8 +41,8 @@ import numpy as np  # noqa: E402
 from fidelity_replay import mean_of, replay  # noqa: E402
 from fidelity_runs import FIT_RULES, PublicRun, load_runs, select  # noqa: E402
 
-from sim.hardware import get_model  # noqa: E402
-from sim.profiles import FITTED  # noqa: E402
+from sim.cost.hardware import get_model  # noqa: E402
+from sim.cost.profiles import FITTED  # noqa: E402
 
 NAMES = ("mfu", "mfu_attn", "mbu", "overhead_ms", "overhead_per_seq_ms")
 START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
@@ -79,7 +79,7 @@ def to_x(params: np.ndarray) -> np.ndarray:
 
 def at_depth(params: dict, run: PublicRun, ref_layers: int) -> dict:
     """The knobs for `run`: the overheads are searched for a `ref_layers`-deep model and scale
-    with the run's model depth, as sim/profiles.py scales a fitted profile."""
+    with the run's model depth, as sim/cost/profiles.py scales a fitted profile."""
     k = get_model(run.model).layers / ref_layers
     return {
         **params,
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument(
         "--from-fitted",
         action="store_true",
-        help="start from the GPU's profile in sim/profiles.py (a refit after a "
+        help="start from the GPU's profile in sim/cost/profiles.py (a refit after a "
         "change to the replay), not from the generic one",
     )
     args = parser.parse_args()
@@ -234,7 +234,8 @@ def main() -> None:
             print(f"{gpu}: no fit runs found")
             continue
         started = time.perf_counter()
-        # Overheads are per layer (sim/profiles.py): searched for the fit set's commonest depth.
+        # Overheads are per layer (sim/cost/profiles.py): searched for the fit set's commonest
+        # depth.
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
         f = Objective(fit, args.jobs, ref_layers)

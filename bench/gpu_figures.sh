@@ -56,7 +56,7 @@ else
     tests=(tests/test_live_cuda.py tests/test_live_flat.py) rec_args=()
 fi
 
-step device 20 $py -c "import torch, sys, json; from live.provenance import device_provenance
+step device 20 $py -c "import torch, sys, json; from live.engine.provenance import device_provenance
 print(sys.version.split()[0], json.dumps(device_provenance('$dev')))"
 if [ "$dev" = cuda ]; then timeout 20 nvidia-smi > "$work/nvidia-smi.txt" 2>&1; fi
 PD_LAB_TEST_DEVICE=$dev step tests 60 $py -m pytest -q -p no:cacheprovider "${tests[@]}"
@@ -65,7 +65,7 @@ step figures 75 $py bench/bench_gpu_step.py --device "$dev" "${fig_args[@]}" \
 step fidelity 150 $py bench/bench_fidelity.py --device "$dev" --model "$model" --repeats 2 \
     "${fid_args[@]}" --json "$work/fidelity.json"
 # The Live page's default set, recorded on this device (ship them in assets/live_runs/).
-step recording 120 $py -m live.recording --model "$model" --out "$work/runs" "${rec_args[@]}"
+step recording 120 $py -m live.engine.recording --model "$model" --out "$work/runs" "${rec_args[@]}"
 
 $py bench/gpu_table.py "$work" > "$work/table.txt" 2>&1
 git rev-parse --short HEAD > "$work/commit.txt" 2>/dev/null

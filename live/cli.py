@@ -7,8 +7,9 @@
     python -m live serve --model tiny [--policy NAME] [--set key=value ...] [--port 8000]
     python -m live replay --endpoint http://127.0.0.1:8000 --workload FILE.csv [--predict]
 
-`serve` puts the live engine behind an OpenAI-compatible HTTP API in real time (live/serve.py);
-`replay` sends a workload to an OpenAI-compatible server and times every token (live/replay_cli.py).
+`serve` puts the live engine behind an OpenAI-compatible HTTP API in real time
+(live/serve/server.py);
+`replay` sends a workload to an OpenAI-compatible server and times every token (live/replay/cli.py).
 
 `--scenario` takes a live workload (freeze, three, blocking, chat; on a GPU also freeze-16k and
 chat-gpu, sized so the effects show there) or a lesson scenario, scaled
@@ -18,15 +19,13 @@ Errors print one line on stderr and exit with code 2.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import pandas as pd
 
-from sim.cli import CliError, _config, _Parser, _print_table, emit_files_and_json
-from sim.config import SimConfig
+from sim.cli import CliError, CliParser, emit_files_and_json, print_table
 from sim.policies import DEFAULT_POLICY
-from sim.workload import load_csv
+from sim.workloads.workload import load_csv
 
 REQUEST_VIEW = [
     "request_id",
@@ -42,7 +41,7 @@ REQUEST_VIEW = [
 
 
 def _requests(args):
-    from live.workloads import LIVE_WORKLOADS, live_workload
+    from live.engine.workloads import LIVE_WORKLOADS, live_workload
 
     if bool(args.scenario) == bool(args.workload):
         raise CliError(
@@ -52,30 +51,17 @@ def _requests(args):
     return load_csv(args.workload) if args.workload else live_workload(args.scenario)
 
 
-def _sim_config(args) -> SimConfig:
-    """Policy, topology and knobs as `python -m sim run` reads them (the model is the live one)."""
-    knobs = argparse.Namespace(
-        policy=args.policy, topology=args.topology, gpu=None, model=None, set=args.set
-    )
-    return _config(knobs, SimConfig())
-
-
-def _options(args):
-    from live.engine import LiveOptions
-
-    return LiveOptions(model=args.model, device=args.device, threads=args.threads)
-
-
 def _progress(worker: str, steps: int) -> None:
     print(f"\r  {steps} steps measured", end="", file=sys.stderr, flush=True)
 
 
 def cmd_run(args) -> None:
-    from live.engine import run_live
+    from live.engine.options import live_options, sim_config
+    from live.engine.run import run_live
 
     requests = _requests(args)
-    config = _sim_config(args)
-    run, info = run_live(requests, config, _options(args), progress=_progress)
+    config = sim_config(args)
+    run, info = run_live(requests, config, live_options(args), progress=_progress)
     print(file=sys.stderr)
     emit_files_and_json(run, args)
     if args.json:
@@ -86,7 +72,7 @@ def cmd_run(args) -> None:
         f"threads), model {args.model}, policy {config.policy}, "
         f"topology {config.topology.topology}"
     )
-    _print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
+    print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
     for rid, text in info["texts"].items():
         print(f"  R{rid}: …{info['prompt_text'][rid][-40:]!r} -> {text!r}")
 
@@ -97,17 +83,25 @@ def cmd_fidelity(args) -> None:
     The profile for policy X is fitted on the calibration workload's steps plus the steps of the
     OTHER policies' live runs (leave-one-policy-out), so every prediction is out of sample.
     """
-    from live.calibrate import calibration_samples, fidelity, fit, medians, predict, sim_model
-    from live.engine import run_live
+    from live.engine.calibrate import (
+        calibration_samples,
+        fidelity,
+        fit,
+        medians,
+        predict,
+        sim_model,
+    )
+    from live.engine.options import live_options, sim_config
+    from live.engine.run import run_live
 
-    requests, options = _requests(args), _options(args)
+    requests, options = _requests(args), live_options(args)
     sim_model(options.model)  # a model the simulator cannot predict fails now, not after the runs
     print("calibrating on this device ...", file=sys.stderr)
     base, info = calibration_samples(options)
     lives, steps = {}, {}
     for policy in args.policy.split(","):
         args.policy = policy.strip()
-        config = _sim_config(args)
+        config = sim_config(args)
         live, extra = run_live(requests, config, options, progress=_progress)
         lives[config.policy], steps[config.policy] = (
             (config, live),
@@ -126,13 +120,13 @@ def cmd_fidelity(args) -> None:
             f"{profile.overhead_per_seq_s * 1000:.1f} ms/request; step fit median error "
             f"{report['fit']['median_abs_pct_error']:.1f}%)"
         )
-        _print_table(table)
+        print_table(table)
         rows[name] = medians(table)
     print("\nmedian absolute error (%):")
-    _print_table(pd.DataFrame.from_dict(rows, orient="index"))
+    print_table(pd.DataFrame.from_dict(rows, orient="index"))
     # The device profile from ALL measured steps: what the simulator should use for this machine.
-    from live.calibrate import save_profile
-    from live.weights import cache_dir
+    from live.engine.calibrate import save_profile
+    from live.model.weights import cache_dir
 
     everything = base + [s for ss in steps.values() for s in ss]
     profile, gpu, report = fit(everything, info, options.model)
@@ -141,9 +135,9 @@ def cmd_fidelity(args) -> None:
     print(f"\nsaved the device profile fitted on all {report['kept']} steps to {path}")
 
 
-def build_parser() -> _Parser:
-    parser = _Parser(prog="python -m live", description="PD Lab live engine")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def build_parser() -> CliParser:
+    parser = CliParser(prog="python -m live", description="PD Lab live engine")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CliParser)
     commands = (
         ("run", "serve a workload on a real model, measured"),
         ("fidelity", "calibrate the simulator here and compare it with live runs"),
@@ -172,8 +166,8 @@ def build_parser() -> _Parser:
         if name == "run":
             p.add_argument("--json", action="store_true")
             p.add_argument("--out")
-    from live.replay_cli import add_arguments as replay_arguments
-    from live.serve import add_arguments as serve_arguments
+    from live.replay.cli import add_arguments as replay_arguments
+    from live.serve.options import add_arguments as serve_arguments
 
     serve_arguments(sub.add_parser("serve", help="serve the live engine over the OpenAI API"))
     replay_arguments(sub.add_parser("replay", help="replay a workload against a server, timed"))
@@ -181,13 +175,13 @@ def build_parser() -> _Parser:
 
 
 def cmd_serve(args) -> None:
-    from live.serve import cmd_serve as serve
+    from live.serve.server import cmd_serve as serve
 
     serve(args)
 
 
 def cmd_replay(args) -> int:
-    from live.replay_cli import cmd_replay as replay
+    from live.replay.cli import cmd_replay as replay
 
     return replay(args)
 

@@ -26,4 +26,5 @@ python3 -m venv .venv
 bash scripts/refsched_env.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .  # one layout, the formatter's: no hand-kept exceptions
+.venv/bin/lint-imports  # the import rules in pyproject.toml: layers, rooms, no circles
 .venv/bin/python -m pytest

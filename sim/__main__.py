@@ -27,7 +27,7 @@ gc.set_threshold(50_000, 20, 20)
 
 class Terminated(BaseException):
     """SIGTERM arrived (`kill`, a batch scheduler's time limit): unwinds like Ctrl-C, so a
-    sweep's clean-up stops its workers (sim/parallel.py), and ends in one line."""
+    sweep's clean-up stops its workers (sim/runs/parallel.py), and ends in one line."""
 
 
 def _on_sigterm(signum, frame):

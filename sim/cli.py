@@ -19,20 +19,20 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
-from sim.export import json_text, to_json_dict, write_outputs
-from sim.hardware import GPUS, MODELS
-from sim.memory import check_memory
-from sim.metrics import summarize
-from sim.parallel import BACKENDS, ClusterError, cpu_jobs
+from sim.cost.hardware import GPUS, MODELS
 from sim.policies import POLICIES, get_policy_class, make_policy
-from sim.slo import SLO_PRESETS, get_slo
-from sim.workload import PRESETS, load_workload
+from sim.runs.export import json_text, to_json_dict, write_outputs
+from sim.runs.memory import check_memory
+from sim.runs.metrics import summarize
+from sim.runs.parallel import BACKENDS, ClusterError, cpu_jobs
+from sim.runs.slo import SLO_PRESETS, get_slo
+from sim.workloads.workload import PRESETS, load_workload
 
 if TYPE_CHECKING:
     import pandas as pd
-# Imported where used: pandas (tables on the terminal), sim.scenarios and sim.sweep. A
+# Imported where used: pandas (tables on the terminal), sim.scenarios and sim.runs.sweep. A
 # `run --workload ... --json` needs none of them (see "Simulator speed" in the README).
 
 
@@ -40,7 +40,7 @@ class CliError(Exception):
     """A mistake in the command line: printed as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class CliParser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own errors: one line, exit 2
         raise CliError(message)
 
@@ -55,7 +55,7 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _config(args, base: SimConfig) -> SimConfig:
+def config_from_args(args, base: SimConfig) -> SimConfig:
     """The base config with --policy/--topology/--gpu/--model/--set applied."""
     config = base
     sets = _parse_sets(args.set or [])
@@ -138,7 +138,7 @@ def _summary_view(config: SimConfig) -> list[str]:
     return [*SUMMARY_VIEW, CACHE_VIEW] if caching else SUMMARY_VIEW
 
 
-def _print_table(frame: pd.DataFrame, limit: int = 40) -> None:
+def print_table(frame: pd.DataFrame, limit: int = 40) -> None:
     import pandas as pd
 
     with pd.option_context(
@@ -203,7 +203,7 @@ def _notes(config: SimConfig) -> None:
 
 def cmd_run(args) -> None:
     requests, base, label = _workload_and_base(args)
-    config = _config(args, base)
+    config = config_from_args(args, base)
     check_memory(config)  # before anything is allocated: one line, not a swapped machine
     _notes(config)
     run = simulate(requests, config, step_by_step=args.step_by_step)
@@ -219,7 +219,7 @@ def cmd_run(args) -> None:
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         print(f"  {key:22s} {text}")
     print()
-    _print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
+    print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
     if args.out:
         print(
             f"\nwrote requests.csv, segments.csv, steps.csv, summary.json, trace.json to {args.out}"
@@ -229,7 +229,7 @@ def cmd_run(args) -> None:
 def cmd_compare(args) -> None:
     import pandas as pd
 
-    from sim.metrics import compare_tokens_in_window
+    from sim.runs.metrics import compare_tokens_in_window
     from sim.scenarios import get_scenario
 
     scenario = get_scenario(args.scenario)
@@ -243,16 +243,16 @@ def cmd_compare(args) -> None:
         runs[v.label] = run
         s = summarize(run)
         rows[v.label] = {k: s.get(k) for k in _summary_view(config)}  # no hit rate: cache off
-    _print_table(pd.DataFrame.from_dict(rows, orient="index"))
+    print_table(pd.DataFrame.from_dict(rows, orient="index"))
     if scenario.window_s:
         t0, t1 = scenario.window_s
         print(f"\nOutput tokens per request between {t0:g} s and {t1:g} s:")
-        _print_table(compare_tokens_in_window(runs, t0, t1))
+        print_table(compare_tokens_in_window(runs, t0, t1))
 
 
 def cmd_sweep(args) -> None:
+    from sim.runs.sweep import goodput_of, parse_rates, sweep_rates
     from sim.scenarios import get_scenario
-    from sim.sweep import goodput_of, parse_rates, sweep_rates
 
     rates = parse_rates(args.rate)
     if args.workload:
@@ -263,7 +263,7 @@ def cmd_sweep(args) -> None:
         scenario = get_scenario(args.scenario)
         variant = scenario.variant(args.variant) if args.variant else scenario.variants[0]
         workload, base = variant.workload or scenario.workload, variant.config
-    config = _config(args, base)
+    config = config_from_args(args, base)
     if args.slo:
         slo = get_slo(args.slo)
         config = with_overrides(config, {"ttft_slo_s": slo.ttft_s, "tpot_slo_s": slo.tpot_s})
@@ -273,7 +273,7 @@ def cmd_sweep(args) -> None:
         workload, config, rates, jobs=args.jobs, backend=args.backend, address=args.address
     )
     print(f"SLO: TTFT <= {config.slo.ttft_slo_s:g} s and TPOT <= {config.slo.tpot_slo_s:g} s")
-    _print_table(table.set_index("rate_per_s"), limit=200)
+    print_table(table.set_index("rate_per_s"), limit=200)
     g = goodput_of(table)
     at_least = ">= " if g["all_rates_met"] else ""  # every rate passed: a lower bound only
     print(
@@ -284,8 +284,8 @@ def cmd_sweep(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m sim", description="PD Lab simulator")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = CliParser(prog="python -m sim", description="PD Lab simulator")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CliParser)
     sub.add_parser("list", help="scenarios, policies, topologies, GPUs, models")
     for name, text in (
         ("run", "simulate one configuration"),

@@ -11,7 +11,7 @@ Notable features
   names that exist (GPUs, models), at most MAX_INSTANCES instances, a KV link no slower than
   1 MB/s (slower freezes the clock: t + a step == t in float64), and so on. The message is one
   line that names the knob and says what to change. A visitor's tighter limits (steps, requests,
-  instances) are sim/budget.py's.
+  instances) are sim/runs/budget.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
-from sim.hardware import get_gpu, get_model, kv_capacity_tokens
+from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens
 from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
@@ -60,7 +60,7 @@ def _known(knob: str, lookup, name: str) -> None:
 
 
 def _reserve_gb() -> float:
-    """GB per GPU the cost model keeps for activations (sim.hardware.kv_capacity_tokens)."""
+    """GB per GPU the cost model keeps for activations (sim.cost.hardware.kv_capacity_tokens)."""
     import inspect
 
     return inspect.signature(kv_capacity_tokens).parameters["activation_reserve_gb"].default
@@ -70,7 +70,7 @@ def _reserve_gb() -> float:
 class HardwareConfig:
     """Which GPU and model, and how efficiently the GPU runs (the device profile)."""
 
-    gpu: str = "H100-SXM"  # a catalog name (sim/hardware.py) or "custom"
+    gpu: str = "H100-SXM"  # a catalog name (sim/cost/hardware.py) or "custom"
     model: str = "Llama-3.1-8B"
     tensor_parallel: int = 1  # GPUs per instance (weights and KV split across them)
     mfu: float = 0.5  # share of peak FLOP/s reached by the linear layers
@@ -82,7 +82,7 @@ class HardwareConfig:
     gpu_bw_gb_s: float = 0.0  # custom GPU only: memory bandwidth, GB/s
     gpu_mem_gb: float = 0.0  # custom GPU only: memory, GB
     # fitted: mfu, mfu_attn, mbu and the two overheads left at their defaults take the values
-    # fitted for the GPU to public vLLM measurements (sim/profiles.py); generic: the defaults.
+    # fitted for the GPU to public vLLM measurements (sim/cost/profiles.py); generic: the defaults.
     profile: str = "fitted"
     # MoE on topology=router: the instances are one vLLM data-parallel group whose experts are
     # split across them (vLLM's --enable-expert-parallel); False = independent full replicas.

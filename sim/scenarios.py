@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config import SimConfig, with_overrides
+from sim.core.request import RequestSpec
 from sim.policies import DEFAULT_POLICY
-from sim.request import RequestSpec
-from sim.workload import WorkloadConfig, generate, load_mooncake, scale_to_rate, with_rate
+from sim.workloads.workload import WorkloadConfig, generate, load_mooncake, scale_to_rate, with_rate
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Scenario:
 
 def _cfg(policy: str = DEFAULT_POLICY, **knobs) -> SimConfig:
     # The lessons run on the reference's textbook efficiencies (§5.5: MFU 0.5, MBU 0.7, 3 ms a
-    # step), not the profiles fitted to public benchmarks (sim/profiles.py): each lesson is a
+    # step), not the profiles fitted to public benchmarks (sim/cost/profiles.py): each lesson is a
     # mechanism tuned to show itself clearly, and its claim (tests/test_scenarios.py) should not
     # move when a refit nudges an effective figure. The fitted ones serve user runs.
     return with_overrides(SimConfig(policy=policy), {"profile": "generic", **knobs})

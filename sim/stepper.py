@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sim.config import SimConfig
-from sim.engine import Engine, StepTiming
-from sim.hardware import get_gpu
-from sim.kv import KVCache
+from sim.core.engine import Engine, StepTiming
+from sim.core.kv import KVCache
+from sim.core.prefix_cache import PrefixCachingKV
+from sim.core.recorder import TraceRecorder
+from sim.core.request import Request, RequestSpec, RequestState
+from sim.cost.hardware import get_gpu
 from sim.policies import make_policy
-from sim.prefix_cache import PrefixCachingKV
-from sim.recorder import TraceRecorder
-from sim.request import Request, RequestSpec, RequestState
 
 
 @dataclass

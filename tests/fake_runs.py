@@ -1,7 +1,7 @@
 """Hand-made RunResults for tests: a few rows written out, or one big random run for timing.
 
 Notable features
-- `request_row`, `segment_row`, `step_row` fill every column of the `sim.trace` contract from a
+- `request_row`, `segment_row`, `step_row` fill every column of the `sim.core.trace` contract from a
   few arguments (ttft/tpot/e2e are derived from the times, as the engine derives them).
 - `make_run` turns lists of rows into a RunResult with the contract's column order; token times
   default to evenly spaced tokens between each finished request's first token and finish.
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from sim.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS, RunResult
+from sim.core.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS, RunResult
 
 
 def request_row(

@@ -1,7 +1,7 @@
 """A stand-in for ServeEngine, and `live serve`'s HTTP app around it, in this process.
 
 The HTTP layer's own duties (abort on disconnect, tokenize off the event loop, a bounded trace
-cache, timeouts) do not depend on the model, so these tests drive the real app (live.serve's
+cache, timeouts) do not depend on the model, so these tests drive the real app (live.serve.server's
 create_app and uvicorn configuration) with an engine that emits tokens only when and as slowly
 as a test wants: no torch, no timing races with a real model's steps.
 """
@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from live.serve_engine import ServeLimits
-from live.serve_text import ByteCodec
-from sim.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS, RunResult
+from live.serve.engine import ServeLimits
+from live.serve.text import ByteCodec
+from sim.core.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS, RunResult
 
 
 class RecordingCodec(ByteCodec):
@@ -89,9 +89,10 @@ class InProcessServer:
     def __init__(self, engine, **flags) -> None:
         import uvicorn
 
-        from live import serve
+        from live.serve import server as serve
+        from live.serve.options import parser_defaults
 
-        args = serve.parser_defaults(**flags)
+        args = parser_defaults(**flags)
         app = serve.create_app(engine, "fake", args)
         config = serve.uvicorn_config(app, args)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -5,7 +5,7 @@ imports the points `spin` and `fail_first` from here: worker processes import th
     python tests/sweep_cpu.py fork|forkserver MAX_SECONDS [JOBS]
 
 `forkserver` keeps a second thread alive, as a Streamlit server has, so the workers come from
-the fork server (sim/parallel.py); its CPU and that of the workers it reaped are read from
+the fork server (sim/runs/parallel.py); its CPU and that of the workers it reaped are read from
 /proc, the rest from getrusage (this process, and the forked workers it reaped).
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.budget import Budget, BudgetExceeded, sweep_within  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
-from sim.workload import WorkloadConfig  # noqa: E402
+from sim.runs.budget import Budget, BudgetExceeded, sweep_within  # noqa: E402
+from sim.workloads.workload import WorkloadConfig  # noqa: E402
 
 # /playground?n=1000&rate=40.0&prompt=chat%2Blongdoc&p0=chunked&s0=max_num_batched_tokens%3D1,
 # swept over 10 rates: ~4 s of CPU per point, where the budget is 10 s for the whole sweep.

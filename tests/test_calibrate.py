@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.calibrate import fit_profile, fit_report
-from sim.cost import DeviceProfile, StepCostModel
-from sim.hardware import custom_gpu, get_gpu, get_model
+from sim.cost.calibrate import fit_profile, fit_report
+from sim.cost.hardware import custom_gpu, get_gpu, get_model
+from sim.cost.roofline import DeviceProfile, StepCostModel
 
 TRUE = DeviceProfile(mfu=0.6, mfu_attn=0.45, mbu=0.8, overhead_s=0.002)
 

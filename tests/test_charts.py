@@ -14,9 +14,9 @@ import plotly.graph_objects as go
 import pytest
 from fake_runs import make_run, request_row, step_row
 
-from sim.cost import StepCostModel
-from sim.hardware import get_gpu, get_model
-from sim.metrics import goodput
+from sim.cost.hardware import get_gpu, get_model
+from sim.cost.roofline import StepCostModel
+from sim.runs.metrics import goodput
 from ui import charts
 from ui.i18n import t
 
@@ -292,7 +292,7 @@ def test_concurrency_table_from_runs():
 
 
 def test_concurrency_table_reads_labelled_runs_from_the_scenario():
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.scenarios import get_scenario
 
     scenario = get_scenario("c3")
@@ -437,7 +437,7 @@ def test_nan_in_a_table_is_refused_not_plotted():
 
 
 def test_builders_run_on_a_simulated_scenario():
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.scenarios import get_scenario
 
     scenario = get_scenario("c11")

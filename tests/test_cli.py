@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, azure_trace
 
 from sim.cli import main
-from sim.trace import REQUEST_COLUMNS
+from sim.core.trace import REQUEST_COLUMNS
 
 
 def cli(capsys, *args):

@@ -35,7 +35,7 @@ def one_line_error(code, err):
 
 def test_the_issues_1024_instances_are_estimated_at_tens_of_gb():
     from sim.config import SimConfig, with_overrides
-    from sim.memory import needed_bytes
+    from sim.runs.memory import needed_bytes
 
     big = with_overrides(
         SimConfig(),
@@ -119,7 +119,7 @@ def written(out) -> tuple[int, int, int]:
 
 
 def test_a_run_killed_while_writing_leaves_the_last_whole_output(capsys, tmp_path, monkeypatch):
-    import sim.export
+    import sim.runs.export
 
     out = tmp_path / "out"
     assert main(["run", "--scenario", "c5", "--out", str(out), "--json"]) == 0
@@ -128,7 +128,7 @@ def test_a_run_killed_while_writing_leaves_the_last_whole_output(capsys, tmp_pat
     def killed(run):  # the process dies after the CSVs, before trace.json is done
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sim.export, "chrome_trace", killed)
+    monkeypatch.setattr(sim.runs.export, "chrome_trace", killed)
     with pytest.raises(KeyboardInterrupt):
         main(["run", "--scenario", "c12", "--out", str(out), "--json"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # untouched, whole
@@ -144,10 +144,10 @@ def test_a_run_killed_while_writing_leaves_the_last_whole_output(capsys, tmp_pat
 def test_a_second_writer_of_the_same_out_fails_clearly_and_nothing_mixes(
     capsys, tmp_path, monkeypatch
 ):
-    import sim.export
+    import sim.runs.export
 
     out, seen = tmp_path / "out", {}
-    real = sim.export.chrome_trace
+    real = sim.runs.export.chrome_trace
 
     def meanwhile(run):  # while this run writes, another run writes the same folder
         if not seen:
@@ -155,7 +155,7 @@ def test_a_second_writer_of_the_same_out_fails_clearly_and_nothing_mixes(
             seen["err"] = capsys.readouterr().err
         return real(run)
 
-    monkeypatch.setattr(sim.export, "chrome_trace", meanwhile)
+    monkeypatch.setattr(sim.runs.export, "chrome_trace", meanwhile)
     assert main(["run", "--scenario", "c5", "--out", str(out), "--json"]) == 0
     assert "another" in one_line_error(seen["code"], seen["err"])
     assert written(out) == (9, 9, 9)  # the first writer's run, whole
@@ -264,7 +264,7 @@ def test_a_model_file_of_gigabytes_is_not_read_in_full(capsys, tmp_path):
 
 def test_a_parallel_sweep_counts_each_workers_kv_books(monkeypatch):
     from sim.config import SimConfig, with_overrides
-    from sim.memory import check_memory, needed_bytes
+    from sim.runs.memory import check_memory, needed_bytes
 
     config = with_overrides(
         SimConfig(),

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost import DeviceProfile, StepCost, StepCostModel
-from sim.hardware import (
+from sim.cost.hardware import (
     GPUS,
     LINKS_GB_S,
     MODELS,
@@ -21,6 +20,7 @@ from sim.hardware import (
     kv_capacity_tokens,
     kv_transfer_s,
 )
+from sim.cost.roofline import DeviceProfile, StepCost, StepCostModel
 
 KIB = 1024
 # §5.8 uses one MFU for linear layers and attention, MBU 0.75, and quotes times before overhead.

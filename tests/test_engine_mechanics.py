@@ -3,13 +3,13 @@
 import pytest
 from toy_clock import ToyClock
 
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import SimConfig, with_overrides
-from sim.engine import Engine, StepPlan
-from sim.kv import KVCache
+from sim.core.engine import Engine, StepPlan
+from sim.core.kv import KVCache
+from sim.core.recorder import TraceRecorder
+from sim.core.request import Request, RequestSpec, RequestState
 from sim.policies import make_policy
-from sim.recorder import TraceRecorder
-from sim.request import Request, RequestSpec, RequestState
 
 
 def run(specs, policy="chunked", cost=None, **knobs):
@@ -172,7 +172,7 @@ def test_kv_capacity_comes_from_gpu_memory_minus_weights():
 
 @pytest.mark.parametrize("caching", [False, True])
 def test_a_decode_worker_reserves_its_own_blocks_while_the_prefill_worker_holds_its_own(caching):
-    from sim.prefix_cache import PrefixCachingKV
+    from sim.core.prefix_cache import PrefixCachingKV
 
     kv_class = PrefixCachingKV if caching else KVCache
     p = Engine("P0", make_policy("vllm"), kv_class(1600), TraceRecorder())

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.export import chrome_trace, to_json_dict, write_outputs
-from sim.metrics import summarize
-from sim.trace import REQUEST_COLUMNS
+from sim.core.trace import REQUEST_COLUMNS
+from sim.runs.export import chrome_trace, to_json_dict, write_outputs
+from sim.runs.metrics import summarize
 from tests.fake_runs import big_run, make_run, request_row, segment_row, step_row
 from tests.test_metrics import two_worker_run
 

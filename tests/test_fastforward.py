@@ -1,4 +1,5 @@
-"""The fast-forward through decode-only steps (sim/fastforward.py) gives the step-by-step trace.
+"""The fast-forward through decode-only steps (sim/fastforward/steps.py) gives the step-by-step
+trace.
 
 Every request's times, every segment, every step row and every token's time are compared
 between `simulate(..., step_by_step=True)` and the default event-speed run, on random workloads
@@ -25,13 +26,13 @@ from hypothesis import strategies as st
 from test_properties import configs, workloads
 from toy_clock import ToyClock
 
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import SimConfig, with_overrides
-from sim.cost import StepCostModel
-from sim.fastforward import run_seconds
-from sim.hardware import GPUS, MODELS, get_gpu, get_model
+from sim.core.request import RequestSpec
+from sim.cost.hardware import GPUS, MODELS, get_gpu, get_model
+from sim.cost.roofline import StepCostModel
+from sim.fastforward.steps import run_seconds
 from sim.policies import POLICIES
-from sim.request import RequestSpec
 from sim.scenarios import SCENARIOS
 
 TOL_S = 0.0  # see the module docstring: the two modes must agree exactly
@@ -91,7 +92,7 @@ def test_long_decode_stretches(specs, config):
 # clock's 1/64 s per step plus 1/64 s per prefill token; sums of these are exact in float64)
 # and arrivals fall on the same grid. Whether a step sees a request that arrives at its start
 # then depends on simpy's order of events at one instant, which the colocated fast path, whose
-# worker takes its arrivals itself (sim/arrival_feed.py), must reproduce.
+# worker takes its arrivals itself (sim/fastforward/arrival_feed.py), must reproduce.
 TIE_CLOCK = ToyClock(2**-6, 2**-6)
 
 
@@ -128,7 +129,7 @@ def test_lesson_scenarios(name):
 
 def test_fast_forward_takes_few_engine_calls(monkeypatch):
     """The point of it: a quiet decode stretch costs one run, not one step per token."""
-    from sim.engine import Engine
+    from sim.core.engine import Engine
 
     calls = []
     schedule = Engine.schedule
@@ -184,8 +185,8 @@ def test_closed_form():
 
 def test_step_by_step_is_what_the_live_clock_gets():
     """A clock that must see every step (the live one) is never fast-forwarded."""
-    from sim.cluster import Cluster
-    from sim.worker import SimulatedClock, fast_forward_ok
+    from sim.cluster.topologies import Cluster
+    from sim.cluster.worker import SimulatedClock, fast_forward_ok
 
     class Counting(SimulatedClock):
         steps = 0
@@ -219,7 +220,7 @@ def test_azure_excerpt_every_policy_and_topology(policy, topology, azure_conv_30
 def azure_conv_300():
     from conftest import azure_trace
 
-    from sim.workload import load_workload
+    from sim.workloads.workload import load_workload
 
     requests = load_workload(str(azure_trace("conv")))[:300]
     t0 = requests[0].arrival_s
@@ -231,9 +232,9 @@ def azure_conv_300():
 
 
 def test_the_run_budget_counts_fast_forwarded_steps():
-    """A hosted run's step cap (sim/budget.py) still holds when decode steps go by in runs."""
-    from sim.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
-    from sim.worker import fast_forward_ok
+    """A hosted run's step cap (sim/runs/budget.py) still holds when decode steps go by in runs."""
+    from sim.cluster.worker import fast_forward_ok
+    from sim.runs.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
 
     specs = [RequestSpec(i, 0.0, 100, 400) for i in range(4)]
     assert fast_forward_ok(BudgetClock(Budget()))
@@ -249,7 +250,7 @@ def test_the_run_budget_counts_fast_forwarded_steps():
 def test_a_cost_model_of_another_form_is_priced_step_by_step():
     """A cost model whose decode steps are not batch terms + context x kv_s (here: a context
     penalty that grows faster) is noticed on the first run and priced step by step: exact."""
-    from sim.cluster import Cluster
+    from sim.cluster.topologies import Cluster
 
     class Quadratic(StepCostModel):
         __slots__ = ()
@@ -287,12 +288,12 @@ def test_a_cost_model_of_another_form_is_priced_step_by_step():
 )
 def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
     """A busy server admits a request every few steps. The admitting step joins the run
-    (sim/run_admission.py) instead of ending it, every way extend can go is taken (a prompt
+    (sim/fastforward/admission.py) instead of ending it, every way extend can go is taken (a prompt
     admitted into the run, a plain step decided by the policy, a step handed back: a long
     prompt's first chunk, a one-token request; the run ending at KV pressure or an idle
     server), and the trace is still step by step's exactly."""
-    import sim.worker
-    from sim.decode_run import DecodeRun
+    import sim.cluster.worker
+    from sim.fastforward.decode_run import DecodeRun
 
     specs = []
     for r in azure_conv_300:
@@ -305,7 +306,7 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
             group, prefix = "system", min(prompt, 600)  # shared prefix: cache hits on admission
         specs.append(RequestSpec(r.request_id, r.arrival_s, prompt, output, 0, group, prefix))
     outcomes = Counter()
-    extend = sim.worker.extend
+    extend = sim.cluster.worker.extend
 
     def counting(run):
         k = run.k
@@ -319,7 +320,7 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
 
     runs = []
     finish = DecodeRun.finish
-    monkeypatch.setattr(sim.worker, "extend", counting)
+    monkeypatch.setattr(sim.cluster.worker, "extend", counting)
     monkeypatch.setattr(DecodeRun, "finish", lambda self: runs.append(self) or finish(self))
     config = with_overrides(SimConfig(), knobs)
     fast = simulate(specs, config)
@@ -336,8 +337,8 @@ def test_admission_steps_ride_in_runs(monkeypatch, azure_conv_300, knobs):
 def test_the_run_budget_stops_a_run_that_goes_on_through_arrivals(azure_conv_300):
     """A run that carries admission steps may last the whole simulation: the run budget still
     stops it within one plan of its step cap (not when the run finally ends)."""
-    from sim.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
-    from sim.decode_run import MAX_RUN_STEPS
+    from sim.fastforward.decode_run import MAX_RUN_STEPS
+    from sim.runs.budget import Budget, BudgetClock, BudgetExceeded, simulate_within
 
     budget = Budget(max_steps=1_000)
     clock = BudgetClock(budget)
@@ -353,7 +354,7 @@ def test_the_steps_of_runs_go_where_a_stable_sort_puts_them(seed):
     """The steps table merges the runs' rows with the other steps' by end time: the same rows in
     the same places as a stable sort of both (ties: the other steps first), whether the two
     are each in order already (one worker: a merge) or not (several workers' runs interleave)."""
-    from sim.recorder import _merge_order
+    from sim.core.recorder import _merge_order
 
     rng = np.random.default_rng(seed)
     steps = np.round(rng.uniform(0, 5, rng.integers(0, 40)), 1)  # rounded: many ties

@@ -1,9 +1,10 @@
-"""Routed experts computed in whole row tiles (sim/cost.py MOE_BLOCK_ROWS, `moe_rows`).
+"""Routed experts computed in whole row tiles (sim/cost/roofline.py MOE_BLOCK_ROWS, `moe_rows`).
 
 A grouped-GEMM MoE kernel pads each expert's tokens to a whole tile, so an expert that got a few
 tokens costs a tile's FLOPs. These tests pin what that means for a step's time: prefill chunks
 whose tokens spread thin over the experts pay for the padding, large ones hardly do, decode stays
-memory-bound with the context term last (sim/fastforward.py's DecodeTerms), and the calibration
+memory-bound with the context term last (sim/fastforward/steps.py's DecodeTerms), and the
+calibration
 terms agree with step_cost.
 """
 
@@ -13,8 +14,8 @@ import math
 
 import pytest
 
-from sim.cost import MOE_BLOCK_ROWS, DeviceProfile, StepCostModel, moe_rows
-from sim.hardware import get_gpu, get_model
+from sim.cost.hardware import get_gpu, get_model
+from sim.cost.roofline import MOE_BLOCK_ROWS, DeviceProfile, StepCostModel, moe_rows
 
 # No overheads, so step times are the operators alone.
 BARE = DeviceProfile(mfu=0.5, mfu_attn=0.4, mbu=0.7, overhead_s=0.0)

@@ -24,7 +24,7 @@ import fidelity_replay as rp  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
 
 from sim.config import SimConfig, with_overrides  # noqa: E402
-from sim.hardware import get_gpu, get_model, kv_capacity_tokens  # noqa: E402
+from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens  # noqa: E402
 from ui.charts_fidelity import fidelity_scatter, fidelity_table  # noqa: E402
 
 AIC_FIELDS = [

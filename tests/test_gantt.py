@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from fake_runs import make_run, request_row, segment_row, step_row
 
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import SimConfig
 from sim.scenarios import get_scenario
-from sim.workload import WorkloadConfig, generate
+from sim.workloads.workload import WorkloadConfig, generate
 from ui import gantt_frames as gf
 from ui import gantt_layout as gl
 from ui.gantt import (

@@ -24,8 +24,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim.config import DISAGG_PROTOCOLS, TOPOLOGY_NAMES
+from sim.cost.profiles import FITTED, profile_origin
 from sim.policies import POLICIES, get_policy_class
-from sim.profiles import FITTED, profile_origin
 from sim.scenarios import SCENARIOS
 from ui.i18n import catalog
 from ui.labels import has_label, request_label, request_row, sim_label

@@ -237,7 +237,7 @@ def korean_figures() -> dict[str, dict]:
     slowed decode, prefix-cache hits) and every figure builder of ui.charts, in Korean."""
     from test_charts import _chunk_table, _concurrency_table, _sweeps
 
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.scenarios import get_scenario
     from ui import charts
     from ui.gantt import timeline_figure

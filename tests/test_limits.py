@@ -1,7 +1,8 @@
 """Bounded work per visitor (issue 9): a hostile URL, bad knobs, huge uploads and the budget.
 
 A hosted PD Lab serves a class from one 2-core machine, so no URL may pin it: every run keeps to
-sim.budget.Budget (requests, instances, KV blocks, engine steps, CPU seconds), a configuration the
+sim.runs.budget.Budget (requests, instances, KV blocks, engine steps, CPU seconds), a configuration
+the
 simulator refuses is one st.error beside the others, and an upload is cut while it is parsed.
 """
 
@@ -16,9 +17,16 @@ import pytest
 from apptest_page import open_page
 from conftest import ROOT
 
-from sim.budget import Budget, BudgetClock, BudgetExceeded, check, simulate_within, sweep_within
 from sim.config import SimConfig, with_overrides
-from sim.workload import WorkloadConfig, generate, load_csv
+from sim.runs.budget import (
+    Budget,
+    BudgetClock,
+    BudgetExceeded,
+    check,
+    simulate_within,
+    sweep_within,
+)
+from sim.workloads.workload import WorkloadConfig, generate, load_csv
 from ui.i18n import t
 
 # The URL of issue 9: 161 s of CPU, 3.8 GB and 2.42M engine steps before the budget.
@@ -145,7 +153,7 @@ def test_budget_stops_a_run_by_steps_and_by_cpu_time():
     clock = BudgetClock(Budget())  # within budget: the same run as without one
     run = simulate_within(requests[:20], SimConfig(), Budget(), clock)
     assert clock.steps > 0 and len(run.requests) == 20
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
 
     plain = simulate(requests[:20], SimConfig())
     assert run.requests.equals(plain.requests) and run.segments.equals(plain.segments)
@@ -155,7 +163,7 @@ def test_a_sweep_shares_one_budget():
     workload = WorkloadConfig(rate_per_s=4.0, num_requests=50, seed=2)
     table = sweep_within(workload, SimConfig(), [2.0, 4.0], Budget())
     assert list(table.rate_per_s) == [2.0, 4.0]
-    from sim.sweep import sweep_rates
+    from sim.runs.sweep import sweep_rates
 
     assert table.equals(sweep_rates(workload, SimConfig(), [2.0, 4.0]))
 

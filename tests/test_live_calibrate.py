@@ -1,4 +1,5 @@
-"""live.calibrate.fit: a robust fit of the device profile to measured steps (no torch needed).
+"""live.engine.calibrate.fit: a robust fit of the device profile to measured steps (no torch
+needed).
 
 The measured steps are synthetic here (a known profile's step times with noise), so the test can
 say what the fit must recover: the few long prefills are kept even though they are rare, and the
@@ -12,9 +13,9 @@ import json
 import numpy as np
 import pytest
 
-from live.calibrate import REFERENCE_CPU, fit, sim_model
-from sim.cost import DeviceProfile, StepCostModel
-from sim.hardware import get_model
+from live.engine.calibrate import REFERENCE_CPU, fit, sim_model
+from sim.cost.hardware import get_model
+from sim.cost.roofline import DeviceProfile, StepCostModel
 
 CPU_LIKE = DeviceProfile(
     mfu=0.28, mfu_attn=0.18, mbu=0.18, overhead_s=0.006, overhead_per_seq_s=0.007
@@ -64,7 +65,7 @@ def test_fit_without_stalls_keeps_every_step():
 
 def test_every_live_model_is_predicted_with_its_catalog_twin():
     pytest.importorskip("torch")
-    from live.weights import PRESETS
+    from live.model.weights import PRESETS
 
     for preset, shape in PRESETS.items():
         if preset == "tiny":

@@ -19,13 +19,13 @@ if CUDA.type == "cuda" and not torch.cuda.is_available():
 
 from types import SimpleNamespace  # noqa: E402
 
-from live.engine import LiveOptions, run_live  # noqa: E402
-from live.kvstore import KVStore  # noqa: E402
-from live.model import Segment  # noqa: E402
-from live.runner import ModelRunner, copy_kv, default_dtype  # noqa: E402
-from live.weights import random_model  # noqa: E402
+from live.engine.run import LiveOptions, run_live  # noqa: E402
+from live.engine.runner import ModelRunner, copy_kv, default_dtype  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from live.model.llama import Segment  # noqa: E402
+from live.model.weights import random_model  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
-from sim.request import RequestSpec  # noqa: E402
+from sim.core.request import RequestSpec  # noqa: E402
 
 
 def close(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -16,12 +16,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import live.flat_attention as flat  # noqa: E402
-from live.decode_graphs import decode_fn, decode_shape, static_inputs  # noqa: E402
-from live.flat_attention import FlatLayout, staging_buffer, to_device  # noqa: E402
-from live.kvstore import KVStore  # noqa: E402
-from live.model import ModelShape, Segment  # noqa: E402
-from live.weights import random_model  # noqa: E402
+import live.model.flat_attention as flat  # noqa: E402
+from live.model.decode_graphs import decode_fn, decode_shape, static_inputs  # noqa: E402
+from live.model.flat_attention import FlatLayout, staging_buffer, to_device  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from live.model.llama import ModelShape, Segment  # noqa: E402
+from live.model.weights import random_model  # noqa: E402
 
 REL_TOL = 1e-4
 # GQA group 4, several layers, RoPE: big enough to exercise every index, small enough for CI.

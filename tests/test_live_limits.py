@@ -101,7 +101,7 @@ def test_a_tiny_token_budget_is_refused_before_taking_the_model():
 def test_without_torch_the_live_page_replays_recorded_runs_labelled_as_such(monkeypatch, lang):
     import importlib.util
 
-    from live.recording import available, load
+    from live.engine.recording import available, load
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -140,7 +140,7 @@ def test_without_torch_the_live_page_replays_recorded_runs_labelled_as_such(monk
 
 
 def test_recordings_round_trip_and_say_where_they_come_from():
-    from live.recording import available, load
+    from live.engine.recording import available, load
 
     for path in available():
         rec = load(path)

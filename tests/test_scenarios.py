@@ -5,8 +5,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from sim.cluster import simulate
-from sim.metrics import compare_tokens_in_window, summarize, worker_utilisation
+from sim.cluster.topologies import simulate
+from sim.runs.metrics import compare_tokens_in_window, summarize, worker_utilisation
 from sim.scenarios import SCENARIOS, get_scenario
 
 

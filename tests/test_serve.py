@@ -203,7 +203,7 @@ def _metrics(server: Server) -> dict[str, float]:
 
 
 def test_trace_is_the_usual_three_tables_downloadable_as_it_runs(tiny):
-    from sim.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS
+    from sim.core.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS
 
     data = tiny.trace()
     assert set(data) >= {"meta", "requests", "segments", "steps", "token_times"}
@@ -234,9 +234,9 @@ STREAM_TOKENS = 150  # each request streams 0.2-5 s (unloaded-loaded): long agai
 
 
 def test_replay_gets_every_token_and_agrees_with_the_servers_trace(tiny):
-    from live.replay import ReplayOptions, replay
-    from live.replay_report import summary_of
-    from sim.request import RequestSpec
+    from live.replay.replayer import ReplayOptions, replay
+    from live.replay.report import summary_of
+    from sim.core.request import RequestSpec
 
     # Equal requests SPACING_S apart: first come, first served (under load two or three stream
     # at once, as each stream then takes longer).
@@ -320,9 +320,9 @@ def test_replay_of_a_mooncake_trace_gets_every_request_its_tokens(tiny, tmp_path
 
 def test_replay_through_the_openai_package_matches_the_cli_rules(tiny):
     """The library call (AsyncOpenAI inside) on a workload from sim, with the SLO summary."""
-    from live.replay import ReplayOptions, replay
-    from live.replay_report import summary_of
-    from sim.request import RequestSpec
+    from live.replay.replayer import ReplayOptions, replay
+    from live.replay.report import summary_of
+    from sim.core.request import RequestSpec
 
     specs = [RequestSpec(i, 0.02 * i, 16 + 8 * i, 10 + i) for i in range(5)]
     result = replay(specs, ReplayOptions(tiny.url, ttft_slo_s=5.0, tpot_slo_s=1.0))
@@ -340,8 +340,8 @@ def test_chat_prompts_are_exact_with_the_servers_chat_template(tiny, capsys):
     The chat template adds its own tokens ("user: ...\nassistant: " for tiny, 18 bytes), so
     the user message must be that much shorter; vLLM's /tokenize with messages measures it.
     """
-    from live.replay import ReplayOptions, replay
-    from sim.request import RequestSpec
+    from live.replay.replayer import ReplayOptions, replay
+    from sim.core.request import RequestSpec
 
     messages = [{"role": "user", "content": "hi"}]
     counted = tiny.post("/tokenize", {"messages": messages}).json()["count"]
@@ -422,9 +422,9 @@ def test_a_server_without_tokenize_gets_exact_token_ids_built_without_it(tiny, c
     """No /tokenize: completions still get prompts of exactly prompt_tokens ids (ids every
     vocabulary has), the summary says so; text cannot be measured, so --prompt-mode text is
     refused and chat falls back to approximate text, each said in one line."""
-    from live.replay import ReplayError, ReplayOptions, replay
-    from live.replay_report import summary_of
-    from sim.request import RequestSpec
+    from live.replay.replayer import ReplayError, ReplayOptions, replay
+    from live.replay.report import summary_of
+    from sim.core.request import RequestSpec
 
     proxy = WithoutTokenizer(tiny.url)
     try:
@@ -454,8 +454,8 @@ def test_a_server_without_tokenize_gets_exact_token_ids_built_without_it(tiny, c
 
 
 def test_prompts_share_no_prefix_unless_the_workload_says_so():
-    from live.replay_prompts import prompt_ids
-    from sim.request import RequestSpec
+    from live.replay.prompts import prompt_ids
+    from sim.core.request import RequestSpec
 
     base = list(range(50, 90)) * 3
     a, b = (prompt_ids(RequestSpec(i, 0, 300, 1), base) for i in (1, 2))
@@ -467,8 +467,8 @@ def test_prompts_share_exactly_the_prefixes_the_workload_shares():
     """Mooncake hash ids (512-token blocks) and prefix groups become identical token ids."""
     import dataclasses
 
-    from live.replay_prompts import prompt_ids
-    from sim.request import RequestSpec
+    from live.replay.prompts import prompt_ids
+    from sim.core.request import RequestSpec
 
     fields = {f.name for f in dataclasses.fields(RequestSpec)}
     if "hash_ids" not in fields:
@@ -505,9 +505,9 @@ def test_prefill_first_stalls_the_streams_that_the_default_policy_keeps_going(tm
     vLLM's own policy once sim has it) mixes 128-token chunks with the decodes: no stream stops.
     The simulator, with a device roughly as fast as this CPU, says the same.
     """
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.config import SimConfig, with_overrides
-    from sim.request import RequestSpec
+    from sim.core.request import RequestSpec
 
     default = SimConfig().policy
     workload = write_csv(tmp_path / "freeze.csv", FREEZE)

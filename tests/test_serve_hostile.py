@@ -342,7 +342,7 @@ def test_bad_query_parameters_get_a_400_error_object_not_422(fake):
 def test_the_trace_cache_stays_within_its_bytes_and_renders_once_per_key():
     from types import SimpleNamespace
 
-    from live.serve_http import TraceCache
+    from live.serve.transport import TraceCache
 
     renders = []
 

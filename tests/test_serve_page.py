@@ -7,7 +7,7 @@ import pytest
 from apptest_page import open_page as open_app_page
 from streamlit.testing.v1 import AppTest
 
-from live.serve_client import EndpointError, check_endpoint
+from live.serve.client import EndpointError, check_endpoint
 from ui.i18n import t
 
 PAGE = "app_pages/serve.py"
@@ -68,7 +68,7 @@ def test_the_guard_resolves_and_checks_every_address_before_any_request():
 
 
 def test_unknown_modes_fail_closed(monkeypatch):
-    from live.serve_client import allowed_mode
+    from live.serve.client import allowed_mode
 
     monkeypatch.setenv("PDLAB_ALLOW_ENDPOINTS", "yes please")
     assert allowed_mode() == "off"

@@ -6,7 +6,7 @@ import time
 import pytest
 from test_app_hostile import SERVE, open_page, shown
 
-from sim.budget import Budget
+from sim.runs.budget import Budget
 from ui.i18n import t
 
 

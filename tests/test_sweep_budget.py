@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT
 from sweep_cpu import fail_first, spin
 
-from sim.budget import Budget, BudgetExceeded, cpu_watch, over_seconds
-from sim.parallel import map_points
+from sim.runs.budget import Budget, BudgetExceeded, cpu_watch, over_seconds
+from sim.runs.parallel import map_points
 
 BUDGET_S = 1.0
 # Over the budget a sweep may still use: each of its 2 workers checks the shared count every

@@ -1,4 +1,4 @@
-"""Sweeps run their points side by side (sim/parallel.py) and give the serial table.
+"""Sweeps run their points side by side (sim/runs/parallel.py) and give the serial table.
 
 Ray: the real backend is tested where `ray` is installed (test_parallel_ray.py); here,
 everywhere, a missing Ray is one clear line, as the CLI prints it.
@@ -9,12 +9,12 @@ import sys
 import pandas as pd
 import pytest
 
-from sim.budget import Budget, sweep_within
 from sim.cli import main
 from sim.config import SimConfig, with_overrides
-from sim.parallel import map_points
-from sim.sweep import sweep_rates
-from sim.workload import WorkloadConfig
+from sim.runs.budget import Budget, sweep_within
+from sim.runs.parallel import map_points
+from sim.runs.sweep import sweep_rates
+from sim.workloads.workload import WorkloadConfig
 
 WORKLOAD = WorkloadConfig(num_requests=60, rate_per_s=4.0, seed=3)
 RATES = [2.0, 6.0, 10.0, 14.0]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from apptest_page import open_page
 
-from sim.sweep import goodput_of
+from sim.runs.sweep import goodput_of
 from ui import charts
 from ui import lesson_setups as ls
 from ui.goodput_text import goodput_cell, goodput_frame
@@ -43,7 +43,7 @@ def test_the_roofline_follows_the_context_slider():
 
 
 def test_the_compute_bound_region_is_not_called_flat_while_it_still_rises():
-    from sim.cluster import simulate
+    from sim.cluster.topologies import simulate
     from sim.scenarios import get_scenario
 
     s = get_scenario("c3-concurrency")
@@ -93,8 +93,8 @@ def test_long_prompts_starvation_table_names_its_columns_in_full():
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_live_table_names_its_columns_in_words(lang):
-    from live.replay_report import errors
-    from sim.cluster import simulate
+    from live.replay.report import errors
+    from sim.cluster.topologies import simulate
     from sim.scenarios import requests_from_rows
     from ui.labels import live_error_column
 

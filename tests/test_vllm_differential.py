@@ -27,7 +27,7 @@ import pytest
 from refsched.client import require_reference, run_reference
 
 from sim.config import SimConfig, with_overrides
-from sim.request import HASH_BLOCK, RequestSpec
+from sim.core.request import HASH_BLOCK, RequestSpec
 from sim.stepper import run_steps
 
 V1_KNOBS = (

@@ -12,8 +12,8 @@ from conftest import FULL_TRACES, NEEDS_FULL_TRACES, azure_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.lengths import MAX_TOKENS
-from sim.workload import (
+from sim.workloads.lengths import MAX_TOKENS
+from sim.workloads.workload import (
     PRESETS,
     Fixed,
     LogNormal,

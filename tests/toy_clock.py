@@ -17,7 +17,8 @@ class ToyCost:
 
 
 class ToyClock:
-    """step_cost() like sim.cost.StepCostModel, but linear: base_s + per_token_s * prefill."""
+    """step_cost() like sim.cost.roofline.StepCostModel, but linear: base_s + per_token_s *
+    prefill."""
 
     def __init__(self, base_s: float = 0.010, per_prefill_token_s: float = 0.001) -> None:
         self.base_s = base_s

@@ -7,7 +7,7 @@ legend above the plot, phase colours) comes from `ui.charts_base.styled` and `ui
 Notable features
 - Cost-model figures (claim C1): `step_time_vs_prompt` and `step_time_vs_batch`
   (`ui.charts_steps`), `roofline` (`ui.charts_roofline`). The knee and the memory-/compute-bound
-  shading come from `sim.cost.StepCostModel`, the model the simulator runs on.
+  shading come from `sim.cost.roofline.StepCostModel`, the model the simulator runs on.
 - Load figures (`ui.charts_load`, C3, C6, C10c): `throughput_vs_concurrency` (with
   `concurrency_table` and `saturation_concurrency`), `chunk_tradeoff` (with
   `chunk_tradeoff_table`) and `goodput_curves`.

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from sim.hardware import GpuSpec, ModelSpec, get_gpu, get_model
+from sim.cost.hardware import GpuSpec, ModelSpec, get_gpu, get_model
 from ui.i18n import t
 from ui.theme import COLORS, FONT_FAMILY, FONT_SIZE, OUTLINE
 

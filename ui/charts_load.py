@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from sim.metrics import goodput, percentiles, run_duration_s
-from sim.trace import RunResult
+from sim.core.trace import RunResult
+from sim.runs.metrics import goodput, percentiles, run_duration_s
 from ui.charts_base import INK, SERIES_COLORS, finite, power_of_two_ticks, shade_regions, styled
 from ui.i18n import t
 from ui.theme import COLORS, FONT_SIZE

@@ -3,7 +3,8 @@
 Notable features
 - The classic picture: the GPU's compute roof (peak FLOP/s) and bandwidth slope (BW × FLOP/byte)
   meeting at the ridge point F/BW, plus the achievable roof at the profile's MFU and MBU.
-- Points are real steps of `sim.cost.StepCostModel`: decode batches (1, 8, 64, 256) sit on the
+- Points are real steps of `sim.cost.roofline.StepCostModel`: decode batches (1, 8, 64, 256) sit on
+  the
   bandwidth slope, far left of the ridge; prefill chunks (512, 2048, 8192 tokens) sit under the
   compute roof. Intensity = StepCost.flops / bytes; achieved = flops / seconds per GPU, so the
   fixed per-step overhead pulls every point below its roof, as it does on a real server.
@@ -16,8 +17,8 @@ import math
 
 import plotly.graph_objects as go
 
-from sim.cost import DeviceProfile, StepCostModel
-from sim.hardware import GpuSpec, ModelSpec
+from sim.cost.hardware import GpuSpec, ModelSpec
+from sim.cost.roofline import DeviceProfile, StepCostModel
 from ui.charts_base import INK, finite, shade_regions, styled
 from ui.charts_steps import cost_model
 from ui.i18n import t

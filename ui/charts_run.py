@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from sim.metrics import kv_use_over_time, worker_utilisation
-from sim.trace import RunResult
+from sim.core.trace import RunResult
+from sim.runs.metrics import kv_use_over_time, worker_utilisation
 from ui.charts_base import BOUND_COLORS, INK, SERIES_COLORS, finite, styled
 from ui.i18n import t
 from ui.theme import COLORS, FONT_SIZE

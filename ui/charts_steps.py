@@ -1,7 +1,8 @@
 """Step-time charts: how long one prefill or decode step takes, and why (claim C1, §5.4).
 
 Notable features
-- Every number comes from `sim.cost.StepCostModel`, the same model the simulator runs on, so the
+- Every number comes from `sim.cost.roofline.StepCostModel`, the same model the simulator runs on,
+  so the
   charts and the simulated timelines always agree.
 - `step_time_vs_prompt`: one prefill step vs its prompt length (log-log). Left of the knee the
   step costs one read of the weights whatever the length (flat); right of it, time grows with
@@ -25,8 +26,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from sim.cost import DeviceProfile, StepCost, StepCostModel
-from sim.hardware import GpuSpec, ModelSpec
+from sim.cost.hardware import GpuSpec, ModelSpec
+from sim.cost.roofline import DeviceProfile, StepCost, StepCostModel
 from ui.charts_base import (
     BOUND_COLORS,
     INK,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cluster import simulate
-from sim.metrics import compare_tokens_in_window, summarize
+from sim.cluster.topologies import simulate
+from sim.runs.metrics import compare_tokens_in_window, summarize
 from ui import lesson_setups as ls
 
 
@@ -135,11 +135,11 @@ def prefix_evict(kv: int = ls.PREFIX_EVICT["kv"]) -> dict:
 
 
 def disagg_goodput(preset_key: str, seed: int | None = None) -> dict:
-    """Goodput per GPU of the three ways on the page's default split (sim.sweep, as the page);
+    """Goodput per GPU of the three ways on the page's default split (sim.runs.sweep, as the page);
     `seed` draws the preset's requests anew (does the verdict hang on one draw?)."""
     import dataclasses
 
-    from sim.sweep import goodput_of, sweep_rates
+    from sim.runs.sweep import goodput_of, sweep_rates
 
     preset = ls.DISAGG_PRESETS[preset_key]
     workload = preset.workload

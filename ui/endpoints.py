@@ -23,7 +23,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from live.serve_client import Endpoint, EndpointError, check_endpoint
+from live.serve.client import Endpoint, EndpointError, check_endpoint
 
 MAX_URL_CHARS = 2_000  # a server address is short; a megabyte of URL is not one
 

@@ -37,7 +37,7 @@ from typing import Literal
 import numpy as np
 import plotly.graph_objects as go
 
-from sim.trace import RunResult
+from sim.core.trace import RunResult
 from ui import gantt_frames as gf
 from ui import gantt_layout as gl
 from ui.gantt_frames import TRACE_PHASES, frame_times

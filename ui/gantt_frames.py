@@ -16,7 +16,7 @@ Notable features
   sorted arrays (O((segments + frames) log n), no Python loop over segments):
   queue = segments of kind queued/preempted covering t, running = prefill/decode/stall covering t,
   KV in use = sum over workers of kv_used_tokens of the worker's latest step started at or
-  before t (the step-function convention of `sim.metrics.kv_use_over_time`), divided by the sum
+  before t (the step-function convention of `sim.runs.metrics.kv_use_over_time`), divided by the sum
   of the workers' capacities, tokens = output tokens emitted at or before t over all requests.
 - Segments cover the half-open interval [start_s, end_s), so two back-to-back segments of one
   request (decode then stall) never count that request twice, and a zero-length one never counts.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sim.trace import RunResult
+from sim.core.trace import RunResult
 
 # Drawn phases in drawing order (later = on top). "decode_slowed" is a decode segment with
 # slowed=True, drawn blue with a hatch. "cached" spans the same step as the prefill chunk it

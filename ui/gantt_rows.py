@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.trace import RunResult
+from sim.core.trace import RunResult
 
 ZOOM_ROWS = 30  # rows per panel by default (the "about 30 rows or fewer")
 COMPACT_ROWS = 20  # ... in the compact (projector) layout

@@ -55,7 +55,7 @@ def request_label(request_id: int, lang: str = DEFAULT_LANG) -> str:
 
 
 def live_error_column(column: str, lang: str = DEFAULT_LANG) -> str:
-    """A column of the live page's per-request table (live.replay_report.errors), in words:
+    """A column of the live page's per-request table (live.replay.report.errors), in words:
     "ttft_measured_s" -> "TTFT measured (s)"; an unknown column comes back as it is."""
     match = re.fullmatch(r"(ttft|tpot|e2e)_(measured_s|predicted_s|err_s|err_pct)", column)
     if not match:

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.config import SimConfig, with_overrides
-from sim.lengths import Uniform
 from sim.scenarios import (
     long_prompts_then_chats,
     mooncake_excerpt,
     requests_from_rows,
     shared_system_prompt,
 )
-from sim.workload import WorkloadConfig
+from sim.workloads.lengths import Uniform
+from sim.workloads.workload import WorkloadConfig
 
 # ---- Home: three requests on the same two GPUs, colocated vs disaggregated -------------------
 HOME = {"window": 5.0}
@@ -52,8 +52,8 @@ CHUNKED = {"chunk": 2048, "gpu": "H100-SXM"}
 
 def batching_specs(batch, rate, n, long) -> list:
     """The same arrivals under static batching and continuous batching, prefill-first."""
-    from sim.request import RequestSpec
-    from sim.workload import generate
+    from sim.core.request import RequestSpec
+    from sim.workloads.workload import generate
 
     requests = generate(WorkloadConfig(rate_per_s=rate, num_requests=n, seed=3))
     if long:  # C5: one 16k-token prompt arrives while the others stream
@@ -251,7 +251,7 @@ def disagg_configs(
 
 def preset_configs(preset: DisaggPreset) -> dict:
     """The three ways on the page's default split, link, decode GPU and protocol."""
-    from sim.hardware import LINKS_GB_S
+    from sim.cost.hardware import LINKS_GB_S
 
     d = DISAGG
     return disagg_configs(preset, d["p"], d["d"], LINKS_GB_S[d["link"]], d["dgpu"], d["protocol"])

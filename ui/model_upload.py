@@ -3,7 +3,7 @@
 Notable features
 - `uploaded_model(label, help)` shows a file uploader for a `config.json` (Llama, Mistral,
   Qwen2/3, Mixtral, Qwen-MoE, DeepSeek-V2/V3) and returns a path the simulator's `model` knob
-  accepts (`sim.hardware.get_model` reads config files), or None when nothing is uploaded.
+  accepts (`sim.cost.hardware.get_model` reads config files), or None when nothing is uploaded.
 - The file is parsed before it is kept: a config the simulator cannot read shows `st.error`
   with the reason, and the page goes on with the catalog model.
 - Uploads are stored by content hash in a temporary folder (one small JSON each), so the same
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from sim.hf_config import model_from_hf_config
+from sim.cost.hf_config import model_from_hf_config
 from ui.errors import say
 from ui.language import translator
 
@@ -67,7 +67,7 @@ def save_config(data: bytes, name: str = "") -> Path:
 
 def check_model(value: str) -> None:
     """ValueError unless `value` names a catalog model or a config.json uploaded here."""
-    from sim.hardware import DTYPE_BYTES, KV_SUFFIX, MODELS
+    from sim.cost.hardware import DTYPE_BYTES, KV_SUFFIX, MODELS
 
     text = value.strip()
     base = text  # without the suffixes, parsed as get_model parses them: a last :kv-..., then

@@ -1,6 +1,6 @@
 """A Serve-page replay that a visitor can stop, and that stops by itself (issue 32, #17).
 
-`live.replay.replay` runs `asyncio.run(...)` in the calling thread, the visitor's script
+`live.replay.replayer.replay` runs `asyncio.run(...)` in the calling thread, the visitor's script
 thread, until the last request finishes. An upload whose arrivals span 30 days kept that thread
 asleep for 30 days, and nothing could stop it: Streamlit stops a script only at its next st
 call, and a thread inside asyncio.run makes none.
@@ -86,14 +86,14 @@ def replay_workload(workload: str, upload, limits):
     to one row past `limits.serve_requests` (a 20 MB file is not parsed in full to be refused).
     BudgetExceeded (serve_requests, serve_tokens, serve_seconds) or WorkloadError (a bad line)
     if refused."""
-    from sim.budget import BudgetExceeded
+    from sim.runs.budget import BudgetExceeded
 
     if upload is not None:
-        from sim.workload import load_csv
+        from sim.workloads.workload import load_csv
 
         requests = load_csv(upload, max_rows=limits.serve_requests + 1)
     else:
-        from live.workloads import live_workload
+        from live.engine.workloads import live_workload
 
         requests = live_workload(workload)
     if len(requests) > limits.serve_requests:

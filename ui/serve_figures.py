@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from sim.trace import RunResult
+from sim.core.trace import RunResult
 from ui.gantt import static_timeline_figure
 from ui.i18n import t
 

@@ -7,7 +7,8 @@
 - Cache keys are `fingerprint`s (one pickle and a hash) of the workload and config, not
   Streamlit's own hashing of them: the underscored arguments of the cached functions are not
   hashed.
-- Bounded work per visitor: every run goes through `sim.budget.simulate_within` under `limits()`
+- Bounded work per visitor: every run goes through `sim.runs.budget.simulate_within` under
+  `limits()`
   (requests, instances, KV blocks, engine steps, CPU seconds per run); a refused run is cached as
   its Refusal (translated when shown), so reloading a hostile URL costs nothing the second time.
   The caches are shared by both languages, hold at most CACHE_MB of results each and drop an
@@ -27,12 +28,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from sim.budget import Budget, BudgetExceeded, simulate_within
 from sim.config import SimConfig, with_overrides
-from sim.request import RequestSpec
+from sim.core.request import RequestSpec
+from sim.core.trace import RunResult
+from sim.runs.budget import Budget, BudgetExceeded, simulate_within
 from sim.scenarios import get_scenario
-from sim.trace import RunResult
-from sim.workload import WorkloadConfig, generate
+from sim.workloads.workload import WorkloadConfig, generate
 from ui.errors import as_code
 from ui.i18n import t
 from ui.labels import sim_label
@@ -51,7 +52,8 @@ CACHE_MB = 256  # at most this many MB of pickled runs per cache (Streamlit evic
 
 @st.cache_resource(show_spinner=False)
 def limits() -> Budget:
-    """The budget of one run: the defaults of sim.budget.Budget, raised or lowered by PDLAB_MAX_*
+    """The budget of one run: the defaults of sim.runs.budget.Budget, raised or lowered by
+    PDLAB_MAX_*
     environment variables, then by a [limits] table in .streamlit/secrets.toml."""
     extra = None
     try:
@@ -109,7 +111,7 @@ def fingerprint(*objs) -> str:
 def _simulate_or_refuse(key: str, _workload: Workload, _config: SimConfig) -> RunResult | Refusal:
     """A run, or the one line saying why it was refused (cached too: refusing costs once).
     Cached by `key` = fingerprint(workload, config); the _arguments are not hashed."""
-    from sim.metrics import summarize
+    from sim.runs.metrics import summarize
 
     workload, config = _workload, _config
     try:
@@ -163,7 +165,7 @@ def run_variants(scenario: str, labels: Sequence[str], overrides: Overrides = ()
 @st.cache_data(max_entries=32, max_size="64MB", ttl=CACHE_TTL, show_spinner=False)
 def _sweep_or_refuse(key: str, _workload: Workload, _config: SimConfig, _rates: tuple[float, ...]):
     workload, config, rates = _workload, _config, _rates  # cached by key = their fingerprint
-    from sim.budget import sweep_within
+    from sim.runs.budget import sweep_within
 
     try:
         budget = limits()  # the rates run side by side, in up to sweep_jobs processes
@@ -174,7 +176,7 @@ def _sweep_or_refuse(key: str, _workload: Workload, _config: SimConfig, _rates: 
 
 
 def sweep_cached(workload: Workload, config: SimConfig, rates: tuple[float, ...]):
-    """Attainment per arrival rate (sim.sweep.sweep_rates, within the budget), cached.
+    """Attainment per arrival rate (sim.runs.sweep.sweep_rates, within the budget), cached.
     RunRefused says in one translated line why the sweep is not possible."""
     rates = tuple(rates)
     out = _sweep_or_refuse(fingerprint(workload, config, rates), workload, config, rates)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from sim.budget import BudgetExceeded
+from sim.runs.budget import BudgetExceeded
 from ui.engine_notes import TOPOLOGY_CAVEATS, VERIFIED, engine_note, policy_note, topology_caveats
 from ui.errors import as_code, escape_markdown, say
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
@@ -154,7 +154,7 @@ def runs_table(runs, columns: Sequence[str] | None = None):
     """One row per run: the headline numbers a lesson compares (translated column names)."""
     import pandas as pd
 
-    from sim.metrics import summarize
+    from sim.runs.metrics import summarize
 
     T = translator()
     keys = columns or (

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
-    from sim.engine import Engine, StepPlan
-    from sim.request import Request
+    from sim.core.engine import Engine, StepPlan
+    from sim.core.request import Request
 
 
 # What a knob means, shared by the engines whose knob of that name means the same thing. Knobs of
@@ -101,7 +101,8 @@ class Policy:
     Knobs: ClassVar[type[Knobs]] = Knobs
     mirrors: ClassVar[str] = ""  # the real system whose behaviour this copies (shown in the UI)
     requeue_preempted_first: ClassVar[bool] = True  # vLLM: a preempted request waits at the front
-    # Fast-forward (sim/fastforward.py): free KV blocks a run of decode steps must leave at every
+    # Fast-forward (sim/fastforward/steps.py): free KV blocks a run of decode steps must leave at
+    # every
     # step (vLLM V0 checks one free block before each decode even when it takes none).
     decode_kv_margin: ClassVar[int] = 0
     supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
@@ -111,7 +112,7 @@ class Policy:
 
     @property
     def prefix_caching(self) -> bool:
-        """Whether the engine keeps a prefix cache (sim/prefix_cache.py) for this policy."""
+        """Whether the engine keeps a prefix cache (sim/core/prefix_cache.py) for this policy."""
         return bool(getattr(self.knobs, "enable_prefix_caching", False))
 
     def schedule(self, engine: Engine, plan: StepPlan, now: float) -> None:
@@ -127,7 +128,7 @@ class Policy:
         return []
 
     def decode_horizon(self, engine: Engine, now: float) -> float | None:
-        """Until when this policy keeps scheduling PLAIN DECODE steps (sim/fastforward.py).
+        """Until when this policy keeps scheduling PLAIN DECODE steps (sim/fastforward/steps.py).
 
         Asked when every running request decodes and either nothing waits, or a step just
         scheduled was already plain decode while requests wait. Promise: as long as requests
@@ -139,7 +140,8 @@ class Policy:
         return None
 
     def run_admission_ok(self, engine: Engine) -> bool:
-        """Fast-forward through admissions (sim/run_admission.py): whether, when every running
+        """Fast-forward through admissions (sim/fastforward/admission.py): whether, when every
+        running
         request decodes and none would need a block it cannot get, this policy's next step is
         "each running request one decode token, then `admit_in_run`". False (this default):
         the run ends and the policy forms the step the ordinary way."""

@@ -55,9 +55,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from sim.core.request import RequestState
 from sim.policies import register
 from sim.policies.base import PREFIX_CACHING, Knobs, Policy
-from sim.request import RequestState
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
 LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this many waiting
@@ -125,7 +125,7 @@ def sglang_mem_fraction_static(
     """
     if cuda_graph_max_bs is None:
         cuda_graph_max_bs = sglang_cuda_graph_max_bs(mem_gb, tensor_parallel)
-    mib = mem_gb * 1024  # datasheet GB are GiB (sim/hardware.py)
+    mib = mem_gb * 1024  # datasheet GB are GiB (sim/cost/hardware.py)
     reserved = 512 + 1.5 * max(activation_tokens, 2048) + tensor_parallel / 8 * 1024
     reserved += 2 * cuda_graph_max_bs
     if mib > 60 * 1024:
@@ -212,7 +212,8 @@ class Sglang(Policy):
         """The ratio now: decayed once per decode batch since the last reset or retraction.
 
         Counted from the engine's step counter, so that decode steps taken at once
-        (sim/fastforward.py) decay it too: steps since then minus the prefill ones formed here.
+        (sim/fastforward/steps.py) decay it too: steps since then minus the prefill ones formed
+        here.
         """
         ratio, step, prefills = self._anchor
         decodes = max(0, (engine.num_steps - step) - (self._prefill_steps - prefills))

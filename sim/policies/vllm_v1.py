@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from sim.core.request import RequestState
 from sim.policies import base, register
 from sim.policies.base import Knobs, Policy
-from sim.request import RequestState
 
 GIB = 1024**3
 MAX_MODEL_LEN = 131072  # Llama-3.1's context, the catalog models' max_model_len
@@ -232,7 +232,8 @@ class Vllm(Policy):
         return not self.by_priority and len(engine.running) <= self.knobs.max_num_batched_tokens
 
     def admit_in_run(self, engine, plan, now):
-        """The step after a run of decode steps (sim/run_admission.py): the waiting loop alone
+        """The step after a run of decode steps (sim/fastforward/admission.py): the waiting loop
+        alone
         (the running requests' decode tokens are in `plan.num_tokens` already)."""
         k = self.knobs
         alone = len(engine.running) + len(engine.waiting) <= 1  # as at the top of schedule()

@@ -1,0 +1,1 @@
+"""`python -m live serve`: an OpenAI-compatible server (ASGI) around the live engine."""

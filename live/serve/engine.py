@@ -1,0 +1,687 @@
+"""The live engine in REAL time: requests join as they arrive over HTTP, tokens leave as sampled.
+
+This is the third driver of the one engine (DESIGN.md: one engine, two clocks). The simulator's
+`instance_loop` lets simpy time pass for each batch; `live run` composes measured step times in
+simpy's virtual time. Here nothing is composed: the wall clock is the clock.
+
+    HTTP handlers (asyncio thread)            engine thread (this module)
+    submit() -> inbox (deque) ----------->    drain inbox: route each request to a worker
+                                              for each worker: schedule(now) -> Batch
+                                                run the Batch on the model (MeasuredClock)
+                                                complete(batch, start, end) -> tokens
+    asyncio.Queue per request  <-- call_soon_threadsafe(put_nowait, token event)
+
+Notable features
+- The SAME objects decide every batch as in `sim` and `live run`: `sim.cluster.topologies.Cluster`
+  builds the
+  workers (an `Engine` each, with the configured policy, KV blocks and trace recorder) and routes
+  arrivals (`Cluster.route`: colocated, router or disaggregated); `live.engine.clock.MeasuredClock`
+  runs
+  each batch on a `ModelRunner`. Only the loop that drives them is new: it never lets simpy run.
+- One thread drives every worker, round robin, one step at a time: on one CPU (or one GPU) the
+  workers of a disaggregated topology really take turns, unlike `live run`, which gives each
+  worker its own clock as if each had its own device.
+- Times are `time.perf_counter()` (monotonic) in seconds since the server started, so the trace
+  (`snapshot()`: the usual requests / segments / steps tables) lines up with the step times. A
+  request's arrival is the moment its HTTP body was read; it may wait for the step in flight to
+  end before the engine sees it, and that wait is part of its `queued` segment (as in vLLM).
+- A step's `start_s` is taken just before `schedule()`, its `end_s` right after the forward pass
+  and sampling, so a step's duration includes the policy's decision.
+- End of sequence: a request that samples EOS (and has its `min_tokens`) gets
+  `output_tokens = tokens so far` BEFORE `Engine.complete`, so the engine finishes it normally.
+- Bounded: at most `max_num_requests` requests in the engine (each owns one KV slot of
+  `max_model_len` tokens in the real store), `max_model_len` tokens per request, and
+  `max_tokens_in_flight` prompt + output tokens summed over the requests in the engine; beyond
+  them `submit` raises `LimitError` (HTTP 400 or 429). The trace keeps the last `trace_requests`
+  requests: when the engine is idle it folds finished requests into an archive and trims it.
+- A client that disconnects aborts its request: it leaves the queues and frees its KV (the
+  engine has no abort of its own; see `_abort`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sim.cluster.topologies import Cluster
+from sim.cluster.worker import Worker
+from sim.config import SimConfig, with_overrides
+from sim.core.recorder import TraceRecorder
+from sim.core.request import Request, RequestSpec, RequestState
+from sim.core.trace import RunResult
+
+ROTATE_AT = 256  # fold the current trace into the archive once this many requests (when idle)
+IN_FLIGHT = (
+    RequestState.WAITING,
+    RequestState.RUNNING,
+    RequestState.SWAPPED,
+    RequestState.TRANSFERRING,
+)
+
+
+class LimitError(Exception):
+    """A request the server refuses: HTTP status, OpenAI error type, one-line message."""
+
+    def __init__(
+        self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param = status, message, kind, param
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """What one server accepts (validated on construction)."""
+
+    max_num_requests: int = 8  # requests in the engine at once (waiting + running): KV slots
+    max_model_len: int = 1024  # prompt + output tokens of one request
+    max_tokens_in_flight: int = 0  # prompt + max_tokens summed over the engine; 0 = slots x len
+    max_body_bytes: int = 1 << 20  # HTTP request body
+    default_max_tokens: int = 256  # chat requests that give no max_tokens (capped by the context)
+    trace_requests: int = 5000  # requests kept in the downloadable trace
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_num_requests",
+            "max_model_len",
+            "max_body_bytes",
+            "default_max_tokens",
+            "trace_requests",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_tokens_in_flight < 0:
+            raise ValueError("max_tokens_in_flight must be >= 0 (0 = slots x max_model_len)")
+
+    @property
+    def tokens_in_flight(self) -> int:
+        return self.max_tokens_in_flight or self.max_num_requests * self.max_model_len
+
+
+Sink = Callable[[tuple], None]  # receives ("accepted",) ("rejected", why) ("token", id, t, end)
+
+
+class Handle:
+    """One request as the server tracks it between HTTP and the engine."""
+
+    __slots__ = (
+        "spec",
+        "prompt_ids",
+        "min_tokens",
+        "ignore_eos",
+        "sink",
+        "req",
+        "sent",
+        "finish_reason",
+        "started_s",
+        "closed",
+        "budget",
+    )
+
+    def __init__(
+        self,
+        spec: RequestSpec,
+        prompt_ids: list[int],
+        min_tokens: int,
+        ignore_eos: bool,
+        sink: Sink,
+    ) -> None:
+        self.spec, self.prompt_ids, self.sink = spec, prompt_ids, sink
+        self.min_tokens, self.ignore_eos = min_tokens, ignore_eos
+        self.req: Request | None = None
+        self.sent = 0  # tokens handed to the sink
+        self.finish_reason = ""  # stop | length | abort
+        self.started_s = math.nan  # start of its first step (queue time ends)
+        self.closed = False
+        self.budget = spec.prompt_tokens + spec.output_tokens  # counted against tokens in flight
+
+    @property
+    def request_id(self) -> int:
+        return self.spec.request_id
+
+
+class ServeEngine:
+    """The engine thread and everything it owns (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SimConfig,
+        options,
+        limits: ServeLimits = ServeLimits(),
+        metrics=None,
+        model_name: str | None = None,
+    ) -> None:
+        from live.engine.clock import MeasuredClock
+        from live.engine.run import load, without_prefix_cache
+        from live.engine.runner import ModelRunner
+        from live.model.kvstore import KVStore
+        from live.serve.text import codec_for
+
+        if config.engine.preemption_mode != "recompute":
+            raise ValueError(
+                "the live engine preempts by recompute only (as vLLM V1); "
+                "set preemption_mode=recompute"
+            )
+        net, tokenizer, dev, dtype = load(options.model, options.device)
+        if limits.max_model_len > net.shape.max_len:
+            raise ValueError(
+                f"max_model_len {limits.max_model_len} exceeds what {options.model} "
+                f"holds ({net.shape.max_len}); use --max-model-len "
+                f"{net.shape.max_len} or less"
+            )
+        slots, max_len = limits.max_num_requests, limits.max_model_len
+        # Each request's KV lives in a store slot of its own, so no prompt can be served from
+        # another's blocks: say so in the config the trace and /metrics report (as run_live does).
+        config = without_prefix_cache(config)
+        if not config.engine.kv_capacity_tokens:  # block accounting = the real stores' size
+            config = with_overrides(config, {"kv_capacity_tokens": slots * max_len})
+        self.config, self.options, self.limits, self.metrics = config, options, limits, metrics
+        self.model_name = model_name or options.model
+        self.vocab = net.shape.vocab
+        self.codec = codec_for(tokenizer, self.vocab)
+        self.eos_ids = self.codec.eos_ids
+
+        def make_runner(worker: str) -> ModelRunner:
+            runner = ModelRunner(
+                net,
+                KVStore(net.shape, slots, max_len, dev, dtype),
+                dev,
+                dtype,
+                threads=options.threads,
+            )
+            runner.warm_up()
+            return runner
+
+        self.clock = MeasuredClock(make_runner, {})
+        self.cluster = Cluster(config, clock=self.clock)
+        self.workers: list[Worker] = self.cluster.workers
+        for w in self.workers:  # load and warm every worker's runner before the first request
+            self.clock.runner(w.name)
+        self.device_info = self.clock.runner(self.workers[0].name).device_info()
+        self._lock = threading.Lock()  # engine state: queues, requests, recorder
+        self._admit = threading.Lock()  # the limit counters
+        self._inbox: deque[tuple[str, Handle]] = deque()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._ids = itertools.count()
+        self._active = 0  # requests submitted and not closed
+        self._tokens = 0  # their prompt + max_tokens
+        self.handles: dict[int, Handle] = {}
+        self.requests: list[Request] = []  # the current trace epoch
+        self.archive: RunResult | None = None  # earlier epochs (finished requests only)
+        self.failure: BaseException | None = None
+        self._last_end: float | None = None  # end of the last step, while steps run back to back
+        self.t0 = time.perf_counter()  # the server's t = 0
+        self.t0_unix = time.time()
+        self.thread = threading.Thread(target=self._run, name="pdlab-engine", daemon=True)
+
+    # ---- the clock ---------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Seconds since the server started (monotonic)."""
+        return time.perf_counter() - self.t0
+
+    # ---- what the HTTP side calls (any thread) -----------------------------------------------
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """Taking requests: not failed, not stopped (before start() they wait in the inbox)."""
+        started = self.thread.ident is not None
+        return (
+            self.failure is None
+            and not self._stop.is_set()
+            and (not started or self.thread.is_alive())
+        )
+
+    def check(self, prompt_ids: Sequence[int], max_tokens: int, min_tokens: int = 0) -> None:
+        """Raise LimitError(400) if this request can never be served here."""
+        n, lim = len(prompt_ids), self.limits
+        if n < 1:
+            raise LimitError(400, "the prompt is empty: send at least one token", param="prompt")
+        if max_tokens < 1:
+            raise LimitError(400, f"max_tokens must be >= 1, got {max_tokens}", param="max_tokens")
+        if not 0 <= min_tokens <= max_tokens:
+            raise LimitError(
+                400,
+                f"min_tokens must be between 0 and max_tokens ({max_tokens}), got {min_tokens}",
+                param="min_tokens",
+            )
+        if n + max_tokens > lim.max_model_len:
+            raise LimitError(
+                400,
+                f"This model's maximum context length is {lim.max_model_len} "
+                f"tokens. However, you requested {n + max_tokens} tokens ({n} in "
+                f"the prompt, {max_tokens} for the completion). Please reduce the "
+                "prompt or max_tokens.",
+                param="max_tokens",
+            )
+        bad = next((i for i in prompt_ids if not 0 <= i < self.vocab), None)
+        if bad is not None:
+            raise LimitError(
+                400,
+                f"token id {bad} is outside the vocabulary (0..{self.vocab - 1})",
+                param="prompt",
+            )
+
+    def submit(
+        self,
+        prompt_ids: Sequence[int],
+        max_tokens: int,
+        sink: Sink,
+        min_tokens: int = 0,
+        ignore_eos: bool = False,
+        priority: int = 0,
+    ) -> Handle:
+        """Queue a request for the engine; events go to `sink` (called on the engine thread)."""
+        if not self.alive:
+            raise LimitError(503, "the engine is not running", "ServiceUnavailableError")
+        self.check(prompt_ids, max_tokens, min_tokens)
+        budget = len(prompt_ids) + max_tokens
+        with self._admit:
+            if self._active >= self.limits.max_num_requests:
+                raise LimitError(
+                    429,
+                    f"the server already has {self._active} requests (at most "
+                    f"{self.limits.max_num_requests}); retry later",
+                    "RateLimitError",
+                )
+            if self._tokens + budget > self.limits.tokens_in_flight:
+                raise LimitError(
+                    429,
+                    f"{self._tokens} prompt + output tokens are in flight; "
+                    f"{budget} more would pass the limit of "
+                    f"{self.limits.tokens_in_flight}; retry later",
+                    "RateLimitError",
+                )
+            self._active += 1
+            self._tokens += budget
+        spec = RequestSpec(next(self._ids), self.now(), len(prompt_ids), max_tokens, priority)
+        handle = Handle(spec, list(prompt_ids), min_tokens, ignore_eos, sink)
+        self._inbox.append(("add", handle))
+        self._wake.set()
+        return handle
+
+    def abort(self, handle: Handle) -> None:
+        """The client went away: stop working on its request (at the next step boundary)."""
+        if not handle.closed:
+            self._inbox.append(("abort", handle))
+            self._wake.set()
+
+    def load(self) -> dict:
+        """Running, waiting and KV use over all workers, right now."""
+        with self._lock:
+            return self._load()
+
+    # ---- the engine thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                self._drain()
+                ran = False
+                for worker in self.workers:
+                    ran = self._step(worker) or ran
+                if not ran:
+                    self._last_end = None  # idle: the next step starts when it starts
+                    self._maybe_rotate()
+                    self._wake.wait(timeout=0.5)
+        except BaseException as err:  # a crash must not leave clients waiting forever
+            self.failure = err
+            with self._lock:
+                for handle in list(self.handles.values()):
+                    self._close(handle, "abort", notify=("rejected", f"engine failed: {err}"))
+            raise
+
+    def _drain(self) -> None:
+        """Take in the requests that arrived (and the aborts) since the last step."""
+        if not self._inbox:
+            return
+        self._last_end = None  # the next step starts after these arrivals, not before
+        with self._lock:
+            while self._inbox:
+                kind, handle = self._inbox.popleft()
+                if kind == "abort":
+                    self._abort(handle)
+                    continue
+                req = handle.req = Request(handle.spec)
+                self.requests.append(req)
+                self.handles[req.request_id] = handle
+                # The simulator's routing (colocated, router, P/D). The wait began at the
+                # arrival, even if the engine only looks now, after the step in flight.
+                self.cluster.route(req, now=req.arrival_s)
+                if req.state is RequestState.REJECTED:
+                    self._close(handle, "abort", notify=("rejected", req.reject_reason))
+                    continue
+                self.clock.prompt_ids[req.request_id] = handle.prompt_ids
+                self._send(handle, ("accepted",))
+            self._publish_load()
+
+    def _step(self, worker: Worker) -> bool:
+        """One step of one worker: schedule, run on the model, complete, stream. False if idle."""
+        engine = worker.engine
+        with self._lock:
+            # Back to back with the previous step (nothing arrived, nobody slept): this step
+            # starts where that one ended, so the bookkeeping between steps (streaming, metrics)
+            # counts in the engine's cycle and a decode stretch is one unbroken bar, as in sim.
+            start = self._last_end if self._last_end is not None else self.now()
+            batch = engine.schedule(start)
+            if batch is None:
+                return engine.retry_now  # preempted, ran nothing: the next step can progress
+            for req, *_ in batch.items:
+                handle = self.handles.get(req.request_id)
+                if handle is not None and math.isnan(handle.started_s):
+                    handle.started_s = start
+        timing = self.clock.step_timing(worker, batch)  # the forward pass: no lock held
+        runner = self.clock.runner(worker.name)
+        with self._lock:
+            end = self._last_end = self.now()
+            for req, *_ in batch.items:  # end of sequence: finish it at this token
+                handle = self.handles.get(req.request_id)
+                generated = runner.generated(req.request_id)
+                if handle is None or len(generated) <= req.num_generated:
+                    continue  # no token sampled for it in this step
+                if (
+                    not handle.ignore_eos
+                    and generated[-1] in self.eos_ids
+                    and req.num_generated + 1 >= handle.min_tokens
+                ):
+                    req.output_tokens = req.num_generated + 1
+                    handle.finish_reason = "stop"
+            handoffs = engine.complete(batch, start, end, timing)
+            self.clock.after_step(worker, batch)
+            if self.metrics is not None:
+                self.metrics.prompt_tokens.inc(batch.prefill_tokens)
+                self.metrics.preemptions.inc(batch.preempted)
+            for req, *_ in batch.items:
+                self._emit(req, runner)
+            for req in handoffs:
+                self._handoff(req, end)
+            self._start_transfers()
+            self._publish_load()
+            if len(self.clock.samples) > 20_000:  # calibration samples: keep memory bounded
+                del self.clock.samples[:10_000]
+        return True
+
+    def _emit(self, req: Request, runner) -> None:
+        """Send the request's new tokens to its client; close it when it finished."""
+        handle = self.handles.get(req.request_id)
+        if handle is None:
+            return
+        generated = runner.generated(req.request_id)
+        while handle.sent < min(len(generated), req.num_generated):
+            k = handle.sent
+            t = req.token_times[k]
+            handle.sent += 1
+            done = req.state is RequestState.FINISHED and handle.sent == req.num_generated
+            reason = (handle.finish_reason or "length") if done else None
+            if self.metrics is not None:
+                first = k == 0
+                self.metrics.token(
+                    None if first else t - req.token_times[k - 1],
+                    t - req.arrival_s if first else None,
+                )
+            self._send(handle, ("token", generated[k], t, reason))
+        if req.state is RequestState.FINISHED:
+            self._close(handle, handle.finish_reason or "length")
+
+    def _handoff(self, req: Request, now: float) -> None:
+        """P finished a prompt: queue it for the least-loaded D worker (as Cluster._handoff)."""
+        decode = min(self.cluster.decode, key=lambda w: w.load)
+        req.wait_kind, req.wait_since = "queued", now
+        p = next(w for w in self.cluster.prefill if w.name == req.workers[-1])
+        decode.inbox.append((req, p))
+
+    def _start_transfers(self) -> None:
+        """Copy prompts' KV from P to D workers whose blocks are free (Cluster._transfer, live).
+
+        The copy really happens (`MeasuredClock.transfer_s`), one at a time on this thread.
+        """
+        if self.config.topology.topology != "disaggregated":
+            return
+        for d in self.cluster.decode:
+            for req, p in self.cluster.reserve_transfers(d):
+                start = self.now()
+                self.clock.transfer_s(req, p, d, self.cluster.model, self.config.topology)
+                self.cluster.finish_transfer(req, p, d, start, self.now())
+
+    def _abort(self, handle: Handle) -> None:
+        """Take an unfinished request out of whichever engine or transfer queue holds it."""
+        req = handle.req
+        if handle.closed or req is None or req.state not in IN_FLIGHT:
+            return
+        now = self.now()
+        for w in self.workers:
+            for item in list(w.inbox):  # waiting for a P -> D transfer: P still holds its KV
+                if item[0] is req:
+                    w.inbox.remove(item)
+                    item[1].engine.release(req)
+            w.engine.abort(req, now, "aborted: the client disconnected")
+        self._close(handle, "abort")
+
+    def _close(self, handle: Handle, reason: str, notify: tuple | None = None) -> None:
+        """The request is done (finished, rejected or aborted): free everything it held."""
+        if handle.closed:
+            return
+        handle.closed = True
+        handle.finish_reason = handle.finish_reason or reason
+        rid = handle.request_id
+        for runner in self.clock.runners.values():
+            runner.release(rid, forget=True)
+        self.clock.prompt_ids.pop(rid, None)
+        self.handles.pop(rid, None)
+        with self._admit:
+            self._active -= 1
+            self._tokens -= handle.budget
+        req = handle.req
+        if self.metrics is not None and req is not None and req.state is RequestState.FINISHED:
+            n = req.num_generated
+            tpot = (req.finish_s - req.first_token_s) / (n - 1) if n > 1 else None
+            started = handle.started_s if not math.isnan(handle.started_s) else req.finish_s
+            self.metrics.finished(
+                handle.finish_reason,
+                req.finish_s - req.arrival_s,
+                started - req.arrival_s,
+                req.prompt_tokens,
+                n,
+                tpot,
+            )
+        elif self.metrics is not None and reason == "abort" and notify is None:
+            self.metrics.success["abort"].inc()
+        if notify is not None:
+            self._send(handle, notify)
+
+    def _send(self, handle: Handle, event: tuple) -> None:
+        with contextlib.suppress(Exception):  # the client's loop is gone (shutting down)
+            handle.sink(event)
+
+    def _load(self) -> dict:
+        running = sum(len(w.engine.running) for w in self.workers)
+        waiting = sum(
+            len(w.engine.waiting) + len(w.engine.swapped) + len(w.inbox) for w in self.workers
+        )
+        used = sum(w.engine.kv.used_tokens for w in self.workers)
+        capacity = sum(w.engine.kv.capacity_tokens for w in self.workers)
+        return {
+            "running": running,
+            "waiting": waiting + len(self._inbox),
+            "kv_used_tokens": used,
+            "kv_capacity_tokens": capacity,
+            "kv_usage": used / capacity if capacity else 0.0,
+        }
+
+    def _publish_load(self) -> None:
+        if self.metrics is not None:
+            load = self._load()
+            self.metrics.running.set(load["running"])
+            self.metrics.waiting.set(load["waiting"])
+            self.metrics.kv_usage.set(load["kv_usage"])
+
+    # ---- the trace -----------------------------------------------------------------------------
+
+    def meta(self) -> dict:
+        """What the tables describe (as sim's RunResult.meta, plus the server's own fields)."""
+        c = self.config
+        workers = {
+            w.name: {
+                "role": w.role,
+                "gpus": w.gpus,
+                "gpu": str(self.device_info.get("device")),
+                "kv_capacity_tokens": w.engine.kv.capacity_tokens,
+            }
+            for w in self.workers
+        }
+        return {
+            "policy": c.policy,
+            "topology": c.topology.topology,
+            "model": self.model_name,
+            "live_model": self.options.model,
+            "gpu": str(self.device_info.get("device")),
+            "num_gpus": len(self.workers),
+            "ttft_slo_s": c.slo.ttft_slo_s,
+            "tpot_slo_s": c.slo.tpot_slo_s,
+            "workers": workers,
+            "config": c.flat(),
+            "clock": "real-time",
+            "device": self.device_info,
+            "t0_unix": self.t0_unix,
+            "limits": {k: getattr(self.limits, k) for k in ServeLimits.__dataclass_fields__},
+        }
+
+    def _maybe_rotate(self) -> None:
+        """Idle with a long trace: fold it into the archive and start a fresh recorder."""
+        with self._lock:
+            if (
+                len(self.requests) < ROTATE_AT
+                or any(w.engine.has_work or w.inbox for w in self.workers)
+                or self._inbox
+            ):
+                return
+            done = self.cluster.recorder.result(self.requests, self.meta())
+            fresh = TraceRecorder()
+            for name in self.cluster.recorder.worker_names:  # same codes as the engines hold
+                fresh.worker_code(name)
+            self.cluster.recorder = fresh
+            for w in self.workers:
+                w.engine.recorder = fresh
+            self.requests = []
+        merged = done if self.archive is None else _concat(self.archive, done)
+        self.archive = _keep_last(merged, self.limits.trace_requests)
+
+    def snapshot(self, last: int | None = None) -> RunResult:
+        """The trace so far: requests, segments, steps and token times (seconds since start).
+
+        Requests still in the engine have status waiting / running / transferring / swapped,
+        their first_token_s and ttft_s once they have a first token, and an open `queued` (or
+        `preempted`) segment up to now while they wait; aborted ones have status `aborted`.
+        `last` keeps the last N requests, their segments, and the steps since the first of
+        them arrived.
+        """
+        with self._lock:
+            now = self.now()
+            reqs = self.requests[-last:] if last else list(self.requests)
+            run = self.cluster.recorder.result(reqs, self.meta())
+            live = {
+                r.request_id: (r.state, r.first_token_s, r.num_generated, r.reject_reason)
+                for r in reqs
+            }
+            handles = {rid: h.finish_reason for rid, h in self.handles.items()}
+            open_waits = [
+                (r.request_id, r.workers[-1] if r.workers else "", r.wait_kind, r.wait_since, now)
+                for r in reqs
+                if r.state is RequestState.WAITING and r.workers
+            ]
+            load = self._load()
+        _fix_in_flight(run, live, handles, open_waits)
+        run = _keep_last(run, len(reqs))  # the recorder holds every request's segments
+        if self.archive is not None and (last is None or len(reqs) < last):
+            run = _concat(self.archive, run)
+        if last:
+            run = _keep_last(run, last)
+        run.meta.update({"now_s": now, "load": load})
+        return run
+
+
+def _fix_in_flight(run: RunResult, live: dict, handles: dict, open_waits: list) -> None:
+    """Statuses and first tokens of unfinished requests; open waits drawn up to now."""
+    req = run.requests
+    if len(req):
+        status = req["status"].copy()
+        first = req["first_token_s"].copy()
+        reason = req["reject_reason"].copy()
+        for i, rid in enumerate(req["request_id"].tolist()):
+            state, first_s, _n, why = live[rid]
+            if state in IN_FLIGHT:
+                status.iat[i] = state.value
+                first.iat[i] = first_s
+            elif state is RequestState.REJECTED and why.startswith("aborted"):
+                status.iat[i] = "aborted"
+            reason.iat[i] = why
+        req["status"], req["first_token_s"], req["reject_reason"] = status, first, reason
+        req["ttft_s"] = req["ttft_s"].where(
+            req["status"] == "finished", req["first_token_s"] - req["arrival_s"]
+        )
+    if open_waits:
+        extra = pd.DataFrame(
+            [
+                {
+                    "request_id": rid,
+                    "worker": worker,
+                    "kind": kind,
+                    "start_s": s,
+                    "end_s": e,
+                    "tokens": 0,
+                    "slowed": False,
+                    "recompute": False,
+                    "step_first": -1,
+                    "step_last": -1,
+                }
+                for rid, worker, kind, s, e in open_waits
+                if e > s
+            ]
+        )
+        if len(extra):
+            run.segments = pd.concat([run.segments, extra], ignore_index=True).sort_values(
+                ["request_id", "start_s"], kind="stable", ignore_index=True
+            )
+
+
+def _concat(a: RunResult, b: RunResult) -> RunResult:
+    return RunResult(
+        pd.concat([a.requests, b.requests], ignore_index=True),
+        pd.concat([a.segments, b.segments], ignore_index=True),
+        pd.concat([a.steps, b.steps], ignore_index=True),
+        {**a.token_times, **b.token_times},
+        dict(b.meta),
+    )
+
+
+def _keep_last(run: RunResult, n: int) -> RunResult:
+    """The last n requests (by id), their segments, and the steps since the first one arrived."""
+    keep = run.requests.sort_values("request_id").tail(n)
+    ids = set(keep["request_id"].tolist())
+    since = float(keep["arrival_s"].min())
+    return RunResult(
+        keep.reset_index(drop=True),
+        run.segments[run.segments["request_id"].isin(ids)].reset_index(drop=True),
+        run.steps[run.steps["end_s"] >= since].reset_index(drop=True),
+        {rid: times for rid, times in run.token_times.items() if rid in ids},
+        dict(run.meta),
+    )
