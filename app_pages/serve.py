@@ -3,14 +3,12 @@
 (a) The timeline of a `python -m live serve` (its /pdlab/trace), refreshed every second, so a
 class can send requests from their laptops and watch them queue, prefill, decode and stall.
 (b) A small workload replayed against any OpenAI-compatible server (live/replay/replayer.py),
-measured
-beside the simulator's prediction. URLs are fetched only as the operator allows
+measured beside the simulator's prediction. URLs are fetched only as the operator allows
 (PDLAB_ALLOW_ENDPOINTS, live/serve/client.py, and ui/endpoints.py's stricter checks).
 
 Bounded for a hosted app: a replay takes at most `serve_requests` requests whose arrivals span
 at most `serve_seconds` (sim/runs/budget.py; PDLAB_SERVE_REQUESTS, PDLAB_SERVE_SECONDS), an upload
-is
-read only up to one row past that, and the replay runs where leaving the page stops it
+is read only up to one row past that, and the replay runs where leaving the page stops it
 (ui/replay_runner.py). Whatever the visitor, the server or a file wrote is shown as text.
 """
 

@@ -8,8 +8,7 @@ Same workload both ways, one burst of identical requests at t = 0:
   HTTP); tokens/s = output tokens / wall time of the run;
 - through HTTP: a `python -m live serve` subprocess with the same model, policy and KV size,
   replayed by `live.replay.replayer` (the official OpenAI client, streaming); tokens/s = output
-  tokens /
-  (last token received - first request sent), on the client's clock.
+  tokens / (last token received - first request sent), on the client's clock.
 It also reads the server's own trace: the mean step time there vs in the engine-alone run (does
 serving slow the forward passes?) and the time between steps (streaming and bookkeeping).
 Best of --repeat runs each (the machine is shared; the best is the least disturbed).

@@ -10,11 +10,9 @@ Notable features
   and of those the most likely. The real lengths are spiky (fixed system prompts, prompts cut at a
   context limit), so the likeliest optimum sometimes fits a spike that barely moves a quantile.
 - Quantiles of a fit come from sampling it with sim.workloads.lengths (rounding and clipping
-  included), so
-  the table checks the code path the simulator uses.
+  included), so the table checks the code path the simulator uses.
 - Prints the parameters, a quantile table (data / refit / constants in sim/workloads/lengths.py)
-  and the
-  constants as Python, ready to paste between the FITTED-CONSTANTS markers.
+  and the constants as Python, ready to paste between the FITTED-CONSTANTS markers.
 """
 
 from __future__ import annotations

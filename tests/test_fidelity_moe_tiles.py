@@ -4,8 +4,7 @@ A grouped-GEMM MoE kernel pads each expert's tokens to a whole tile, so an exper
 tokens costs a tile's FLOPs. These tests pin what that means for a step's time: prefill chunks
 whose tokens spread thin over the experts pay for the padding, large ones hardly do, decode stays
 memory-bound with the context term last (sim/fastforward/steps.py's DecodeTerms), and the
-calibration
-terms agree with step_cost.
+calibration terms agree with step_cost.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 A hosted PD Lab serves a class from one 2-core machine, so no URL may pin it: every run keeps to
 sim.runs.budget.Budget (requests, instances, KV blocks, engine steps, CPU seconds), a configuration
-the
-simulator refuses is one st.error beside the others, and an upload is cut while it is parsed.
+the simulator refuses is one st.error beside the others, and an upload is cut while it is parsed.
 """
 
 import io

@@ -4,8 +4,7 @@ Notable features
 - The classic picture: the GPU's compute roof (peak FLOP/s) and bandwidth slope (BW × FLOP/byte)
   meeting at the ridge point F/BW, plus the achievable roof at the profile's MFU and MBU.
 - Points are real steps of `sim.cost.roofline.StepCostModel`: decode batches (1, 8, 64, 256) sit on
-  the
-  bandwidth slope, far left of the ridge; prefill chunks (512, 2048, 8192 tokens) sit under the
+  the bandwidth slope, far left of the ridge; prefill chunks (512, 2048, 8192 tokens) sit under the
   compute roof. Intensity = StepCost.flops / bytes; achieved = flops / seconds per GPU, so the
   fixed per-step overhead pulls every point below its roof, as it does on a real server.
 - Left and right of the ridge are shaded memory-bound and compute-bound, as in the step charts.

@@ -2,8 +2,7 @@
 
 Notable features
 - Every number comes from `sim.cost.roofline.StepCostModel`, the same model the simulator runs on,
-  so the
-  charts and the simulated timelines always agree.
+  so the charts and the simulated timelines always agree.
 - `step_time_vs_prompt`: one prefill step vs its prompt length (log-log). Left of the knee the
   step costs one read of the weights whatever the length (flat); right of it, time grows with
   the tokens. A lower panel shows which share of the step was compute-bound, bandwidth-bound,

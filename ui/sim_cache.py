@@ -53,8 +53,7 @@ CACHE_MB = 256  # at most this many MB of pickled runs per cache (Streamlit evic
 @st.cache_resource(show_spinner=False)
 def limits() -> Budget:
     """The budget of one run: the defaults of sim.runs.budget.Budget, raised or lowered by
-    PDLAB_MAX_*
-    environment variables, then by a [limits] table in .streamlit/secrets.toml."""
+    PDLAB_MAX_* environment variables, then by a [limits] table in .streamlit/secrets.toml."""
     extra = None
     try:
         extra = dict(st.secrets["limits"]) if "limits" in st.secrets else None

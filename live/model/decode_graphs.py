@@ -10,8 +10,7 @@ Notable features
   takes 3.8 ms. A CUDA graph records the launches once and replays them in one call
   (gpt-fast: `torch.compile(mode="reduce-overhead")`; vLLM and nano-vllm: graphs per batch size).
 - Graphs need static shapes and static addresses. The flat layout (live/model/flat_attention.py)
-  gives
-  both: a decode-only step is R rows (row r = KV slot r) over a view of ctx keys, so one graph
+  gives both: a decode-only step is R rows (row r = KV slot r) over a view of ctx keys, so one graph
   serves every step with the same (R, ctx) bucket. R is rounded up to ROW_BUCKETS, ctx to a
   multiple of CTX_BUCKET; the extra rows are idle (they write the scratch position, logits
   ignored) and the extra keys are masked.

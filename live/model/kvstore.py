@@ -7,8 +7,7 @@ Notable features
   KVCache; gathering pages into a contiguous tensor every layer is a real copy on CPU and cost
   2-3x on decode in our measurements. Why not per-request growing buffers? Growing means copying,
   and the batched decode attention (live/model/llama.py) wants many requests' rows as ONE strided
-  view
-  `k[layer, lo:hi, :, :max_ctx]`, which only a shared preallocated tensor gives.
+  view `k[layer, lo:hi, :, :max_ctx]`, which only a shared preallocated tensor gives.
 - One scratch position past `max_len` per slot: the flat decode path (live/model/flat_attention.py)
   lets idle rows write there, so its shapes stay static without touching real K/V.
 - Zero-initialised on purpose: the batched decode view also covers positions past a request's

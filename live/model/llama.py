@@ -11,8 +11,7 @@ Notable features
   "flat" (live/model/flat_attention.py, the default on CUDA): decode rows are the KV slots, all
   decodes share ONE SDPA call per layer with static shapes (CUDA-graph friendly), metadata
   copied in one transfer; "grouped" (live/model/attention.py, the default on CPU): decodes split
-  into
-  slot-contiguous groups chosen to read the fewest keys. On a CPU a call costs ~50 us against
+  into slot-contiguous groups chosen to read the fewest keys. On a CPU a call costs ~50 us against
   ms of compute, so reading fewer keys wins: measured (SmolLM2 shape, fp32, 1 thread), 8
   decodes with contexts 40-1032 took 240 ms grouped vs 452 ms flat. On a GPU, launches and
   graph capture win. Same tokens, same logits up to float rounding (tests/test_live_flat.py).

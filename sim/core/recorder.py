@@ -155,8 +155,7 @@ class TraceRecorder:
     def add_columns(self, req_ids, codes, starts, ends, tokens, first, last) -> int:
         """New stretches given as numpy columns (int64, int64, float64, float64, int64, int64,
         int64; no merging); returns the index of the first (sim/fastforward/decode_run.py books a
-        long
-        run's stretches this way)."""
+        long run's stretches this way)."""
         base = len(self.req)
         for column, values in (
             (self.req, req_ids),

@@ -197,8 +197,7 @@ class Request:
         # (read millions of times a run) and refreshed by sync_phase() whenever counts change.
         self.is_decoding = False
         # Prefix caching (sim/core/prefix_cache.py): the ids of the blocks it holds, in order, and
-        # how
-        # many of them are registered in the cache; tokens the cache served at first admission.
+        # how many of them are registered in the cache; tokens the cache served at first admission.
         self.block_ids: list[int] = []
         self.num_cached_blocks = 0
         self.cached_tokens = 0

@@ -20,8 +20,7 @@ Notable features
   parallelism across `expert_parallel_instances` data-parallel instances (vLLM's DP + EP): each
   holds 1/g of the experts, the MoE layers run on all instances' tokens together (`group_tokens`:
   the lockstep group's tokens, from sim/cluster/worker.py's LockstepGroup; g equally loaded
-  instances
-  when not given) and gather/scatter the tokens held elsewhere over the link.
+  instances when not given) and gather/scatter the tokens held elsewhere over the link.
 - Every term is a function of the step's shape only (prefill chunks, number of decodes, their
   total context): for a fixed set of chunks and decodes, a step's time is affine in
   `decode_context_tokens`, which a fast path may use to sum runs of decode-only steps.

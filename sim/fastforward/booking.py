@@ -1,6 +1,5 @@
 """Booking a run of steps taken at once (sim/fastforward/decode_run.py): what Engine.complete would
-have
-written step by step, for each request at once.
+have written step by step, for each request at once.
 
 - A request that leaves the run is booked as it leaves (`_book`: counters, one token at each
   step's end, its decode stretch), the requests still running when the run ends together
