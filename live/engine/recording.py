@@ -37,7 +37,7 @@ import pandas as pd
 from sim.core.trace import RunResult
 from sim.runs.export import json_safe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: live/engine/recording.py
 RECORDINGS = ROOT / "assets" / "live_runs"
 FORMAT = 1
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from sim.core.kv import KVCache
 from sim.core.recorder import KIND_CODE, RECOMPUTE, SLOWED, TraceRecorder
-from sim.core.recorder import seg_code as seg_code_of
 from sim.core.request import Request, RequestState
 
 if TYPE_CHECKING:
@@ -267,24 +266,13 @@ class Engine:
         rec, step, add = self.recorder, batch.step, self.recorder.add
         wid = self._worker_code
         slowed = SLOWED if batch.prefill_chunks else 0  # decodes sharing a step with a prefill
-        # The recorder's columns, for the hot path below: extending a decode stretch in place.
-        seg_end, seg_code, seg_tokens, seg_last = rec.end, rec.code, rec.tokens, rec.last
-        decode_code = seg_code_of(wid, DECODE, slowed)
         handoffs, hands_off = [], self.hands_off
-        new_decodes = []  # decodes starting a new stretch: added together after the loop
         for req, n, offset, is_decode in batch.items:
             if is_decode:
-                i = req.last_segment
-                if i >= 0 and seg_end[i] == start_s and seg_code[i] == decode_code:
-                    seg_end[i] = end_s  # same as rec.add(...), without the call
-                    seg_tokens[i] += n
-                    seg_last[i] = step
-                elif req.pending_cached:  # resumed: the cache held all but its newest token
+                if req.pending_cached:  # resumed: the cache held all but its newest token
                     add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
                     req.pending_cached = 0
-                    add(req, wid, DECODE, start_s, end_s, n, slowed, step)
-                else:
-                    new_decodes.append(req)  # (n == 1: a decode computes one token)
+                add(req, wid, DECODE, start_s, end_s, n, slowed, step)  # extends its stretch
             else:
                 self.book_chunk(req, n, offset, start_s, end_s, step)
             req.num_computed += n
@@ -314,7 +302,6 @@ class Engine:
                 req.first_token_s = end_s
             if req.num_generated >= req.output_tokens:
                 self._finish(req, end_s)
-        rec.add_same(new_decodes, decode_code, start_s, end_s, 1, step, step)
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
                 add(req, wid, STALL, start_s, end_s, 0, 0, step)

@@ -9,7 +9,7 @@ Why
 - So at a run's end (the instant step by step would ask the policy for the next step) the run
   asks the policy itself, for the part that matters: every running request decodes one token
   (their KV blocks are taken, as the policy's running loop takes them: first), and the policy's
-  own ADMISSION code (`Policy.admit_in_run`: vLLM V1's waiting loop, the same function its
+  own ADMISSION code (`promises.admit_in_run`: vLLM V1's waiting loop, the same function its
   `schedule` calls) adds what it adds. If it adds nothing, the step is a plain decode step and
   the run plans on from it. If it adds whole prompts that each sample a token and do not end
   their request, the step joins the run as an admission step (priced by the clock, as any
@@ -19,7 +19,8 @@ Why
   the same, so it is handed back: the run ends before it and the step is taken the ordinary way,
   with exactly the plan the policy formed (`Engine.batch_of`).
 - Only where nothing else can touch the worker mid-run (one colocated instance: its only outside
-  event is an arrival, which bounds the plan) and for policies that implement `admit_in_run`.
+  event is an arrival, which bounds the plan) and for the policies whose promises admit in a
+  run (sim/fastforward/promises.py).
   tests/test_fastforward.py compares every request, segment, step row and token time with step
   by step.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sim.core.engine import Batch, StepPlan
+from sim.fastforward import promises
 
 if TYPE_CHECKING:
     from sim.fastforward.decode_run import DecodeRun
@@ -46,9 +48,9 @@ def extend(run: DecodeRun) -> bool | StepPlan | None:
     k = run.k
     now = worker.env.now
     run._advance(k, k, book=False)  # step k's finishes leave, their blocks are freed
-    margin = policy.decode_kv_margin
+    margin = promises.kv_margin(policy)
     # The running loop: every running request decodes; a block each where its last one is full.
-    if run.next_take > kv.free_blocks - margin or not policy.run_admission_ok(engine):
+    if run.next_take > kv.free_blocks - margin or not promises.admits_in_run(policy, engine):
         return None  # a decode would preempt (or the policy decides steps otherwise)
     kv_after_k, free_before = kv.used_tokens, kv.free_blocks
     need_before = run.need[k - 1]
@@ -58,10 +60,10 @@ def extend(run: DecodeRun) -> bool | StepPlan | None:
     plan = StepPlan()
     plan.num_tokens = run.next_b
     engine._now = now
-    policy.admit_in_run(engine, plan, now)
+    promises.admit_in_run(policy, engine, plan, now)
     limit = worker.limit_s()
     if not plan.items:  # a plain decode step: plan on from it (its blocks are taken)
-        horizon = policy.decode_horizon(engine, now)
+        horizon = promises.decode_horizon(policy, engine, now)
         blocked = bool(engine.waiting)
         cap = 1 if horizon is None else None
         limit = limit if horizon is None else min(horizon, limit)
@@ -97,7 +99,7 @@ def extend(run: DecodeRun) -> bool | StepPlan | None:
     # must look again there: it promises nothing, or requests still wait (this step's prompts
     # may have used the budget they needed, or its finishes may free what they wait for; a
     # step of decodes alone that still admits nobody is what a blocked run starts from).
-    horizon = policy.decode_horizon(engine, end)
+    horizon = promises.decode_horizon(policy, engine, end)
     if horizon is not None and not engine.waiting:
         run._plan(min(horizon, limit), False, kv.free_blocks - margin + run.need[-1], min_steps=0)
     return True

@@ -17,11 +17,10 @@ Why a run can be skipped through
   * a KV block boundary: a decode whose last block is full takes a new one. The run stops
     before free blocks could run short (preemption); blocks filling up and entering the prefix
     cache are applied in the order step by step applies them (`DecodeRun._advance`).
-  * the policy's own clock (`Policy.decode_horizon`: short-first's aging) and its promise that
+  * the policy's own clock (promises.py, e.g. short-first's aging) and its promise that
     the waiting queue stays blocked; the run budget's step cap (`SimulatedClock.decode_run`).
 - Pricing: in sim/cost/roofline.py the decode context enters a decode-only step only as its last
-  memory
-  term, `context x kv_s` (decode attention reads every request's KV: memory-bound). With b
+  memory term, `context x kv_s` (decode attention reads every request's KV: memory-bound). With b
   requests and c context tokens in all,
       seconds(b, c) = overhead(b) + compute(b) + (memory(b) + c * kv_s) + comm(b),
   and c grows by b every step, so a run of k steps lasts k * a(b) + kv_s * (k * c1 + b * k(k-1)/2)
@@ -35,8 +34,7 @@ Why a run can be skipped through
   step after a run's end may join the run, formed by the policy's own admission code: the
   running requests each decode one token in it while new prompts are prefilled, and the
   admitted requests join the run as decoders (sim/fastforward/admission.py). A busy server's run
-  then
-  carries on through arrivals instead of ending at each one.
+  then carries on through arrivals instead of ending at each one.
 - Cost: a few float operations per step and a few list operations per request per run (no
   numpy: runs are short between arrivals, and numpy's call overhead would dominate them).
   The requests still in a run when it is applied get their tokens and segments together
@@ -52,6 +50,7 @@ from typing import TYPE_CHECKING
 import simpy
 from simpy.events import NORMAL
 
+from sim.fastforward import promises
 from sim.fastforward.decode_run import DecodeRun
 
 if TYPE_CHECKING:
@@ -206,13 +205,13 @@ def start_run(
     rem = [r.output_tokens - r.num_generated for r in running]
     blocks = [r.blocks for r in running]
     policy = engine.policy
-    horizon = policy.decode_horizon(engine, now)
+    horizon = promises.decode_horizon(policy, engine, now)
     if horizon is None:
         return None
     limit = min(horizon, limit)
     run = DecodeRun(worker, list(running), c0, rem, blocks, allocated=0 if batch is None else 1)
     blocked = bool(engine.waiting or engine.swapped or worker.inbox) or worker.finish_ends_run
-    if run.plan(limit, blocked, policy.decode_kv_margin) < 2:
+    if run.plan(limit, blocked, promises.kv_margin(policy)) < 2:
         return None
     run.absorbs = worker.absorbs
     return run

@@ -101,10 +101,6 @@ class Policy:
     Knobs: ClassVar[type[Knobs]] = Knobs
     mirrors: ClassVar[str] = ""  # the real system whose behaviour this copies (shown in the UI)
     requeue_preempted_first: ClassVar[bool] = True  # vLLM: a preempted request waits at the front
-    # Fast-forward (sim/fastforward/steps.py): free KV blocks a run of decode steps must leave at
-    # every
-    # step (vLLM V0 checks one free block before each decode even when it takes none).
-    decode_kv_margin: ClassVar[int] = 0
     supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
 
     def __init__(self, knobs: Knobs | None = None) -> None:
@@ -126,31 +122,6 @@ class Policy:
     def notes(self) -> list[Note]:
         """Remarks a user should see about this configuration (e.g. an old spelling)."""
         return []
-
-    def decode_horizon(self, engine: Engine, now: float) -> float | None:
-        """Until when this policy keeps scheduling PLAIN DECODE steps (sim/fastforward/steps.py).
-
-        Asked when every running request decodes and either nothing waits, or a step just
-        scheduled was already plain decode while requests wait. Promise: as long as requests
-        only decode (each step one more token of context each), free KV only shrinks and nothing
-        arrives or finishes, every step STARTED before the returned time (seconds) gives every
-        running request exactly one decode token and admits nobody; math.inf for no time limit.
-        None (this default) promises nothing: such a policy runs step by step, always correct.
-        """
-        return None
-
-    def run_admission_ok(self, engine: Engine) -> bool:
-        """Fast-forward through admissions (sim/fastforward/admission.py): whether, when every
-        running
-        request decodes and none would need a block it cannot get, this policy's next step is
-        "each running request one decode token, then `admit_in_run`". False (this default):
-        the run ends and the policy forms the step the ordinary way."""
-        return False
-
-    def admit_in_run(self, engine: Engine, plan: StepPlan, now: float) -> None:
-        """The admission part of such a step alone: add to `plan` what the policy admits (the
-        running requests' decode tokens are already counted in `plan.num_tokens`)."""
-        raise NotImplementedError
 
     def pick_victim(self, running: list[Request]) -> Request:
         """Whom to preempt when memory runs out: by default the last admitted (vLLM FCFS)."""

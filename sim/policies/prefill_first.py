@@ -18,7 +18,6 @@ dropped. Checked against the real V0 scheduler in tests/test_vllm_differential.p
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,7 +49,6 @@ class PrefillFirst(Policy):
 
     name = "prefill-first"
     supports_swap = True  # V0 could swap preempted KV to host memory
-    decode_kv_margin = 1  # can_append: one free block before each decode
     Knobs = PrefillFirstKnobs
     mirrors = "vLLM V0 default scheduler, chunked prefill off (vllm 0.10.2); TGI alike"
 
@@ -61,11 +59,6 @@ class PrefillFirst(Policy):
                 f"({self.knobs.max_num_batched_tokens}) and this policy cannot chunk it"
             )
         return never_fits_reason(engine.kv, req)
-
-    def decode_horizon(self, engine, now):
-        # Every running request decodes unless a prompt is admitted; one that did not fit stays
-        # out (fixed queue and seats, fewer free blocks), and nothing is admitted while swapped.
-        return math.inf
 
     def schedule(self, engine, plan, now):
         k, kv = self.knobs, engine.kv

@@ -50,7 +50,6 @@ the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -221,15 +220,6 @@ class Sglang(Policy):
 
     def _set_ratio(self, engine, ratio: float, after_this_step: bool = False) -> None:
         self._anchor = (ratio, engine.num_steps + after_this_step, self._prefill_steps)
-
-    def decode_horizon(self, engine, now):
-        if self.chunked is None and self.batch_is_full:
-            return math.inf  # no prefill batch until a request leaves the running batch
-        if engine.waiting or self.chunked is not None:
-            # Its KV check reserves every running request's remaining output, which shrinks
-            # each step: a waiting request may fit a few steps later. No promise.
-            return None
-        return math.inf
 
     def pick_victim(self, running):
         # retract_decode: the fewest output tokens, then the longest prompt, goes first.

@@ -24,8 +24,6 @@ from typing import ClassVar
 from sim.policies import register
 from sim.policies.vllm_v1 import Vllm, VllmEngineKnobs
 
-AGING_MARGIN_S = 1e-6
-
 
 @dataclass(frozen=True)
 class ShortFirstKnobs(VllmEngineKnobs):
@@ -69,15 +67,3 @@ class ShortFirst(Vllm):
 
     def pick_victim(self, running):
         return max(running, key=lambda r: (r.prompt_tokens, r.arrival_s, r.request_id))
-
-    def decode_horizon(self, engine, now):
-        horizon = super().decode_horizon(engine, now)
-        aging = self.knobs.aging_s
-        if horizon is None or not aging:
-            return horizon
-        # A waiting request that ages jumps to the front: a new head may fit. Stop a little
-        # before (1 us: far above the rounding of `now - arrival_s`, far below a step).
-        for r in engine.waiting:
-            if now - r.arrival_s < aging:
-                horizon = min(horizon, r.arrival_s + aging - AGING_MARGIN_S)
-        return horizon

@@ -10,7 +10,6 @@ Each request reserves KV for its whole prompt + output at admission, so it is ne
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -37,9 +36,6 @@ class StaticBatching(Policy):
     supports_swap = True  # it never preempts (all KV reserved up front): either mode is moot
     Knobs = StaticKnobs
     mirrors = "FasterTransformer-style static batching (no iteration-level scheduling)"
-
-    def decode_horizon(self, engine, now):
-        return math.inf  # nobody joins a batch that is still running
 
     def transfer_tokens(self, req):
         """On a decode worker, a handed-over request reserves its whole life up front too, so a

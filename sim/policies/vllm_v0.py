@@ -37,7 +37,6 @@ The step sequence is checked against the real V0 scheduler in tests/test_vllm_di
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -162,7 +161,6 @@ class VllmV0(Policy):
 
     name = "vllm-v0"
     supports_swap = True  # V0 could swap preempted KV to host memory
-    decode_kv_margin = 1  # can_append: one free block before each decode
     Knobs = VllmV0Knobs
     mirrors = "vLLM V0 chunked-prefill scheduler (vllm 0.10.2, vllm/core/scheduler.py)"
 
@@ -172,7 +170,7 @@ class VllmV0(Policy):
     def _is_long(self, req, threshold: int) -> bool:
         return req.remaining > threshold
 
-    def _schedulable_prefills(self, engine, threshold: int) -> tuple[int, int]:
+    def schedulable_prefills(self, engine, threshold: int) -> tuple[int, int]:
         """(slots to split the budget over, long prompts prefilling): `from_queues`."""
         k = self.knobs
         prefills = long_running = waiting_long = 0
@@ -190,20 +188,10 @@ class VllmV0(Policy):
             prefills += 1
         return min(prefills, k.max_num_partial_prefills), long_running
 
-    def decode_horizon(self, engine, now):
-        k = self.knobs
-        slots, _ = self._schedulable_prefills(engine, k.long_threshold)
-        slot_budget = k.max_num_batched_tokens // slots if slots else k.max_num_batched_tokens
-        if len(engine.running) > k.max_num_batched_tokens or slot_budget < 1:
-            return None  # some decodes would get no token
-        # A waiting prompt that did not fit stays out: the queue, the slots and the seats are
-        # fixed, and `can_allocate` only sees fewer free blocks.
-        return math.inf
-
     def schedule(self, engine, plan, now):
         k = self.knobs
         budget, threshold = k.max_num_batched_tokens, k.long_threshold
-        slots, long_prefills = self._schedulable_prefills(engine, threshold)
+        slots, long_prefills = self.schedulable_prefills(engine, threshold)
         slot_budget = budget // slots if slots else budget
 
         def tokens_for(req):
@@ -286,12 +274,12 @@ class Chunked(VllmV0):
 
     def __init__(self, knobs=None) -> None:
         super().__init__(knobs)
-        self._v1 = None
+        self.v1 = None
         if self.knobs.max_num_partial_prefills == 0:
             from sim.policies.vllm_v1 import Vllm, VllmKnobs
 
             k = self.knobs
-            self._v1 = Vllm(
+            self.v1 = Vllm(
                 VllmKnobs(
                     max_num_batched_tokens=k.max_num_batched_tokens,
                     max_num_seqs=min(k.max_num_seqs, k.max_num_batched_tokens),
@@ -301,7 +289,7 @@ class Chunked(VllmV0):
             )
 
     def notes(self) -> list[Note]:
-        if self._v1 is not None:
+        if self.v1 is not None:
             return [
                 Note(
                     "chunked_partial_zero",
@@ -313,16 +301,11 @@ class Chunked(VllmV0):
         return []
 
     def reject_reason(self, req, engine):
-        if self._v1 is not None:
-            return self._v1.reject_reason(req, engine)
+        if self.v1 is not None:
+            return self.v1.reject_reason(req, engine)
         return super().reject_reason(req, engine)
 
-    def decode_horizon(self, engine, now):
-        if self._v1 is not None:
-            return self._v1.decode_horizon(engine, now)
-        return super().decode_horizon(engine, now)
-
     def schedule(self, engine, plan, now):
-        if self._v1 is not None:
-            return self._v1.schedule(engine, plan, now)
+        if self.v1 is not None:
+            return self.v1.schedule(engine, plan, now)
         return super().schedule(engine, plan, now)

@@ -29,7 +29,6 @@ checked against the real scheduler in tests/test_vllm_differential.py.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -166,19 +165,6 @@ class Vllm(Policy):
             )
         return engine.waiting[0]
 
-    def decode_horizon(self, engine, now):
-        k = self.knobs
-        if len(engine.running) > k.max_num_batched_tokens:
-            return None  # the budget ends inside the running list: some stall
-        if engine.waiting and k.enable_prefix_caching and not k.scheduler_reserve_full_isl:
-            # A waiting head that failed only for its chunk's blocks may fit once the decodes'
-            # allocations evict its cached prefix (fewer hits, fewer blocks to adopt): no promise.
-            return None
-        # Otherwise a waiting head that did not fit stays out: the queue order, the budget left
-        # and the seats are fixed, free blocks only shrink, and with the whole prompt reserved
-        # (scheduler_reserve_full_isl) losing cache hits never lowers what it needs.
-        return math.inf
-
     def pick_victim(self, running):
         if self.by_priority:
             return max(running, key=lambda r: (r.priority, r.arrival_s))  # first of equals
@@ -186,76 +172,68 @@ class Vllm(Policy):
 
     # ---- the step ----
 
-    def schedule(self, engine, plan, now):
-        k = self.knobs
-        budget = k.max_num_batched_tokens
-        # A lone request is not capped by the threshold (scheduler.py 753-763, PR #57951).
-        alone = len(engine.running) + len(engine.waiting) <= 1
-        threshold = 0 if alone else k.long_prefill_token_threshold
-        priority = self.by_priority
+    def long_prefill_threshold(self, engine) -> int:
+        """scheduler.py 753-763: the threshold applies only when more than one request is running
+        or waiting at the start of the step (PR #57951: a lone request takes the whole budget)."""
+        num_eligible_reqs = len(engine.running) + len(engine.waiting)
+        return self.knobs.long_prefill_token_threshold if num_eligible_reqs > 1 else 0
 
-        # (1) RUNNING requests, in admission order. (Every step of every run passes here once
-        # per running request: names are bound outside the loop, `remaining` is inlined.)
-        # allocate_or_preempt's fast path (its last block has room and fills no block to cache)
-        # and plan.add are inlined too.
-        running, allocate, items = RequestState.RUNNING, engine.allocate_or_preempt, plan.items
-        bs, caching = engine.kv.block_size, engine.kv.caching
-        for req in list(engine.running):
-            left = budget - plan.num_tokens
-            if left <= 0:
+    def schedule(self, engine, plan, now):
+        """`Scheduler.schedule()`: the RUNNING loop, then the WAITING loop.
+
+        vLLM counts `token_budget` down as it schedules and gives a preempted request's tokens
+        back (scheduler.py 954); here `plan.num_tokens` counts up and `engine.preempt` takes a
+        victim's tokens out of the plan, so the budget left is always max - plan.num_tokens.
+        """
+        max_num_scheduled_tokens = self.knobs.max_num_batched_tokens
+        long_prefill_token_threshold = self.long_prefill_threshold(engine)
+
+        # First, schedule the RUNNING requests (793-1040), in admission order.
+        for request in list(engine.running):
+            token_budget = max_num_scheduled_tokens - plan.num_tokens
+            if token_budget <= 0:
                 break  # budget gone: the rest of the running list stalls this step
-            if req.state is not running:
+            if request.state is not RequestState.RUNNING:
                 continue  # preempted by an earlier request of this loop
-            n = req.prompt_tokens + req.num_generated - req.num_computed  # req.remaining
-            if 0 < threshold < n:
-                n = threshold
-            if n > left:
-                n = left
-            total = req.num_computed + n
-            if (
-                total > req.blocks * bs or (caching and total // bs > req.num_cached_blocks)
-            ) and not allocate(req, n, plan):
-                if priority:
+            num_new_tokens = request.remaining  # num_tokens - num_computed_tokens: 1 to decode
+            if 0 < long_prefill_token_threshold < num_new_tokens:
+                num_new_tokens = long_prefill_token_threshold
+            num_new_tokens = min(num_new_tokens, token_budget)
+            # allocate_slots, preempting until it fits (912-1000): the last running request
+            # (FCFS) or the worst by (priority, arrival); False if it preempted itself.
+            if not engine.allocate_or_preempt(request, num_new_tokens, plan):
+                if self.by_priority:
                     continue  # it was the worst running request; better ones may still fit
                 break  # FCFS: it preempted itself, nothing after it can run
-            items[req] = items.get(req, 0) + n  # plan.add(req, n)
-            plan.num_tokens += n
+            plan.add(request, num_new_tokens)
 
-        # (2) WAITING requests, unless this step preempted someone.
+        # Next, schedule the WAITING requests, unless this step preempted someone (1049).
         if not plan.preempted:
-            self._schedule_waiting(engine, plan, now, threshold)
+            self.schedule_waiting(engine, plan, now, long_prefill_token_threshold)
 
-    def run_admission_ok(self, engine):
-        """With every running request decoding, the running loop gives each one token unless
-        the budget ends inside the list; FCFS only (priority order is a heap, and short-first
-        ages it)."""
-        return not self.by_priority and len(engine.running) <= self.knobs.max_num_batched_tokens
-
-    def admit_in_run(self, engine, plan, now):
-        """The step after a run of decode steps (sim/fastforward/admission.py): the waiting loop
-        alone
-        (the running requests' decode tokens are in `plan.num_tokens` already)."""
-        k = self.knobs
-        alone = len(engine.running) + len(engine.waiting) <= 1  # as at the top of schedule()
-        self._schedule_waiting(engine, plan, now, 0 if alone else k.long_prefill_token_threshold)
-
-    def _schedule_waiting(self, engine, plan, now, threshold):
+    def schedule_waiting(self, engine, plan, now, long_prefill_token_threshold):
         """The WAITING loop (scheduler.py 1049-1560), after the running one preempted nobody."""
         k = self.knobs
-        budget = k.max_num_batched_tokens
-        kv, block = engine.kv, engine.kv.block_size
-        while engine.waiting and plan.num_tokens < budget:
+        max_num_scheduled_tokens = k.max_num_batched_tokens
+        kv, block_size = engine.kv, engine.kv.block_size
+        while engine.waiting and plan.num_tokens < max_num_scheduled_tokens:
             if len(engine.running) >= k.max_num_seqs:
                 break
-            req = self.next_waiting(engine, now)
-            hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
-            n = req.num_tokens - req.num_computed - len(hits) * block
-            if 0 < threshold < n:
-                n = threshold
-            left = budget - plan.num_tokens
-            if not k.enable_chunked_prefill and n > left:
-                break  # without chunking a prompt runs whole or waits
-            n = min(n, left)
-            if not engine.admit_with_cache(req, n, hits, k.scheduler_reserve_full_isl):
+            request = self.next_waiting(engine, now)
+            # get_computed_blocks: the prompt's cached prefix (at most num_tokens - 1 tokens)
+            new_computed_blocks = (
+                kv.lookup(request) if k.enable_prefix_caching and request.num_computed == 0 else []
+            )
+            num_computed_tokens = request.num_computed + len(new_computed_blocks) * block_size
+            num_new_tokens = request.num_tokens - num_computed_tokens
+            if 0 < long_prefill_token_threshold < num_new_tokens:
+                num_new_tokens = long_prefill_token_threshold
+            token_budget = max_num_scheduled_tokens - plan.num_tokens
+            if not k.enable_chunked_prefill and num_new_tokens > token_budget:
+                break  # without chunking a prompt runs whole or waits (1338)
+            num_new_tokens = min(num_new_tokens, token_budget)
+            if not engine.admit_with_cache(
+                request, num_new_tokens, new_computed_blocks, k.scheduler_reserve_full_isl
+            ):
                 break  # head of line: the first request whose blocks do not fit stops admission
-            plan.add(req, n)
+            plan.add(request, num_new_tokens)

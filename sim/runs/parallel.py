@@ -255,7 +255,7 @@ def _connect(ray, address: str) -> None:
                 f"nothing answers at Ray address {address!r}: give HOST:PORT (6379, the one "
                 "`ray start --head` prints) or ray://HOST:10001"
             ) from None
-    sim_dir = os.path.dirname(os.path.abspath(__file__))
+    sim_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the sim package
     try:
         ray.init(
             address=address,
