@@ -1,6 +1,6 @@
 """PD Lab's live engine: a real model in plain PyTorch that runs the simulator's schedules.
 
-The rooms (.importlinter checks the rules):
+The rooms (`lint-imports` checks the rules, in pyproject.toml):
 - `model/`: the torch model: a Llama-style decoder with one mixed prefill+decode forward pass,
   its attention layouts, the K/V store, CUDA graphs for decode steps, weights and tokenizer.
 - `engine/`: the simulator's policies on that model: the runner that executes and times a

@@ -3,7 +3,7 @@
 Pure Python + numpy/pandas/simpy. It never imports streamlit or torch, so the CLI, the tests and
 the live engine can all use it.
 
-The rooms, bottom to top (.importlinter checks that imports only go down):
+The rooms, bottom to top (`lint-imports` checks that imports only go down; pyproject.toml):
 - `core/`: one worker's engine (queues, KV blocks, preemption, step bookkeeping), requests, the
   recorder and the data contract (`trace.py`). What the lessons show, and nothing else.
 - `policies/`: the schedulers, one file each, read beside the engine source they mirror.

@@ -202,10 +202,6 @@ class SLOConfig:
         _within("tpot_slo_s", self.tpot_slo_s, 0, 1e6, "s", lo_open=True)
 
 
-def default_knobs(policy: str) -> Knobs:
-    return get_policy_class(policy).Knobs()
-
-
 @dataclass(frozen=True)
 class SimConfig:
     """Everything a run needs besides the workload."""

@@ -41,7 +41,7 @@ class Scenario:
     """A lesson's workload and the configurations it compares."""
 
     name: str
-    claim: str  # C1..C13 (../shared/seeds/DIGEST.md)
+    claim: str  # C1..C13, the README's table "The lessons (claims C1..C13)"
     title: str
     description: str  # what it shows and what to compare
     workload: WorkloadConfig | tuple[RequestSpec, ...]

@@ -113,7 +113,7 @@ def test_kv_transfer() -> None:
         kv_transfer_s(10, llama8, 0.0)
 
 
-# ---- cost.py: the §5.8 worked example --------------------------------------------------------
+# ---- roofline.py: the §5.8 worked example ----------------------------------------------------
 
 
 def test_worked_decode(h100_8b: StepCostModel) -> None:

@@ -1,4 +1,7 @@
-"""The Korean catalogs follow ../shared/reference/korean-glossary.md: one term, one rendering.
+"""The Korean catalogs keep one glossary: one term, one rendering (the tables below hold it).
+
+The rule: names of phases and techniques (prefill, decode, goodput, TTFT, ...) and vLLM's knob
+names stay in Latin letters; ordinary nouns are Korean (KV 캐시, 배치, 대기열).
 
 A Korean student reads prose, legends, hover text and axis titles on the same screen; if the text
 says "prefill" and the legend says "프리필", they look like two different things. These tests scan

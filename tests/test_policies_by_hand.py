@@ -181,8 +181,9 @@ def test_decode_worker_admits_no_more_than_max_num_seqs():
     assert (r.requests.status == "finished").all()
 
 
-# ---- SGLang: the decisions ../shared/reference/vllm-real-scheduler.md saw its real scheduler
-# (sglang 0.5.23) make on 1 x 3000-token prompt A + 6 x 300 (b0..b5), 4 output tokens each,
+# ---- SGLang: the decisions its real scheduler (sglang 0.5.23's Scheduler, built by its own
+# __init__ with the model runner stubbed as SGLang's tools/sglang-simulator does) was seen to
+# make on 1 x 3000-token prompt A + 6 x 300 (b0..b5), 4 output tokens each,
 # chunked_prefill_size 2048, all arriving at once. PD Lab's sglang policy must make the same.
 
 DOC = [RequestSpec(0, 0.0, 3000, 4)] + [RequestSpec(i, 0.0, 300, 4) for i in range(1, 7)]

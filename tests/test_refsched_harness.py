@@ -1,7 +1,7 @@
 """The harness that drives the REAL vLLM schedulers (tests/refsched/) reproduces the decisions
-recorded in shared/reference/vllm-real-scheduler.md.
+those schedulers were first seen to make when stepped by hand (the expected steps below).
 
-Workload of the reference doc: one 3000-token prompt A and six 300-token prompts b0..b5,
+The workload: one 3000-token prompt A and six 300-token prompts b0..b5,
 all arriving at step 0, 4 output tokens each, budget 2048, plenty of KV blocks. Each engine
 runs all its cases in one driver process (vLLM's import costs seconds). Skipped where the
 venvs are missing (`bash scripts/refsched_env.sh` installs them); failed instead under CI.

@@ -1,4 +1,4 @@
-"""Every lesson scenario shows its claim (../shared/seeds/DIGEST.md), asserted on numbers."""
+"""Every lesson scenario shows its claim (README: "The lessons"), asserted on numbers."""
 
 from functools import cache
 

@@ -159,7 +159,7 @@ def compare(case: Case, reference: dict) -> None:
 
 # ---- the workloads ------------------------------------------------------------------------
 
-DOC = [R(0, 3000, 4)] + [R(0, 300, 4) for _ in range(6)]  # the reference doc's workload
+DOC = [R(0, 3000, 4)] + [R(0, 300, 4) for _ in range(6)]  # the first workload run on the real V1
 PLENTY = 20_000  # KV blocks: memory never binds
 
 

@@ -1,4 +1,4 @@
-"""The Serve page's URL check, stricter than live/serve_client.check_endpoint (issue 32, #14-15).
+"""The Serve page's URL check, stricter than live.serve.client.check_endpoint (issue 32, #14-15).
 
 `check_endpoint` resolves the host and refuses addresses by Python's `ipaddress` flags. Two gaps
 remained, closed here before the page fetches anything:

@@ -7,7 +7,8 @@ in assets/i18n/<lang>/labels.json at display time.
 
 Notable features
 - One catalog key per label, the label itself after "label." ("label.swap (V0)"): the English
-  catalog maps each label to itself, the Korean one follows ../shared/reference/korean-glossary.md.
+  catalog maps each label to itself, the Korean one keeps the Korean glossary (phase and
+  technique names in Latin, ordinary nouns in Korean; tests/test_korean_glossary.py checks it).
 - Labels that carry a number the scenarios vary (C3's "3000 tok x 16", C6's "chunk 512") match a
   PATTERN instead, whose key takes the numbers as placeholders.
 - A label with neither a key nor a pattern is shown as it is (a visitor's own text, an engine

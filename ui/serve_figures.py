@@ -33,12 +33,3 @@ def live_timeline(run: RunResult, lang: str = "en", now_s: float | None = None) 
     fig.update_xaxes(range=[start, end])
     fig.update_layout(uirevision="serve")  # keep a visitor's zoom across refreshes
     return fig
-
-
-def measured_vs_predicted(
-    measured: RunResult, predicted: RunResult, labels: tuple[str, str], lang: str = "en"
-) -> go.Figure:
-    """Measured (client clock) above predicted (simulated) on one time axis, animated."""
-    from ui.gantt import timeline_figure
-
-    return timeline_figure([(labels[0], measured), (labels[1], predicted)], lang=lang)

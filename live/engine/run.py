@@ -14,7 +14,6 @@ Notable features
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -175,10 +174,3 @@ def run_live(
         if tokenizer is not None
         else {},
     }
-
-
-def replace_model_in(config: SimConfig, sim_model: str = "SmolLM2-135M") -> SimConfig:
-    """The simulator's config for the same run (the catalog model matching the live one)."""
-    return dataclasses.replace(
-        config, hardware=dataclasses.replace(config.hardware, model=sim_model)
-    )

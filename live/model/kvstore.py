@@ -79,12 +79,6 @@ class KVStore:
         """Bytes held by K and V together."""
         return 2 * self.k.numel() * self.k.element_size()
 
-    @property
-    def bytes_per_token(self) -> int:
-        """Bytes of K+V one token occupies across all layers."""
-        s = self.shape
-        return 2 * s.layers * s.kv_heads * s.head_dim * self.k.element_size()
-
     def allocate(self) -> int:
         """Take the lowest free slot."""
         if not self._free:

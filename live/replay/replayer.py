@@ -165,7 +165,7 @@ async def replay_async(
     options: ReplayOptions,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
-    """Replay `requests` against options.endpoint; the measured tables (see live/replay_trace)."""
+    """Replay `requests` against options.endpoint; measured tables (live/replay/trace.py)."""
     import httpx2
     import openai
 

@@ -1,8 +1,9 @@
 """The live engine in REAL time: requests join as they arrive over HTTP, tokens leave as sampled.
 
-This is the third driver of the one engine (DESIGN.md: one engine, two clocks). The simulator's
-`instance_loop` lets simpy time pass for each batch; `live run` composes measured step times in
-simpy's virtual time. Here nothing is composed: the wall clock is the clock.
+This is the third driver of the one engine (README.md, "How it is built": one engine, two
+clocks). The simulator's `instance_loop` lets simpy time pass for each batch; `live run` composes
+measured step times in simpy's virtual time. Here nothing is composed: the wall clock is the
+clock.
 
     HTTP handlers (asyncio thread)            engine thread (this module)
     submit() -> inbox (deque) ----------->    drain inbox: route each request to a worker

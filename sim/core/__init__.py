@@ -2,5 +2,5 @@
 queues and step bookkeeping, the recorder and the data contract every run yields.
 
 Nothing here knows about clocks, topologies or event speed: `sim.fastforward` builds on this
-package, never the other way round (.importlinter).
+package, never the other way round (`lint-imports`, rules in pyproject.toml).
 """

@@ -46,9 +46,6 @@ class KVCache:
         """Blocks `req` must still get so that it can hold `total_tokens` tokens."""
         return max(0, self.blocks_for(total_tokens) - req.blocks)
 
-    def can_hold(self, req: Request, total_tokens: int) -> bool:
-        return self.extra_blocks(req, total_tokens) <= self.free_blocks
-
     def grow(self, req: Request, total_tokens: int) -> bool:
         """Give `req` the blocks to hold `total_tokens` tokens; False (and no change) if short."""
         extra = self.extra_blocks(req, total_tokens)

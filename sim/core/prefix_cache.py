@@ -18,7 +18,7 @@ Notable features
     cached block evicts its hash (`BlockPool.get_new_blocks`, `_maybe_evict_cached_block`).
 - Free blocks that still hold cached KV count as free (vLLM's `get_num_free_blocks`), so cache
   contents never block admission; they just get evicted.
-- Block identity comes from `RequestSpec.block_key` (prefix groups, Mooncake hash ids, or the
+- Block identity comes from `RequestSpec.block_keys` (prefix groups, Mooncake hash ids, or the
   request's own tokens), not from token values: the simulator has no tokens, only lengths.
 
 How it is kept cheap (the same decisions as block by block, at a cost per request, not per block)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,9 +25,6 @@ from sim.core.trace import (
     Columns,
     RunResult,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 KIND_CODE = {kind: code for code, kind in enumerate(SEGMENT_KINDS)}
 SLOWED, RECOMPUTE = 1, 2  # bit flags of a segment
@@ -343,12 +339,6 @@ class TraceRecorder:
         }
         order = np.lexsort((table["start_s"], table["request_id"]))  # stable
         return {name: table[name][order] for name in SEGMENT_COLUMNS}
-
-    def steps_frame(self) -> pd.DataFrame:
-        return Columns(self.steps_columns()).frame()
-
-    def segments_frame(self) -> pd.DataFrame:
-        return Columns(self.segments_columns()).frame()
 
     def result(self, requests: list[Request], meta: dict, final: bool = False) -> RunResult:
         """Freeze everything into a RunResult (the three DataFrames + token times). `final`:

@@ -59,8 +59,16 @@ class RequestSpec:
                 "which requests share those tokens"
             )
 
-    def block_key(self, index: int, block_size: int) -> int:
-        """What identifies the tokens of KV block `index` AND of every block before it.
+    def shared_blocks(self, block_size: int) -> int:
+        """How many leading blocks have keys other requests may share ("m" or "g" ones)."""
+        hashed = 0
+        if self.hash_ids:
+            hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
+        return max(hashed, self.prefix_tokens // block_size)
+
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[int]:
+        """The keys of KV blocks start..stop-1, a run at a time. A block's key identifies its
+        tokens AND those of every block before it.
 
         vLLM hashes each full block together with its parent block's hash (a hash chain), so two
         requests can share block i only if all their tokens up to the end of block i agree. Here
@@ -71,17 +79,6 @@ class RequestSpec:
         It is packed into one int, `pack_key`, because the prefix cache hashes every block's key
         several times in its life and an int hashes for free (a tuple re-hashes its items).
         """
-        return self.block_keys(index, index + 1, block_size)[0]
-
-    def shared_blocks(self, block_size: int) -> int:
-        """How many leading blocks have keys other requests may share ("m" or "g" ones)."""
-        hashed = 0
-        if self.hash_ids:
-            hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
-        return max(hashed, self.prefix_tokens // block_size)
-
-    def block_keys(self, start: int, stop: int, block_size: int) -> list[int]:
-        """`block_key(i, block_size)` for i in range(start, stop), a run at a time."""
         keys: list[int] = []
         m_end = start
         if self.hash_ids:  # blocks ending inside the hashed part of the prompt
@@ -142,7 +139,6 @@ class Request:
         "num_computed",
         "num_generated",
         "blocks",
-        "prompt_done_once",
         "first_token_s",
         "finish_s",
         "preemptions",
@@ -177,7 +173,6 @@ class Request:
         self.num_computed = 0  # tokens whose K/V sit in this worker's cache
         self.num_generated = 0  # output tokens emitted so far
         self.blocks = 0  # KV blocks held on the current worker
-        self.prompt_done_once = False  # True after the first full prefill (later ones recompute)
         self.first_token_s = math.nan
         self.finish_s = math.nan
         self.preemptions = 0

@@ -43,21 +43,6 @@ def read_model_file(path: str, _mtime_ns: int) -> ModelSpec:
     return model_from_hf_config(config, name=None, default_name=folder or "hf-model", source=path)
 
 
-# Architectures whose config.json fields model_from_hf_config understands (others with the same
-# fields load too: Hugging Face decoders mostly share them).
-HF_MODEL_TYPES = (
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "mixtral",
-    "qwen2_moe",
-    "qwen3_moe",
-    "deepseek_v2",
-    "deepseek_v3",
-)
-
-
 def _weight_format(config: Mapping) -> tuple[float, float, float]:
     """(bytes per weight, bytes of block scales per weight, the width matmuls run at: 0 = the
     weights' own) from `quantization_config` or `torch_dtype`.

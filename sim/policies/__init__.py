@@ -1,8 +1,9 @@
 """Scheduling policies, registered by name (one module each).
 
-`POLICIES` maps a name to its class; `make_policy(name, **knobs)` builds one. The CLI, the lesson
-pages and the live engine all pick policies from here, so adding a module and decorating its class
-with `@register` is all it takes to offer a new one everywhere.
+`POLICIES` maps a name to its class; `make_policy(name, knobs=None)` builds one from a `Knobs`
+object of that policy's own class (None: its defaults). The CLI, the lesson pages and the live
+engine all pick policies from here, so adding a module and decorating its class with `@register`
+is all it takes to offer a new one everywhere.
 """
 
 from __future__ import annotations
