@@ -6,7 +6,7 @@ why that is exact). It is a speed trick, not a lesson: the engine (`sim.core`) a
 (`sim.policies`) read as the real schedulers do, and `tests/test_fastforward.py` holds this
 package's traces equal to stepping, bit for bit.
 
-The rest of sim/ enters only through the names below (.importlinter checks it).
+The rest of sim/ enters only through the names below (lint-imports checks it: pyproject.toml).
 """
 
 from sim.fastforward.admission import extend

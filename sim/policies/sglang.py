@@ -45,7 +45,7 @@ and the radix prefix cache are counted in 16-token blocks; a retracted request's
 stay in the prefix cache, generated tokens included (SGLang keeps the prompt it inserted after
 the prefill but frees the generated tokens without inserting them). Not checked
 against the real SGLang scheduler step by step in CI; tests/test_policies_by_hand.py replays
-the decisions ../shared/reference/vllm-real-scheduler.md observed on it.
+decisions observed on sglang 0.5.23's Scheduler driven with its model runner stubbed.
 """
 
 from __future__ import annotations
