@@ -47,8 +47,8 @@ if "ray" in sys.modules or "multiprocessing" in sys.modules:
     sys.exit(code)  # (a sweep: let Ray's exit hooks disconnect, and the pool's join its workers)
 # Everything is written by now (the JSON or the --out files, each closed). Tearing the
 # interpreter down would free the modules and their objects one by one for nothing the user
-# sees (farm-bench: 0.90 of the CPU of a 1 s run on this machine): flush the two streams and
-# leave.
+# sees (0.90 of the CPU of a 1 s run on this machine, whole processes timed from outside):
+# flush the two streams and leave.
 for stream in (sys.stdout, sys.stderr):
     with contextlib.suppress(OSError, ValueError):  # (a reader that went away: `| head`)
         stream.flush()
