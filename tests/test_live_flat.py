@@ -96,8 +96,9 @@ def test_flat_equals_grouped_on_a_ragged_mixed_schedule(model):
 
 def test_decode_rows_accept_sdpa_output_in_a_transposed_layout(model, monkeypatch):
     """CUDA's SDPA returns (R, KV, group, hd) in a layout that `.view` refuses (an H200 run,
-    2026-12-04); the CPU's is contiguous. Force the CUDA layout here: same tokens and logits."""
-    want, want_tokens, _ = drive(model, "flat")
+    2026-12-04); the CPU's is contiguous. Force the CUDA layout here, for the flat and the
+    grouped decode paths: the same tokens and logits."""
+    want = {a: drive(model, a)[:2] for a in ("flat", "grouped")}
     sdpa = flat.F.scaled_dot_product_attention
 
     def transposed(*args, **kw):  # same values, memory laid out (R, group, KV, hd)
@@ -107,11 +108,12 @@ def test_decode_rows_accept_sdpa_output_in_a_transposed_layout(model, monkeypatc
     probe = transposed(torch.ones(2, 2, 4, 8), torch.ones(2, 2, 5, 8), torch.ones(2, 2, 5, 8))
     with pytest.raises(RuntimeError):  # the layout really is one a view cannot flatten
         probe.view(2, 8, 8)
-    monkeypatch.setattr(flat.F, "scaled_dot_product_attention", transposed)
-    got, got_tokens, _ = drive(model, "flat")
-    assert got_tokens == want_tokens
-    for g, w in zip(got, want, strict=True):
-        assert_close_rel(g, w)
+    monkeypatch.setattr(flat.F, "scaled_dot_product_attention", transposed)  # (both paths)
+    for attention, (want_logits, want_tokens) in want.items():
+        got, got_tokens, _ = drive(model, attention)
+        assert got_tokens == want_tokens, attention
+        for g, w in zip(got, want_logits, strict=True):
+            assert_close_rel(g, w)
 
 
 def test_staging_buffer_made_under_inference_mode_takes_copies_outside_it(monkeypatch):

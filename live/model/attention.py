@@ -242,5 +242,5 @@ def _decode_attention(q: Tensor, g: DecodeGroup, kv: KVStore, layer: int) -> Ten
         q = qr
     qf = q.view(r, kv_heads, heads // kv_heads, hd)  # GQA fold: (R, KV, group, hd), a view
     out = F.scaled_dot_product_attention(qf, keys, values, attn_mask=g.mask)
-    out = out.view(r, heads, hd)
+    out = out.reshape(r, heads, hd)  # CUDA's SDPA may return a transposed layout: not a view
     return out if g.rows is None else out[g.rows]
