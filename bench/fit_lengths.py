@@ -60,8 +60,7 @@ def em(
 
 
 def to_dist(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, lo: int, hi: int) -> LengthDist:
-    """The fitted mixture as a sim.workloads.lengths spec, rounded like the constants in the
-    code."""
+    """The fitted mixture as a sim.workloads.lengths spec, rounded like the code's constants."""
     parts = [
         (round(float(wi), 3), LogNormal(round(float(np.exp(m)), 1), round(float(s), 3), lo, hi))
         for wi, m, s in sorted(zip(w, mu, sd, strict=True), key=lambda c: -c[0])

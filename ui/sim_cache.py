@@ -8,9 +8,9 @@
   Streamlit's own hashing of them: the underscored arguments of the cached functions are not
   hashed.
 - Bounded work per visitor: every run goes through `sim.runs.budget.simulate_within` under
-  `limits()`
-  (requests, instances, KV blocks, engine steps, CPU seconds per run); a refused run is cached as
-  its Refusal (translated when shown), so reloading a hostile URL costs nothing the second time.
+  `limits()` (requests, instances, KV blocks, engine steps, CPU seconds per run); a refused run
+  is cached as its Refusal (translated when shown), so reloading a hostile URL costs nothing the
+  second time.
   The caches are shared by both languages, hold at most CACHE_MB of results each and drop an
   entry CACHE_TTL after it was made. A local install raises
   the limits with PDLAB_MAX_* variables or a [limits] table in .streamlit/secrets.toml (README).

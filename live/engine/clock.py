@@ -2,10 +2,9 @@
 
 Notable features
 - `MeasuredClock` plugs into `sim.cluster.topologies.Cluster` in place of the roofline cost model.
-  The same
-  engines, the same policy objects, the same routing and P->D hand-offs decide every batch; here
-  each batch is executed by a torch model (`live.engine.runner.ModelRunner`) and its measured wall
-  time becomes the step's duration on that worker's timeline.
+  The same engines, the same policy objects, the same routing and P->D hand-offs decide every
+  batch; here each batch is executed by a torch model (`live.engine.runner.ModelRunner`) and its
+  measured wall time becomes the step's duration on that worker's timeline.
 - What is measured and what is composed: each step's duration and each KV copy are measured;
   the timeline is composed from them in simpy's virtual time. Arrivals follow the workload's
   clock, so idle gaps and queueing are real in that composed time. With several workers on one

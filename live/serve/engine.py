@@ -14,11 +14,10 @@ clock.
 
 Notable features
 - The SAME objects decide every batch as in `sim` and `live run`: `sim.cluster.topologies.Cluster`
-  builds the
-  workers (an `Engine` each, with the configured policy, KV blocks and trace recorder) and routes
-  arrivals (`Cluster.route`: colocated, router or disaggregated); `live.engine.clock.MeasuredClock`
-  runs
-  each batch on a `ModelRunner`. Only the loop that drives them is new: it never lets simpy run.
+  builds the workers (an `Engine` each, with the configured policy, KV blocks and trace recorder)
+  and routes arrivals (`Cluster.route`: colocated, router or disaggregated);
+  `live.engine.clock.MeasuredClock` runs each batch on a `ModelRunner`. Only the loop that drives
+  them is new: it never lets simpy run.
 - One thread drives every worker, round robin, one step at a time: on one CPU (or one GPU) the
   workers of a disaggregated topology really take turns, unlike `live run`, which gives each
   worker its own clock as if each had its own device.

@@ -7,8 +7,7 @@ says so; two runs writing one folder at once interleave their files the same way
 1. A lock, `.DIR.lock` beside the folder (flock, so the kernel drops it when the process
    dies, however it dies). A second writer of the same folder while the first holds it fails at
    once with one line (`OutputBusy`): it does not wait, and it does not mix.
-2. The files go into a fresh hidden folder beside it, `.DIR.partial-PID`, on the same
-   filesystem.
+2. The files go into a fresh hidden folder beside it, `.DIR.partial-PID`, on the same filesystem.
 3. One rename puts them in place. A new folder: rename(2), atomic. A folder an earlier run
    wrote: Linux's renameat2(RENAME_EXCHANGE) swaps the two folders in one step, then the old
    one is deleted (elsewhere: rename the old one aside first, a moment without the folder but
