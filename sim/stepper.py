@@ -43,12 +43,14 @@ def run_steps(
 ) -> tuple[list[Step], dict[int, int]]:
     """Steps until every request finished (or was rejected), and each request's output tokens.
 
-    `arrivals` = (step index, request) pairs; `kv_blocks` = usable KV blocks of the worker.
+    `arrivals` = (step index, request) pairs; `kv_blocks` = KV blocks of the worker, as vLLM's
+    `num_gpu_blocks` (the policy's `null_blocks` among them are not usable).
     """
     gpu = get_gpu(config.hardware.gpu)
     policy = make_policy(config.policy, config.knobs.for_gpu(gpu.name, gpu.mem_gb))
     block = config.engine.block_size
-    kv = (PrefixCachingKV if policy.prefix_caching else KVCache)(kv_blocks * block, block)
+    tokens = policy.usable_kv_tokens(kv_blocks * block, block)
+    kv = (PrefixCachingKV if policy.prefix_caching else KVCache)(tokens, block)
     engine = Engine("I0", policy, kv, TraceRecorder(), config.engine.preemption_mode)
     pending = sorted(arrivals, key=lambda a: a[0])
     requests: list[Request] = []

@@ -15,7 +15,8 @@ Where the two must differ, and why the comparison is still exact:
 - Prompts have token ids on the vLLM side and only lengths (plus prefix groups / hash ids) on
   ours; the ids are built from the same description (shared prefix tokens per group, every other
   token unique to its request), so the prefix cache sees the same sharing on both sides.
-- vLLM V1's block pool keeps one null block: vLLM gets `kv_blocks + 1` blocks, PD Lab `kv_blocks`.
+- Both sides get the same `kv_blocks`; vLLM V1's block pool keeps block 0 as the null block, and
+  so does PD Lab's `vllm` (`null_blocks`): N - 1 usable.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def to_reference(case: Case) -> dict:
         ours = with_overrides(SimConfig(policy=case.policy), k).knobs.for_gpu("H100-SXM", 80)
         # Defaults resolved as ours; short-first is vLLM's priority scheduling (below).
         config = {name: getattr(ours, name, "priority") for name in V1_KNOBS}
-        config["num_gpu_blocks"] = case.kv_blocks + 1  # V1 keeps one null block
+        config["num_gpu_blocks"] = case.kv_blocks  # both keep block 0 as the null block
         config["max_model_len"] = (
             k["max_num_batched_tokens"] if not chunked else max(longest + 16, 4096)
         )
@@ -442,6 +443,36 @@ V1_CASES = [
         [R(0, 600, 40), R(0, 450, 40), R(1, 300, 40), R(3, 100, 20)],
     ),
     *[_random_case(seed, "short-first") for seed in range(400, 410)],
+    # The null block (vllm/v1/core/block_pool.py:191): both sides get the same N blocks and only
+    # N - 1 hold KV. Each of these schedules differently when PD Lab counts all N as usable.
+    Case(
+        "null-block-exact-fit",
+        "vllm",
+        {"max_num_batched_tokens": 512},
+        26,  # two requests of 13 blocks each: they fit in 26, not in 25
+        [R(0, 200, 8), R(0, 200, 8)],
+    ),
+    Case(
+        "null-block-kv-pressure",
+        "vllm",
+        {"max_num_batched_tokens": 512},
+        64,
+        [R(i, 180 + 10 * i, 90) for i in range(8)],
+    ),
+    Case(
+        "null-block-prefix-cache",
+        "vllm",
+        {"max_num_batched_tokens": 1024},
+        48,
+        [R(2 * i, 300, 60, group=f"g{i % 2}", prefix=256) for i in range(6)],
+    ),
+    Case(
+        "null-block-short-first",
+        "short-first",
+        {"max_num_batched_tokens": 512},
+        33,  # 32 usable: the four requests of 8 blocks each fit exactly; with 33 they do not bind
+        [R(0, 100 + 10 * i, 20) for i in range(5)],
+    ),
 ]
 
 V0_CASES = [
