@@ -102,6 +102,7 @@ class Policy:
     mirrors: ClassVar[str] = ""  # the real system whose behaviour this copies (shown in the UI)
     requeue_preempted_first: ClassVar[bool] = True  # vLLM: a preempted request waits at the front
     supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
+    schedules_swap_in: ClassVar[bool] = False  # True: the policy swaps in (else the engine)
     null_blocks: ClassVar[int] = 0  # KV blocks the engine's block pool keeps for itself
 
     def __init__(self, knobs: Knobs | None = None) -> None:
