@@ -22,9 +22,14 @@ Mirrors `Scheduler._schedule_chunked_prefill` in vllm/core/scheduler.py (vllm 0.
   (`can_schedule`, 345-354): shorter prompts behind it go first, the fast lane (C8). Admission
   reserves KV for the WHOLE prompt, keeping 1% of the blocks free (vllm/core/block_manager.py
   `can_allocate`, 110-147, watermark 0.01); the first prompt that does not fit stops admission.
+- With preemption_mode=swap, victims' KV goes to host memory, and `_schedule_swapped`
+  (812-925) brings it back after the running requests and before new prompts, only in a step
+  that preempted nothing (1383-1387), while the blocks fit above the watermark and the budget
+  holds (`schedule_swapped` below).
 - Afterwards (1393-1417) the running queue is: requests not reached this step, decodes, prefills
-  that finish this step, prefills that do not, new prefills. Requests preempted this step go back
-  to the front of the waiting queue after this step's admissions.
+  that finish this step, prefills that do not, new prefills (swapped-in requests go ahead of the
+  decodes). Requests preempted this step go back to the front of the waiting queue after this
+  step's admissions.
 So `max_num_partial_prefills=1` (the default) does NOT serialise prompts: whole short prompts
 pack beside a long prompt's chunk. What blocks the queue (C7) is a long prompt first in line
 taking the whole budget. Not modelled: prefix caching (off by default in V0), LoRA, beam search.
