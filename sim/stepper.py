@@ -40,16 +40,27 @@ def run_steps(
     config: SimConfig,
     kv_blocks: int,
     max_steps: int = 20_000,
+    swap_blocks: int = 0,
 ) -> tuple[list[Step], dict[int, int]]:
     """Steps until every request finished (or was rejected), and each request's output tokens.
 
-    `arrivals` = (step index, request) pairs; `kv_blocks` = usable KV blocks of the worker.
+    `arrivals` = (step index, request) pairs; `kv_blocks` = KV blocks of the worker, as vLLM's
+    `num_gpu_blocks` (the policy's `null_blocks` among them are not usable); `swap_blocks` =
+    host blocks for preemption by swapping (vLLM's `num_cpu_blocks`).
     """
     gpu = get_gpu(config.hardware.gpu)
     policy = make_policy(config.policy, config.knobs.for_gpu(gpu.name, gpu.mem_gb))
     block = config.engine.block_size
-    kv = (PrefixCachingKV if policy.prefix_caching else KVCache)(kv_blocks * block, block)
-    engine = Engine("I0", policy, kv, TraceRecorder(), config.engine.preemption_mode)
+    tokens = policy.usable_kv_tokens(kv_blocks * block, block)
+    kv = (PrefixCachingKV if policy.prefix_caching else KVCache)(tokens, block)
+    engine = Engine(
+        "I0",
+        policy,
+        kv,
+        TraceRecorder(),
+        config.engine.preemption_mode,
+        swap_blocks * block,
+    )
     pending = sorted(arrivals, key=lambda a: a[0])
     requests: list[Request] = []
     steps: list[Step] = []

@@ -15,11 +15,13 @@ Where the two must differ, and why the comparison is still exact:
 - Prompts have token ids on the vLLM side and only lengths (plus prefix groups / hash ids) on
   ours; the ids are built from the same description (shared prefix tokens per group, every other
   token unique to its request), so the prefix cache sees the same sharing on both sides.
-- vLLM V1's block pool keeps one null block: vLLM gets `kv_blocks + 1` blocks, PD Lab `kv_blocks`.
+- Both sides get the same `kv_blocks`; vLLM V1's block pool keeps block 0 as the null block, and
+  so does PD Lab's `vllm` (`null_blocks`): N - 1 usable.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
@@ -52,6 +54,7 @@ class Case:
     kv_blocks: int
     # (arrival step, prompt tokens, output tokens, priority, prefix group, prefix tokens, hashes)
     requests: list[tuple] = field(default_factory=list)
+    cpu_blocks: int = 0  # V0: host blocks for preemption_mode=swap (vLLM's num_cpu_blocks)
 
     def specs(self) -> list[tuple[int, RequestSpec]]:
         out = []
@@ -92,7 +95,7 @@ def to_reference(case: Case) -> dict:
         ours = with_overrides(SimConfig(policy=case.policy), k).knobs.for_gpu("H100-SXM", 80)
         # Defaults resolved as ours; short-first is vLLM's priority scheduling (below).
         config = {name: getattr(ours, name, "priority") for name in V1_KNOBS}
-        config["num_gpu_blocks"] = case.kv_blocks + 1  # V1 keeps one null block
+        config["num_gpu_blocks"] = case.kv_blocks  # both keep block 0 as the null block
         config["max_model_len"] = (
             k["max_num_batched_tokens"] if not chunked else max(longest + 16, 4096)
         )
@@ -107,7 +110,8 @@ def to_reference(case: Case) -> dict:
             "max_long_partial_prefills": k.get("max_long_partial_prefills", 1),
             "long_prefill_token_threshold": k.get("long_prefill_token_threshold", 0),
             "num_gpu_blocks": case.kv_blocks,
-            "num_cpu_blocks": 0,
+            "num_cpu_blocks": case.cpu_blocks,
+            "preemption_mode": k.get("preemption_mode"),
             # V0's automatic "long" threshold is 4% of max_model_len: PD Lab assumes 131072.
             "max_model_len": 131072 if chunked else k["max_num_batched_tokens"],
         }
@@ -132,7 +136,7 @@ def to_reference(case: Case) -> dict:
 
 def run_ours(case: Case):
     config = with_overrides(SimConfig(policy=case.policy), case.knobs)
-    return run_steps(case.specs(), config, case.kv_blocks)
+    return run_steps(case.specs(), config, case.kv_blocks, swap_blocks=case.cpu_blocks)
 
 
 def compare(case: Case, reference: dict) -> None:
@@ -442,6 +446,36 @@ V1_CASES = [
         [R(0, 600, 40), R(0, 450, 40), R(1, 300, 40), R(3, 100, 20)],
     ),
     *[_random_case(seed, "short-first") for seed in range(400, 410)],
+    # The null block (vllm/v1/core/block_pool.py:191): both sides get the same N blocks and only
+    # N - 1 hold KV. Each of these schedules differently when PD Lab counts all N as usable.
+    Case(
+        "null-block-exact-fit",
+        "vllm",
+        {"max_num_batched_tokens": 512},
+        26,  # two requests of 13 blocks each: they fit in 26, not in 25
+        [R(0, 200, 8), R(0, 200, 8)],
+    ),
+    Case(
+        "null-block-kv-pressure",
+        "vllm",
+        {"max_num_batched_tokens": 512},
+        64,
+        [R(i, 180 + 10 * i, 90) for i in range(8)],
+    ),
+    Case(
+        "null-block-prefix-cache",
+        "vllm",
+        {"max_num_batched_tokens": 1024},
+        48,
+        [R(2 * i, 300, 60, group=f"g{i % 2}", prefix=256) for i in range(6)],
+    ),
+    Case(
+        "null-block-short-first",
+        "short-first",
+        {"max_num_batched_tokens": 512},
+        33,  # 32 usable: the four requests of 8 blocks each fit exactly; with 33 they do not bind
+        [R(0, 100 + 10 * i, 20) for i in range(5)],
+    ),
 ]
 
 V0_CASES = [
@@ -494,6 +528,72 @@ V0_CASES = [
     ),
     *[_random_case(seed, "vllm-v0") for seed in range(100, 124)],
     *[_random_case(seed, "prefill-first") for seed in range(200, 208)],
+    # Swap (vllm/core/scheduler.py 1751-1790, preemption_mode="swap"): running requests first,
+    # swap-in only in a step that preempted nothing, swapped-in decodes ahead of the others
+    # (chunked) or at the end (default), the watermark on swap-in. CPU blocks never run out
+    # (vLLM V0 aborts the engine when they do, scheduler.py 1829-1834).
+    Case(
+        "v0-swap-kv-pressure",
+        "vllm-v0",
+        {"max_num_batched_tokens": 512, "preemption_mode": "swap"},
+        80,
+        [R(0, 200, 120) for _ in range(6)],
+        cpu_blocks=1000,
+    ),
+    Case(
+        "v0-swap-staggered",
+        "vllm-v0",
+        {"max_num_batched_tokens": 256, "preemption_mode": "swap"},
+        60,
+        [R(3 * i, 100 + 40 * (i % 3), 80) for i in range(8)],
+        cpu_blocks=1000,
+    ),
+    Case(
+        "v0-swap-seqs",
+        "vllm-v0",
+        {"max_num_batched_tokens": 512, "max_num_seqs": 4, "preemption_mode": "swap"},
+        50,
+        [R(i, 150, 100) for i in range(7)],
+        cpu_blocks=1000,
+    ),
+    Case(
+        "v0-swap-partial-prefills",
+        "vllm-v0",
+        {
+            "max_num_batched_tokens": 512,
+            "max_num_partial_prefills": 2,
+            "max_long_partial_prefills": 1,
+            "long_prefill_token_threshold": 300,
+            "preemption_mode": "swap",
+        },
+        90,
+        [R(2 * i, 60 + 90 * (i % 4), 90) for i in range(9)],
+        cpu_blocks=1000,
+    ),
+    Case(
+        "v0-prefill-first-swap",
+        "prefill-first",
+        {"max_num_batched_tokens": 4096, "preemption_mode": "swap"},
+        80,
+        [R(i, 200, 120) for i in range(6)],
+        cpu_blocks=1000,
+    ),
+    Case(
+        "v0-prefill-first-swap-staggered",
+        "prefill-first",
+        {"max_num_batched_tokens": 2048, "max_num_seqs": 5, "preemption_mode": "swap"},
+        60,
+        [R(4 * i, 120 + 30 * (i % 4), 70) for i in range(8)],
+        cpu_blocks=1000,
+    ),
+    *[
+        dataclasses.replace(
+            _random_case(seed, policy, tight=True, preemption_mode="swap"), cpu_blocks=2000
+        )
+        # seeds whose runs do preempt (most V0 runs reserve whole prompts and never do)
+        for seed, policy in [(s, "vllm-v0") for s in (504, 508, 510, 511, 521, 582, 583)]
+        + [(s, "prefill-first") for s in (612, 614, 621, 626, 645, 661)]
+    ],
 ]
 
 
@@ -517,6 +617,13 @@ def test_vllm_policy_matches_vllm_033_scheduler(case, v1_reference):
 @pytest.mark.parametrize("case", V0_CASES, ids=lambda c: c.name)
 def test_v0_policies_match_vllm_0102_scheduler(case, v0_reference):
     compare(case, v0_reference[case.name])
+
+
+def test_swap_is_tested():
+    """V0 swap workloads (#29): CPU blocks and preemption_mode=swap, for both V0 policies."""
+    swap = [c for c in V0_CASES if c.cpu_blocks and c.knobs.get("preemption_mode") == "swap"]
+    assert len(swap) >= 15
+    assert {c.policy for c in swap} == {"vllm-v0", "prefill-first"}
 
 
 def test_the_suite_is_as_wide_as_promised():

@@ -141,7 +141,7 @@ class Cluster:
         engine = Engine(
             name,
             policy,
-            kv_class(kv_tokens, eng.block_size),
+            kv_class(policy.usable_kv_tokens(kv_tokens, eng.block_size), eng.block_size),
             self.recorder,
             eng.preemption_mode,
             self.swap_tokens,

@@ -219,7 +219,7 @@ class Engine:
         """
         self._now = now
         plan = StepPlan()
-        if self.swapped:
+        if self.swapped and not self.policy.schedules_swap_in:
             self._swap_in(plan)
         self.policy.schedule(self, plan, now)
         self.retry_now = not plan.items and plan.preempted > 0
@@ -448,19 +448,25 @@ class Engine:
 
     # ---- internals --------------------------------------------------------------------------
 
+    def swap_in(self, req: Request, plan: StepPlan) -> None:
+        """Bring a swapped request's KV back (its blocks are the caller's business); the policy
+        puts it into `running` where its engine does."""
+        self.swapped.remove(req)
+        self.swap_used_tokens -= req.swapped_tokens
+        plan.swap_in_tokens += req.swapped_tokens
+        req.swapped_tokens = 0
+        self.recorder.segment(req, self.name, "preempted", req.wait_since, self._now)
+        req.state = RequestState.RUNNING
+        req.admit_seq = self._next_admit()
+
     def _swap_in(self, plan: StepPlan) -> None:
-        """Swapped requests come back first (vLLM V0), as soon as their KV fits again."""
+        """Swapped requests come back first, as soon as their KV fits again (for a policy that
+        does not schedule swap-ins itself)."""
         while self.swapped:
             req = self.swapped[0]
             if not self.kv.grow(req, req.swapped_tokens + 1):
                 break
-            self.swapped.popleft()
-            self.swap_used_tokens -= req.swapped_tokens
-            plan.swap_in_tokens += req.swapped_tokens
-            req.swapped_tokens = 0
-            self.recorder.segment(req, self.name, "preempted", req.wait_since, self._now)
-            req.state = RequestState.RUNNING
-            req.admit_seq = self._next_admit()
+            self.swap_in(req, plan)
             self.running.append(req)
 
     def _finish(self, req: Request, now: float) -> None:

@@ -37,6 +37,6 @@ def make_policy(name: str, knobs: Knobs | None = None) -> Policy:
 
 # Importing the modules registers them, in the order lessons introduce them; `chunked` (in
 # vllm_v0) is the old name of `vllm-v0`, kept for shared links and scripts.
-from sim.policies import vllm_v1, vllm_v0, prefill_first, static, short_first, sglang  # noqa: E402, F401, I001
+from sim.policies import vllm_v1, vllm_v0, prefill_first, static, short_first, sglang, tgi  # noqa: E402, F401, I001
 
 __all__ = ["POLICIES", "Knobs", "Policy", "get_policy_class", "make_policy", "register"]

@@ -102,6 +102,8 @@ class Policy:
     mirrors: ClassVar[str] = ""  # the real system whose behaviour this copies (shown in the UI)
     requeue_preempted_first: ClassVar[bool] = True  # vLLM: a preempted request waits at the front
     supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
+    schedules_swap_in: ClassVar[bool] = False  # True: the policy swaps in (else the engine)
+    null_blocks: ClassVar[int] = 0  # KV blocks the engine's block pool keeps for itself
 
     def __init__(self, knobs: Knobs | None = None) -> None:
         self.knobs = knobs if knobs is not None else self.Knobs()
@@ -110,6 +112,11 @@ class Policy:
     def prefix_caching(self) -> bool:
         """Whether the engine keeps a prefix cache (sim/core/prefix_cache.py) for this policy."""
         return bool(getattr(self.knobs, "enable_prefix_caching", False))
+
+    def usable_kv_tokens(self, capacity_tokens: int, block_size: int) -> int:
+        """Tokens of a KV cache of `capacity_tokens` that requests can use: its whole blocks
+        less the `null_blocks` the engine keeps for itself."""
+        return (capacity_tokens // block_size - self.null_blocks) * block_size
 
     def schedule(self, engine: Engine, plan: StepPlan, now: float) -> None:
         """Fill `plan` with the next step's work (may admit and preempt through `engine`)."""

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from sim.policies import register
 from sim.policies.base import MAX_SEQS, WHOLE_PROMPT_BUDGET, Knobs, Policy
-from sim.policies.vllm_v0 import can_allocate, never_fits_reason, run_decodes_v0
+from sim.policies.vllm_v0 import can_allocate, never_fits_reason, run_decodes_v0, schedule_swapped
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class PrefillFirst(Policy):
 
     name = "prefill-first"
     supports_swap = True  # V0 could swap preempted KV to host memory
+    schedules_swap_in = True  # `_schedule_swapped` after the decodes (below)
     Knobs = PrefillFirstKnobs
     mirrors = "vLLM V0 default scheduler, chunked prefill off (vllm 0.10.2); TGI alike"
 
@@ -92,3 +93,11 @@ class PrefillFirst(Policy):
             if plan.items:
                 return  # a prefill-only step: running decodes stall
         run_decodes_v0(engine, plan, deque(engine.running), lambda req: req.remaining)
+        # vllm/core/scheduler.py 1259-1266 (`_schedule_default`): swap in only if this step
+        # preempted nothing; 1280-1282: the swapped-in decodes join the END of the running queue.
+        if plan.preempted == 0 and engine.swapped:
+            engine.running.extend(
+                schedule_swapped(
+                    engine, plan, len(engine.running), k.max_num_batched_tokens, k.max_num_seqs
+                )
+            )

@@ -22,9 +22,14 @@ Mirrors `Scheduler._schedule_chunked_prefill` in vllm/core/scheduler.py (vllm 0.
   (`can_schedule`, 345-354): shorter prompts behind it go first, the fast lane (C8). Admission
   reserves KV for the WHOLE prompt, keeping 1% of the blocks free (vllm/core/block_manager.py
   `can_allocate`, 110-147, watermark 0.01); the first prompt that does not fit stops admission.
+- With preemption_mode=swap, victims' KV goes to host memory, and `_schedule_swapped`
+  (812-925) brings it back after the running requests and before new prompts, only in a step
+  that preempted nothing (1383-1387), while the blocks fit above the watermark and the budget
+  holds (`schedule_swapped` below).
 - Afterwards (1393-1417) the running queue is: requests not reached this step, decodes, prefills
-  that finish this step, prefills that do not, new prefills. Requests preempted this step go back
-  to the front of the waiting queue after this step's admissions.
+  that finish this step, prefills that do not, new prefills (swapped-in requests go ahead of the
+  decodes). Requests preempted this step go back to the front of the waiting queue after this
+  step's admissions.
 So `max_num_partial_prefills=1` (the default) does NOT serialise prompts: whole short prompts
 pack beside a long prompt's chunk. What blocks the queue (C7) is a long prompt first in line
 taking the whole budget. Not modelled: prefix caching (off by default in V0), LoRA, beam search.
@@ -75,6 +80,40 @@ def can_append(kv, req) -> bool:
     """
     touched = 1 if req.is_decoding or req.num_tokens % kv.block_size else 0
     return touched <= kv.free_blocks
+
+
+def can_swap_in(kv, req) -> str:
+    """V0 `BlockSpaceManager._can_swap` (vllm/core/block_manager.py 465-516) for a swap-in: the
+    blocks touched are its full blocks plus those its unseen tokens touch (488-504), which for
+    one sequence is ceil(num_tokens / block_size); the GPU watermark applies (506-516)."""
+    touched = kv.blocks_for(req.num_tokens)
+    if kv.num_blocks < touched:
+        return "never"
+    return "ok" if kv.free_blocks - touched >= watermark_blocks(kv) else "later"
+
+
+def schedule_swapped(engine, plan, num_seqs: int, budget: int, max_num_seqs: int) -> list:
+    """V0 `_schedule_swapped` (vllm/core/scheduler.py 812-925): the swapped queue in order while
+    each fits; returns the requests swapped in (each scheduled in this step)."""
+    kv, swapped_in = engine.kv, []
+    while engine.swapped:
+        req = engine.swapped[0]
+        status = can_swap_in(kv, req)  # 852-854
+        if status == "later":
+            break  # 855-856
+        if status == "never":  # 857-866: FINISHED_IGNORED
+            engine.abort(req, engine._now, never_fits_reason(kv, req) or "KV never fits")
+            continue
+        # 884-894: called without enable_chunking, so a prompt comes back whole; a decode is 1
+        n = req.remaining
+        if n == 0 or plan.num_tokens + n > budget or num_seqs + 1 > max_num_seqs:
+            break  # `budget.can_schedule` (888-891)
+        engine.swap_in(req, plan)  # 897 `_swap_in`
+        kv.grow(req, req.num_tokens)  # 898 `_append_slots`
+        plan.add(req, n)
+        swapped_in.append(req)
+        num_seqs += 1
+    return swapped_in
 
 
 def never_fits_reason(kv, req) -> str:
@@ -161,6 +200,7 @@ class VllmV0(Policy):
 
     name = "vllm-v0"
     supports_swap = True  # V0 could swap preempted KV to host memory
+    schedules_swap_in = True  # `_schedule_swapped`, after the running requests (below)
     Knobs = VllmV0Knobs
     mirrors = "vLLM V0 chunked-prefill scheduler (vllm 0.10.2, vllm/core/scheduler.py)"
 
@@ -202,18 +242,41 @@ class VllmV0(Policy):
         queue = deque(engine.running)
         waiting_before = len(engine.waiting)
         scheduled = run_decodes_v0(engine, plan, queue, tokens_for)
+        # scheduler.py 1383-1387: swapped requests come back only in a step that preempted
+        # nothing ("If preemption happens, it means we don't have space for swap-in"), after
+        # the running ones and before new prompts.
+        swapped_in = []
+        if plan.preempted == 0:
+            swapped_in = schedule_swapped(engine, plan, len(scheduled), budget, k.max_num_seqs)
         # Recompute victims went to the front of the waiting queue; V0 adds them back only
         # after this step's admissions, so admission starts behind them.
         start = len(engine.waiting) - waiting_before
         admitted = self._admit(
-            engine, plan, start, slot_budget, threshold, long_prefills, len(scheduled)
+            engine,
+            plan,
+            start,
+            slot_budget,
+            threshold,
+            long_prefills,
+            len(scheduled) + len(swapped_in),
         )
 
         decodes = [r for r, _ in scheduled if r.is_decoding]
         prefills = [(r, n) for r, n in scheduled if not r.is_decoding]
         finishing = [r for r, n in prefills if n == r.remaining]
         rest = [r for r, n in prefills if n != r.remaining]
-        engine.running[:] = [*queue, *decodes, *finishing, *rest, *admitted]
+        # 1406-1410: swapped-in decodes, then swapped-in prefills, ahead of this step's decodes
+        swapped_decodes = [r for r in swapped_in if r.is_decoding]
+        swapped_prefills = [r for r in swapped_in if not r.is_decoding]
+        engine.running[:] = [
+            *queue,
+            *swapped_decodes,
+            *swapped_prefills,
+            *decodes,
+            *finishing,
+            *rest,
+            *admitted,
+        ]
 
     def _admit(self, engine, plan, start, slot_budget, threshold, long_prefills, num_seqs):
         """`_schedule_prefills` with chunking: new prompts, in queue order from `start`."""

@@ -138,6 +138,10 @@ class Vllm(Policy):
     name = "vllm"
     Knobs = VllmKnobs
     mirrors = "vLLM V1 scheduler (vllm 0.33.0, vllm/v1/core/sched/scheduler.py)"
+    # vllm/v1/core/block_pool.py:191 `self.null_block = self.free_block_queue.popleft()`: block 0
+    # is a placeholder no request gets, so a cache of N blocks has N - 1 usable
+    # (block_pool.py:929 `total_gpu_blocks = self.num_gpu_blocks - 1`).
+    null_blocks = 1
 
     def reject_reason(self, req, engine):
         k = self.knobs

@@ -85,6 +85,7 @@ def build_scheduler(v, cfg: dict):
         max_long_partial_prefills=int(cfg.get("max_long_partial_prefills", 1)),
         long_prefill_token_threshold=int(cfg.get("long_prefill_token_threshold", 0)),
         policy=cfg.get("scheduling_policy", "fcfs"),
+        preemption_mode=cfg.get("preemption_mode"),  # None: recompute for one sequence
     )
     cache_config = v["CacheConfig"](
         block_size=block_size,
