@@ -104,7 +104,8 @@ def test_isl_or_load_vectors(name, enabled, i, want):
 
 
 def test_decode_gate_truth_table():
-    """conditional_bypass.rs decode_gate_allows_bypass: policy && (!configured || busy==Some(false))."""
+    """conditional_bypass.rs decode_gate_allows_bypass:
+    policy && (!configured || busy == Some(false))."""
     for policy in (False, True):
         for configured in (False, True):
             for busy in (None, False, True):

@@ -123,6 +123,9 @@ class DynamoKv:
         i = self.rng.choices(range(len(views)), weights)[0]
         return Pick(i, logits, best.tied)
 
+    def route(self, req, workers) -> Pick:
+        return self.pick(req.prompt_tokens, engine_views(workers, req))
+
 
 def softmax_weights(logits: list[float], temperature: float) -> list[float]:
     """`softmax_sample_index`: p_i ∝ exp(-(c_i - c_min) / ((c_max - c_min) * T))."""
@@ -322,6 +325,75 @@ class Llmd:
         tied = [i for i, s in enumerate(scores) if s == best]
         self.indexer.record(views[tied[0]].name, keys)
         return Pick(tied[0], scores, tied)
+
+    def route(self, req, workers) -> Pick:
+        bs = self.cfg.block_size  # the prompt in 16-token (64-byte) blocks, chained keys
+        n = min(req.prompt_tokens // bs, self.cfg.max_prefix_blocks)
+        return self.pick_keys(req.spec.block_keys(0, n, bs), engine_views(workers, req))
+
+
+# ---- what the simulator's engines show a router ----------------------------------------------
+
+
+def engine_views(workers, req) -> list[WorkerView]:
+    """One `WorkerView` per simulated worker (sim/cluster/worker.py), read at the arrival.
+
+    Dynamo's router keeps its own books from KV events and the requests it routed; here the
+    engines' own state stands in for them: the overlap is the worker's prefix-cache hit for this
+    prompt (vLLM's lookup: at most prompt - 1 tokens), prefill tokens are the prompt tokens not
+    yet computed of requests not decoding, decode blocks are the distinct full prompt blocks of
+    the queued and running requests plus the new one's."""
+    views = []
+    for w in workers:
+        eng = w.engine
+        kv = eng.kv
+        bs = kv.block_size
+        active = [*eng.waiting, *eng.running]
+        blocks = set(req.spec.block_keys(0, req.prompt_tokens // bs, bs))
+        prefill = 0
+        for r in active:
+            blocks.update(r.spec.block_keys(0, r.prompt_tokens // bs, bs))
+            if not r.is_decoding:
+                prefill += max(0, r.prompt_tokens - r.num_computed)
+        cap = kv.capacity_tokens
+        views.append(
+            WorkerView(
+                name=w.name,
+                load=w.load,
+                overlap_blocks=len(kv.lookup(req)) if kv.caching else 0,
+                active_prefill_tokens=prefill,
+                decode_blocks=len(blocks),
+                active_requests=len(active),
+                waiting=len(eng.waiting),
+                kv_usage=kv.used_tokens / cap if cap else 0.0,
+            )
+        )
+    return views
+
+
+def make_router(topo, block_size: int):
+    """The router object for `TopologyConfig.router`, or None for PD Lab's own (which
+    topologies.py runs itself: they read loads only)."""
+    if topo.router == DynamoKv.name:
+        return DynamoKv(
+            DynamoKvConfig(
+                block_size=block_size,
+                router_temperature=topo.router_temperature,
+                overlap_score_credit=topo.overlap_score_credit,
+                prefill_load_scale=topo.prefill_load_scale,
+                decode_active_request_weight=topo.decode_active_request_weight,
+            )
+        )
+    if topo.router == Llmd.name:
+        return Llmd(
+            LlmdConfig(
+                prefix_weight=topo.llmd_prefix_weight,
+                queue_weight=topo.llmd_queue_weight,
+                kv_weight=topo.llmd_kv_weight,
+                load_weight=topo.llmd_load_weight,
+            )
+        )
+    return None
 
 
 # ---- the registry -----------------------------------------------------------------------------
