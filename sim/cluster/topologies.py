@@ -191,6 +191,8 @@ class Cluster:
     def _pick_instance(self, req: Request) -> Worker:
         topo = self.config.topology
         if self.router is not None:  # a router named by system (sim/cluster/routers.py)
+            for w in self.instances:  # mid-run: it reads queues, progress and the KV now
+                w.catch_up()
             return self.instances[self.router.route(req, self.instances).index]
         if topo.router == "round-robin":
             return self.instances[next(self._rr) % len(self.instances)]
@@ -227,6 +229,8 @@ class Cluster:
     def _disaggregate(self, req: Request, p: Worker, d: Worker) -> bool:
         """Dynamo's or llm-d's decider: remote prefill on `p`, or local on `d`?"""
         topo = self.config.topology
+        p.catch_up()  # mid-run: read their queues and caches as of now
+        d.catch_up()
         kv = d.engine.kv
         overlap = len(kv.lookup(req)) if kv.caching else 0  # D's cache hit for this prompt
         if topo.disagg_mode == "llm-d-prefix":
