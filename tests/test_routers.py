@@ -105,3 +105,18 @@ def test_llmd_weighted_pick_by_hand():
     # with the prefix weight 0, b wins
     r0 = Llmd(LlmdConfig(prefix_weight=0.0))
     assert r0.pick_keys([10, 11, 12, 13], views).index == 1
+
+
+def test_knobs_go_through_set():
+    from sim.config import SimConfig, with_overrides
+
+    c = with_overrides(
+        SimConfig(),
+        {"topology": "router", "router": "dynamo-kv", "router_temperature": "0.5"},
+    )
+    assert c.topology.router == "dynamo-kv" and c.topology.router_temperature == 0.5
+    c = with_overrides(SimConfig(), {"disagg_mode": "isl_bounding", "eff_isl_threshold": "512"})
+    assert c.topology.eff_isl_threshold == 512
+    for bad in ({"router": "nope"}, {"disagg_mode": "nope"}, {"eff_isl_ratio_threshold": "2"}):
+        with pytest.raises(ValueError):
+            with_overrides(SimConfig(), bad)
