@@ -120,3 +120,27 @@ def test_knobs_go_through_set():
     for bad in ({"router": "nope"}, {"disagg_mode": "nope"}, {"eff_isl_ratio_threshold": "2"}):
         with pytest.raises(ValueError):
             with_overrides(SimConfig(), bad)
+
+
+def test_in_the_simulator_dynamo_kv_follows_the_cache_and_least_loaded_does_not():
+    """r0 leaves a 2000-token prefix cached on I0; r2 (short, long output) then keeps I0 busy.
+    r1 shares r0's prefix: least-loaded sends it to the idle I1, dynamo-kv to I0, where
+    ~125 cached blocks outweigh r2's few decode blocks."""
+    from sim.cluster.topologies import simulate
+    from sim.config import SimConfig, with_overrides
+    from sim.core.request import RequestSpec
+
+    specs = [
+        RequestSpec(0, 0.0, 2100, 5, prefix_group="sys", prefix_tokens=2000),
+        RequestSpec(2, 4.0, 100, 2000),
+        RequestSpec(1, 5.0, 2100, 5, prefix_group="sys", prefix_tokens=2000),
+    ]
+    workers = {}
+    for router in ("least-loaded", "dynamo-kv"):
+        knobs = {"topology": "router", "router": router, "num_instances": "2"}
+        knobs["enable_prefix_caching"] = "true"
+        run = simulate(specs, with_overrides(SimConfig(policy="vllm"), knobs))
+        df = run.requests
+        workers[router] = dict(zip(df["request_id"], df["worker"].astype(str), strict=True))
+    assert workers["least-loaded"][1] != workers["least-loaded"][2]
+    assert workers["dynamo-kv"][1] == workers["dynamo-kv"][0] == workers["dynamo-kv"][2]
