@@ -26,7 +26,18 @@ from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
 PROFILE_NAMES = ("fitted", "generic")  # HardwareConfig.profile
-ROUTER_NAMES = ("round-robin", "least-loaded", "length")
+# Routers by name; what each mirrors (a system and version, or PD Lab's own) is in
+# sim/cluster/routers.py ROUTERS.
+ROUTER_NAMES = ("round-robin", "least-loaded", "length", "dynamo-kv", "llm-d")
+# disagg_mode: who prefills where; what each mirrors is in sim/cluster/deciders.py DECIDERS.
+DISAGG_MODES = (
+    "always",
+    "conditional",
+    "isl_bounding",
+    "prefill_load",
+    "isl_or_load",
+    "llm-d-prefix",
+)
 DISAGG_PROTOCOLS = ("vllm", "distserve")
 
 
@@ -148,15 +159,33 @@ class TopologyConfig:
 
     topology: str = "colocated"  # colocated | router | disaggregated
     num_instances: int = 2  # router: instances (the length router keeps the last for long prompts)
-    router: str = "length"  # router: round-robin | least-loaded | length
+    router: str = "length"  # router: round-robin | least-loaded | length | dynamo-kv | llm-d
     length_threshold: int = 8192  # router=length: prompts of at least this many tokens go long
+    # router=dynamo-kv: Dynamo 1.6.1's KvRouterConfig knobs, at its defaults
+    router_temperature: float = 0.0  # 0 = lowest cost; > 0 = softmax sampling over costs
+    overlap_score_credit: float = 1.0  # cached blocks credited off prefill (0 = cache ignored)
+    prefill_load_scale: float = 1.0  # weight of the prefill term against decode blocks
+    decode_active_request_weight: float = 0.0  # per active request
+    # router=llm-d: scorer weights of the llm-d / gateway-api-inference-extension defaults
+    llmd_prefix_weight: float = 3.0
+    llmd_queue_weight: float = 2.0
+    llmd_kv_weight: float = 2.0
+    llmd_load_weight: float = 1.0
     num_prefill: int = 1  # disaggregated: prefill-only instances (P)
     num_decode: int = 1  # disaggregated: decode-only instances (D)
     kv_bandwidth_gb_s: float = 50.0  # P->D KV link, GB/s one way (50 = InfiniBand NDR 400)
     kv_latency_ms: float = 1.0  # fixed cost per transfer (handshake), milliseconds
-    disagg_mode: str = "always"  # always | conditional (Dynamo: remote prefill only if long)
+    # always | conditional (PD Lab's own) | isl_bounding | prefill_load | isl_or_load (Dynamo
+    # 1.6.1) | llm-d-prefix (llm-d's prefix-based decider)
+    disagg_mode: str = "always"
     max_local_prefill_length: int = 1000  # conditional: prompts up to this prefill on D
     max_prefill_queue: int = 2  # conditional: remote prefill only while P's queue is shorter
+    eff_isl_threshold: int = 2048  # isl_bounding: local only if uncached prompt < this
+    eff_isl_ratio_threshold: float = 0.7  # isl_bounding: ... and uncached / prompt < this
+    # prefill_load: P busy = active prompt tokens > this x max_num_batched_tokens (0 = unset,
+    # Dynamo's default: the signal is unknown, read as calm, so it never goes local)
+    prefill_busy_threshold: float = 0.0
+    non_cached_tokens: int = 0  # llm-d-prefix: remote only if uncached >= this (0 = always)
     decode_gpu: str = ""  # disaggregated: another GPU kind for D workers ("" = same as P)
     disagg_protocol: str = "vllm"  # who samples token 1: vllm (on D, as vLLM) | distserve (on P)
 
@@ -176,9 +205,23 @@ class TopologyConfig:
         _within("kv_bandwidth_gb_s", self.kv_bandwidth_gb_s, 0.001, 1e6, "GB/s")
         _within("kv_latency_ms", self.kv_latency_ms, 0, 60_000, "ms")
         _require(
-            self.disagg_mode in ("always", "conditional"),
-            "disagg_mode must be always or conditional",
+            self.disagg_mode in DISAGG_MODES,
+            f"disagg_mode must be one of {', '.join(DISAGG_MODES)}, got {self.disagg_mode!r}",
         )
+        _within("router_temperature", self.router_temperature, 0, 1000)
+        for name in ("overlap_score_credit", "prefill_load_scale", "decode_active_request_weight"):
+            _within(name, getattr(self, name), 0, 1000)
+        for name in (
+            "llmd_prefix_weight",
+            "llmd_queue_weight",
+            "llmd_kv_weight",
+            "llmd_load_weight",
+        ):
+            _within(name, getattr(self, name), 0, 1000)
+        _within("eff_isl_threshold", self.eff_isl_threshold, 0, MAX_WHOLE, "tokens")
+        _within("eff_isl_ratio_threshold", self.eff_isl_ratio_threshold, 0, 1)
+        _within("prefill_busy_threshold", self.prefill_busy_threshold, 0, 1000)
+        _within("non_cached_tokens", self.non_cached_tokens, 0, MAX_WHOLE, "tokens")
         _within("max_local_prefill_length", self.max_local_prefill_length, 0, MAX_WHOLE, "tokens")
         _within("max_prefill_queue", self.max_prefill_queue, 1, MAX_WHOLE)
         if self.decode_gpu:

@@ -216,6 +216,25 @@ def test_azure_excerpt_every_policy_and_topology(policy, topology, azure_conv_30
     assert_same_run(*both(azure_conv_300, config))
 
 
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"topology": "router", "router": "dynamo-kv", "num_instances": "3"},
+        {"topology": "router", "router": "dynamo-kv", "router_temperature": "0.5"},
+        {"topology": "router", "router": "llm-d", "num_instances": "3"},
+        {"topology": "disaggregated", "disagg_mode": "isl_bounding", "num_decode": "2"},
+        {"topology": "disaggregated", "disagg_mode": "isl_or_load", "prefill_busy_threshold": "1"},
+        {"topology": "disaggregated", "disagg_mode": "llm-d-prefix", "non_cached_tokens": "256"},
+    ],
+    ids=lambda k: "-".join(v for v in k.values() if not v[0].isdigit()),
+)
+def test_azure_excerpt_named_routers_and_deciders(knobs, azure_conv_300):
+    """Routers and deciders that read the workers' queues and caches at each arrival: the
+    fast-forwarded run makes the same decisions as the step-by-step one."""
+    config = with_overrides(SimConfig(policy="vllm"), knobs)
+    assert_same_run(*both(azure_conv_300, config))
+
+
 @pytest.fixture(scope="module")
 def azure_conv_300():
     from conftest import azure_trace

@@ -82,13 +82,19 @@ def configs(draw):
     topology = draw(st.sampled_from(["colocated", "router", "disaggregated"]))
     knobs["topology"] = topology
     if topology == "router":
-        knobs["router"] = draw(st.sampled_from(["round-robin", "least-loaded", "length"]))
+        knobs["router"] = draw(
+            st.sampled_from(["round-robin", "least-loaded", "length", "dynamo-kv", "llm-d"])
+        )
         knobs["num_instances"] = draw(st.integers(1, 3))
         knobs["length_threshold"] = draw(st.sampled_from([500, 3000]))
     if topology == "disaggregated":
         knobs["num_prefill"] = draw(st.integers(1, 2))
         knobs["num_decode"] = draw(st.integers(1, 2))
-        knobs["disagg_mode"] = draw(st.sampled_from(["always", "conditional"]))
+        knobs["disagg_mode"] = draw(
+            st.sampled_from(
+                ["always", "conditional", "isl_bounding", "isl_or_load", "llm-d-prefix"]
+            )
+        )
         knobs["kv_bandwidth_gb_s"] = draw(st.sampled_from([3.1, 50.0]))
     # Small KV caches force preemption (and rejection of requests that can never fit).
     knobs["kv_capacity_tokens"] = draw(st.sampled_from([0, 3000, 8000, 20000]))

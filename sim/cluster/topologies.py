@@ -23,6 +23,13 @@ from itertools import count
 
 import simpy
 
+from sim.cluster.deciders import (
+    DisaggInput,
+    dynamo_disaggregate,
+    llmd_prefix_disaggregate,
+    prefill_busy,
+)
+from sim.cluster.routers import make_router
 from sim.cluster.worker import (
     LockstepGroup,
     LockstepWorker,
@@ -98,6 +105,7 @@ class Cluster:
         ):
             self.lockstep = LockstepGroup(self.env, self.cost)
         self._rr = count()
+        self.router = make_router(topo, eng.block_size)  # None: PD Lab's own, run below
         if topo.topology == "colocated":
             self.instances = [self._worker("I0", "colocated")]
         elif topo.topology == "router":
@@ -182,6 +190,10 @@ class Cluster:
 
     def _pick_instance(self, req: Request) -> Worker:
         topo = self.config.topology
+        if self.router is not None:  # a router named by system (sim/cluster/routers.py)
+            for w in self.instances:  # mid-run: it reads queues, progress and the KV now
+                w.catch_up()
+            return self.instances[self.router.route(req, self.instances).index]
         if topo.router == "round-robin":
             return self.instances[next(self._rr) % len(self.instances)]
         if topo.router == "length" and len(self.workers) >= 2:
@@ -200,7 +212,11 @@ class Cluster:
             req.prompt_tokens <= topo.max_local_prefill_length
             or len(p.engine.waiting) >= topo.max_prefill_queue
         ):
-            return decode  # short prompt (or P lagging): prefill locally on D (Dynamo's rule)
+            return decode  # short prompt (or P lagging): prefill locally on D (PD Lab's own)
+        if topo.disagg_mode not in ("always", "conditional") and not self._disaggregate(
+            req, p, decode
+        ):
+            return decode  # a named decider (sim/cluster/deciders.py) keeps it on D
         reason = decode.engine.capacity_reason(req.prompt_tokens + req.output_tokens)
         if reason:  # it could prefill on P but never decode on D: refuse it up front
             req.workers.append(decode.name)
@@ -209,6 +225,29 @@ class Cluster:
             return None
         req.remote_decode = topo.disagg_protocol
         return p
+
+    def _disaggregate(self, req: Request, p: Worker, d: Worker) -> bool:
+        """Dynamo's or llm-d's decider: remote prefill on `p`, or local on `d`?"""
+        topo = self.config.topology
+        p.catch_up()  # mid-run: read their queues and caches as of now
+        d.catch_up()
+        kv = d.engine.kv
+        overlap = len(kv.lookup(req)) if kv.caching else 0  # D's cache hit for this prompt
+        if topo.disagg_mode == "llm-d-prefix":
+            return llmd_prefix_disaggregate(
+                req.prompt_tokens, overlap, kv.block_size, topo.non_cached_tokens
+            )
+        busy = None  # Dynamo: no threshold set = unknown = calm
+        if topo.prefill_busy_threshold > 0:
+            eng = p.engine
+            active = sum(r.prompt_tokens - r.num_computed for r in (*eng.waiting, *eng.running))
+            # the policy's token budget (SGLang's and others' name it otherwise: 0 = none)
+            limit = getattr(self.knobs_for(self.gpu), "max_num_batched_tokens", 0) or 0
+            busy = prefill_busy(active, topo.prefill_busy_threshold, limit)
+        inp = DisaggInput(req.prompt_tokens, kv.block_size, overlap, prefill_busy=busy)
+        return dynamo_disaggregate(
+            topo.disagg_mode, inp, topo.eff_isl_threshold, topo.eff_isl_ratio_threshold
+        )
 
     # ---- disaggregated hand-off ---------------------------------------------------------------
 
