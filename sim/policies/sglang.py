@@ -67,6 +67,7 @@ LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this ma
 INIT_NEW_TOKEN_RATIO = 0.7  # times --schedule-conservativeness (1.0), at most 1
 MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # the floor: 0.7 x 0.14 = 0.098
 NEW_TOKEN_RATIO_DECAY_STEPS = 600  # decode batches from the start value to the floor
+IGNORE_EOS_RESERVE_TOKENS = 1  # schedule_policy.py line 122
 RETRACT_DECODE_STEPS = 20  # a retraction frees room for this many decode steps of the rest
 
 
@@ -206,6 +207,8 @@ class Sglang(Policy):
         # away for memory is not retried at every step as the ratio decays: at the next finish.
         self.batch_is_full = False
         self._running_ids: set[int] = set()  # who was running after the last step formed
+        self._last_prefill_merged = False  # the last step's prefill batch joins the running one
+        self._running_before_merge = False  # ... and the running batch was not empty then
 
     def new_token_ratio(self, engine) -> float:
         """The ratio now: decayed once per decode batch since the last reset or retraction.
@@ -249,89 +252,151 @@ class Sglang(Policy):
                 break
             engine.admit(engine.waiting[0])
         now_running = {id(r) for r in engine.running}
-        if not self._running_ids <= now_running:
-            self.batch_is_full = False  # a request finished or was retracted since
+        decodes = [r for r in engine.running if r is not self.chunked]
+        # running_batch.batch_is_full is cleared (scheduler.py get_next_batch_to_run 3945-3968,
+        # _get_new_batch_prefill_raw 4093-4096) when a running request left (filter_batch), when
+        # the running batch is empty, and when the last step was a prefill batch merged into an
+        # EMPTY running batch: running_batch becomes that batch, whose flag is False. A mixed
+        # step empties the running batch (4408-4410), so it loses the flag the same way.
+        if (
+            not self._running_ids <= now_running
+            or not decodes
+            or (self._last_prefill_merged and not self._running_before_merge)
+        ):
+            self.batch_is_full = False
         if not engine.running and self.chunked is None:
             # Nothing running: between the last finish and this arrival the real server idled
             # (the clients' round trip at least), and an idle SGLang resets the ratio
             # (scheduler.py self_check_during_idle: new_token_ratio = init_new_token_ratio).
             self._set_ratio(engine, self.ratio_init)
-        decodes = [r for r in engine.running if r is not self.chunked]
         mixed = len(decodes) if k.enable_mixed_chunk else 0
         chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
+        # PrefillAdder.__init__ (schedule_policy.py 633-647): the mixed decode tokens come off
+        # the chunk and input budgets AND start the KV offset (prefill_budget.py 72-73,
+        # total_offset = num_mixed_decode_tokens).
         rem_chunk = None if chunk is None else chunk - mixed
         rem_input = k.max_prefill_tokens - mixed
         # KV tokens free for new work after the running requests' future output: each reserves
-        # its remaining output (at most 4096) TIMES a ratio (schedule_policy.py,
+        # its remaining output (at most 4096) TIMES a ratio (schedule_policy.py 785-794,
         # PrefillAdder._get_running_request_total_token_offset). In sglang 0.5.23 a fixed-length
         # request's ratio is 1.0, and every PD Lab request has a fixed length
         # (`reserve_fixed_output`); releases up to 0.5.8 used new_token_ratio for all of them.
-        # With the radix cache off SGLang trusts ignore_eos in full (add_one_req ->
-        # add_one_req_ignore_eos), where this mirror reserves at 1.0 (that path checks the peak
-        # of the future demand, not its sum: ours is the more cautious). A NEW request still
-        # reserves all of its output (below).
         full = k.reserve_fixed_output or not k.enable_prefix_caching
         ratio = 1.0 if full else self.new_token_ratio(engine)
-        rem_total = kv.free_blocks * kv.block_size - ratio * sum(
-            min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes
+        block = kv.block_size  # = SGLang's page_size
+        rem_total = (
+            kv.free_blocks * block
+            - mixed
+            - ratio
+            * sum(min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes)
         )
-        block = kv.block_size
-        new = []
 
-        if self.chunked is not None:  # add_chunked_req: the chunked request goes first
+        # remaining_current (prefill_budget.py 104-106): the same without the output reserves.
+        rem_current = kv.free_blocks * block - mixed
+        self._kv_block, self._eos_states = block, None
+
+        def paged(n: int) -> int:  # ceil_paged_tokens (schedule_policy.py 860-861)
+            return -(-n // block) * block
+
+        new = []
+        prefill_reqs = 0  # requests of this prefill batch that join the running batch after it
+
+        if self.chunked is not None:  # add_chunked_req (schedule_policy.py 1140-1215)
             req = self.chunked
-            n = req.remaining if rem_chunk is None else min(req.remaining, rem_chunk)
+            # available_chunk_tokens (prefill_budget.py 142-145): at most the KV left, but a
+            # continuation always makes progress.
+            avail = rem_chunk if rem_chunk is not None else req.remaining
+            if rem_total > 0:
+                avail = min(avail, int(rem_total))
+            n = min(req.remaining, avail)
             if engine.allocate_or_preempt(req, n, plan):
                 plan.add(req, n)
                 new.append(req)
-                rem_input -= n
+                finishing = n == req.remaining
+                # _update_prefill_budget (schedule_policy.py 927-960) and
+                # PrefillBudget.reserve (prefill_budget.py 156-168): the page-ceiled extend plus
+                # one page, and the output when this chunk finishes the prompt.
+                rem_input -= paged(n)
                 if rem_chunk is not None:
-                    rem_chunk -= n
-                if n == req.remaining:
+                    rem_chunk -= paged(n)
+                rem_total -= paged(n) + block
+                rem_current -= paged(n) + block
+                if finishing:
                     self.chunked = None
+                    prefill_reqs += 1
                     rem_total -= min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
 
         for req in [] if self.batch_is_full else self._order(engine):
+            # budget_state (schedule_policy.py 871-893): NO_TOKEN before OTHER.
             if rem_total <= 0:
-                self.batch_is_full = True  # budget_state: NO_TOKEN
-                break
+                break  # NO_TOKEN from budget_state: the loop just stops (4262-4264)
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
                 break  # budget_state: OTHER
             running = (
                 len(decodes) + len(new) + (self.chunked is not None and self.chunked not in new)
             )
             if k.max_running_requests and running >= k.max_running_requests:
-                self.batch_is_full = True  # the batch is full
+                self.batch_is_full = True  # the batch is full (scheduler.py 4222-4232)
                 break
             hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
-            extend = req.num_tokens - req.num_computed - len(hits) * block
+            prefix = req.num_computed + len(hits) * block
+            extend = req.num_tokens - prefix
             max_new = min(req.output_tokens - req.num_generated, CLIP_MAX_NEW_TOKENS)
-            if extend + max_new > rem_total:
-                self.batch_is_full = True  # NO_TOKEN: not enough KV for its prompt and output
-                break
-            if rem_chunk is None and new and extend >= rem_input:
-                break  # without chunking only the first prompt may exceed the input cap
-            n, chunked = extend, False
-            if rem_chunk is not None and extend > rem_chunk:
-                if self.chunked is not None:
-                    break  # only one chunked request at a time
-                n, chunked = rem_chunk, True  # page size 1 (SGLang's default): cut anywhere
+            if not k.enable_prefix_caching:
+                # Radix cache off: add_one_req_ignore_eos (schedule_policy.py 1241-1390).
+                verdict = self._ignore_eos_fits(req, extend, decodes, new, rem_current, rem_total)
+                if not verdict:
+                    self.batch_is_full = bool(new) or bool(decodes)  # NO_TOKEN
+                    break
+                n, chunked = extend, False
+                max_new = min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
+                if rem_chunk is not None and extend > rem_chunk:
+                    if self.chunked is not None:
+                        break  # only one chunked request at a time
+                    n, chunked = rem_chunk, True  # this path cuts anywhere (1352-1358)
+            else:
+                # add_one_req (schedule_policy.py 1404-1412) -> check_prefill (prefill_budget.py
+                # 114-130): admitted only while extend + max_new + one page is STRICTLY less
+                # than what remains.
+                if not extend + max_new + block < rem_total:
+                    # NO_TOKEN (scheduler.py 4280-4284): full only if something can be served.
+                    self.batch_is_full = bool(new) or bool(decodes)
+                    break
+                # Without chunking only the first prompt may reach the input cap (1636-1641).
+                if rem_chunk is None and new and paged(extend) >= rem_input:
+                    break
+                n, chunked = extend, False
+                if rem_chunk is not None and paged(extend) > rem_chunk:
+                    if self.chunked is not None:
+                        break  # only one chunked request at a time
+                    # Page-aligned cut (schedule_policy.py 1664-1671): the chunk ends on a
+                    # page boundary of the whole prompt.
+                    n = rem_chunk // block * block
+                    n = (prefix + n) // block * block - prefix
+                    if n <= 0:
+                        break  # OTHER
+                    chunked = True
             if not engine.admit_with_cache(req, n, hits):
                 self.batch_is_full = True  # its blocks do not fit: NO_TOKEN
                 break
             plan.add(req, n)
             new.append(req)
-            rem_input -= n
+            rem_input -= paged(n)
             if rem_chunk is not None:
-                rem_chunk -= n
-            rem_total -= n + (0 if chunked else max_new)
+                rem_chunk -= paged(n)
+            rem_total -= paged(n) + block + (0 if chunked else max_new)
+            rem_current -= paged(n) + block
             if chunked:
                 self.chunked = req
-            if rem_total <= 0:  # the budget_state add_one_req returns: NO_TOKEN
-                self.batch_is_full = True
-                break
+            else:
+                prefill_reqs += 1
 
         self._running_ids = {id(r) for r in engine.running}
+        # What get_next_batch_to_run's merge will see at the next step.
+        self._last_prefill_merged = bool(plan.items) and (
+            prefill_reqs > 0 or (k.enable_mixed_chunk and bool(decodes))
+        )
+        self._running_before_merge = bool(decodes) and not (plan.items and k.enable_mixed_chunk)
         if plan.items:
             self._prefill_steps += 1  # no decay: update_running_batch runs for decode batches
             if k.enable_mixed_chunk:  # mix_with_running: decodes join the prefill batch
@@ -339,6 +404,48 @@ class Sglang(Policy):
             return  # a prefill (extend) batch: running decodes wait
         self._retract_if_full(engine, plan, decodes)
         self._decode(engine, plan, decodes)
+
+    def _ignore_eos_fits(self, req, extend, decodes, new, rem_current, rem_total) -> bool:
+        """add_one_req_ignore_eos (schedule_policy.py 1241-1305), the radix cache off: the
+        prompt (page-ceiled, plus a page) must fit what remains now, and the PEAK of the future
+        demand must fit: requests sorted by output left, each finishing frees its tokens, and at
+        every finish the rest must keep more than 1 token each (IGNORE_EOS_RESERVE_TOKENS).
+        The states are this request first, then the running batch, then this batch's requests,
+        sorted by output left (stable); a later request of the same batch is inserted before the
+        first state with as much output left or more, or else before the LAST one (1274-1278:
+        the loop's index stops at the last item)."""
+        block = self._kv_block
+        paged_input = -(-extend // block) * block + block
+        if paged_input > min(rem_current, rem_total):
+            return False
+
+        def state(r):
+            left = r.output_tokens - r.num_generated
+            return None if left <= 0 else (left, r.prompt_tokens + r.num_generated)
+
+        # The list is built at the first add_one_req_ignore_eos call of the batch: that call's
+        # request, the running batch, then what the adder already took (a chunk continuation).
+        if self._eos_states is None:
+            states = [x for x in (state(r) for r in [req, *decodes, *new]) if x]
+            states.sort(key=lambda x: x[0])
+        else:
+            states = list(self._eos_states)
+            mine = state(req)
+            if mine:
+                i = 0
+                for i in range(len(states)):
+                    if mine[0] <= states[i][0]:
+                        break
+                states.insert(i, mine)
+        self._eos_states = states
+        cur = rem_current - paged_input
+        freed = 0
+        for i, (left, occupied) in enumerate(states):
+            bs = len(states) - i
+            if cur + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                return False
+            freed += occupied
+        return True
 
     def _retract_if_full(self, engine, plan, decodes):
         """update_running_batch: when the next token of every running request does not fit
