@@ -299,6 +299,7 @@ class Sglang(Policy):
             return -(-n // block) * block
 
         new = []
+        fresh: set[int] = set()  # keys of the blocks this batch computes (not cached before it)
         prefill_reqs = 0  # requests of this prefill batch that join the running batch after it
 
         if self.chunked is not None:  # add_chunked_req (schedule_policy.py 1140-1215)
@@ -309,9 +310,12 @@ class Sglang(Policy):
             if rem_total > 0:
                 avail = min(avail, int(rem_total))
             n = min(req.remaining, avail)
+            start = req.num_computed
             if engine.allocate_or_preempt(req, n, plan):
                 plan.add(req, n)
                 new.append(req)
+                if k.enable_prefix_caching:
+                    fresh.update(req.spec.block_keys(start // block, (start + n) // block, block))
                 finishing = n == req.remaining
                 # _update_prefill_budget (schedule_policy.py 927-960) and
                 # PrefillBudget.reserve (prefill_budget.py 156-168): the page-ceiled extend plus
@@ -339,11 +343,14 @@ class Sglang(Policy):
                 self.batch_is_full = True  # the batch is full (scheduler.py 4222-4232)
                 break
             hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
+            if hits:
+                hits = self._hits_before_this_batch(req, hits, fresh, block)
             prefix = req.num_computed + len(hits) * block
             extend = req.num_tokens - prefix
             max_new = min(req.output_tokens - req.num_generated, CLIP_MAX_NEW_TOKENS)
             if not k.enable_prefix_caching:
-                # Radix cache off: add_one_req_ignore_eos (schedule_policy.py 1241-1390).
+                # Radix cache off (PD Lab's requests are all ignore_eos): add_one_req_ignore_eos
+                # (schedule_policy.py 1241-1390).
                 verdict = self._ignore_eos_fits(req, extend, decodes, new, rem_current, rem_total)
                 if not verdict:
                     self.batch_is_full = bool(new) or bool(decodes)  # NO_TOKEN
@@ -381,6 +388,8 @@ class Sglang(Policy):
                 break
             plan.add(req, n)
             new.append(req)
+            if k.enable_prefix_caching:
+                fresh.update(req.spec.block_keys(prefix // block, (prefix + n) // block, block))
             rem_input -= paged(n)
             if rem_chunk is not None:
                 rem_chunk -= paged(n)
@@ -404,6 +413,25 @@ class Sglang(Policy):
             return  # a prefill (extend) batch: running decodes wait
         self._retract_if_full(engine, plan, decodes)
         self._decode(engine, plan, decodes)
+
+    @staticmethod
+    def _hits_before_this_batch(req, hits, fresh, block):
+        """The radix tree is updated after a batch runs (cache_unfinished_req in
+        process_batch_result_prefill, scheduler_output_processor_mixin.py), so a request never
+        hits blocks that another request of the same batch computes: cut the hit at the first
+        such block. A retracted request's generated tokens were freed without being inserted
+        (ScheduleBatch.retract_decode -> release_kv_cache(is_insert=False), schedule_batch.py
+        3451-3540): it hits its prompt at most."""
+        n = len(hits)
+        if req.num_generated:
+            n = min(n, req.prompt_tokens // block)
+        if fresh:
+            keys = req.spec.block_keys(0, n, block)
+            for i, key in enumerate(keys):
+                if key in fresh:
+                    n = i
+                    break
+        return hits[:n]
 
     def _ignore_eos_fits(self, req, extend, decodes, new, rem_current, rem_total) -> bool:
         """add_one_req_ignore_eos (schedule_policy.py 1241-1305), the radix cache off: the
@@ -457,9 +485,11 @@ class Sglang(Policy):
         live = [r for r in decodes if r.state is RequestState.RUNNING]
         if sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) <= kv.free_blocks:
             return
+        # retract_decode (schedule_batch.py 3451-3475): at least one goes, then more only while
+        # the next decode of the rest still does not fit (check_decode_mem); one always stays.
         first = True
         while len(live) > 1 and (
-            first or kv.free_blocks * kv.block_size < RETRACT_DECODE_STEPS * len(live)
+            first or sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) > kv.free_blocks
         ):
             first = False
             victim = self.pick_victim(live)

@@ -3,7 +3,9 @@
 Runs inside ``.venv-sglang`` (see ``scripts/refsched_env.sh``), never in the app's venv. Same
 JSON protocol as the vLLM drivers (``tests/refsched/client.py``), with SGLang's own knobs in
 ``config``: chunked_prefill_size, max_prefill_tokens, max_running_requests,
-enable_mixed_chunk, disable_radix_cache, schedule_policy, page_size, max_total_tokens.
+enable_mixed_chunk, disable_radix_cache, schedule_policy, page_size, max_total_tokens, and
+ignore_eos (False: the fake token is never EOS, so such a request still yields max_tokens,
+but SGLang reserves its future output by new_token_ratio, and retracts when that runs out).
 
 Provenance: adapted from ``../shared/reference/probes/sglang/drive_sglang.py`` (PD Lab's probe).
 The Scheduler is built by its own ``__init__`` (CPU engine, dummy weights, the tiny Llama config
@@ -139,8 +141,8 @@ def _teardown():
     ps.destroy_distributed_environment()
 
 
-def _make_req(m, rid, ids, max_new_tokens):
-    sp = m["SamplingParams"](max_new_tokens=max_new_tokens, ignore_eos=True, temperature=0.0)
+def _make_req(m, rid, ids, max_new_tokens, ignore_eos=True):
+    sp = m["SamplingParams"](max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, temperature=0.0)
     sp.normalize(None)
     return m["TokenizedGenerateReqInput"](
         rid=rid,
@@ -191,6 +193,7 @@ def run_case(m, case: dict) -> dict:
 
 
 def _run(m, s, case):
+    c = case["config"]
     pending = sorted(case["requests"], key=lambda r: r["arrival_step"])
     seen = {}
     steps = []
@@ -207,7 +210,9 @@ def _run(m, s, case):
             break  # as sim.stepper.run_steps: no step once every request finished
         while pending and pending[0]["arrival_step"] <= k:
             r = pending.pop(0)
-            s.handle_generate_request(_make_req(m, r["id"], r["prompt_token_ids"], r["max_tokens"]))
+            s.handle_generate_request(
+                _make_req(m, r["id"], r["prompt_token_ids"], r["max_tokens"], c["ignore_eos"])
+            )
         retracted.clear()
         plan = s.get_next_batch_to_run(running_batch=s.running_batch, last_batch=s.last_batch)
         s.running_batch = plan.running_batch
