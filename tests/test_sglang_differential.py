@@ -207,6 +207,28 @@ CASES: list[Case] = [
         + [R(4, 600, 2), R(4, 1200, 2, "p", 1000), R(4, 600, 2), R(4, 1200, 2, "p", 1000)],
     ),
     Case(
+        "lpm-in-batch-prefix",
+        {"schedule_policy": "lpm", "chunked_prefill_size": 1024},
+        requests=[R(0, 500, 4, "q", 200), R(0, 300, 4), R(0, 450, 4, "q", 200)]
+        + [
+            R(0, 400, 4, "q", 100),
+            R(0, 20, 4, "r", 20),
+            R(0, 60, 4, "r", 40),
+            R(6, 300, 3, "q", 200),
+        ],
+    ),
+    Case(
+        "fcfs-in-batch-prefix",
+        {"schedule_policy": "fcfs", "chunked_prefill_size": 1024},
+        requests=[R(0, 500, 4, "q", 200), R(0, 300, 4), R(0, 450, 4, "q", 200)]
+        + [
+            R(0, 400, 4, "q", 100),
+            R(0, 20, 4, "r", 20),
+            R(0, 60, 4, "r", 40),
+            R(6, 300, 3, "q", 200),
+        ],
+    ),
+    Case(
         "kv-pressure-retract",
         {"chunked_prefill_size": 512},
         max_total_tokens=1200,

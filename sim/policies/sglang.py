@@ -50,6 +50,7 @@ decisions observed on sglang 0.5.23's Scheduler driven with its model runner stu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -59,6 +60,11 @@ from sim.policies import register
 from sim.policies.base import PREFIX_CACHING, Knobs, Policy
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
+# In-batch prefix caching (schedule_policy.py 108-119): IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD
+# and IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD, both 32 tokens. PD Lab knows what two
+# prompts share only through their prefix group: the shared length is the shorter group prefix.
+IN_BATCH_PREFIX_CHECK = 32
+IN_BATCH_PREFIX_DEPRIORITIZE = 32
 LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this many waiting
 # How much of a running request's remaining output the KV check reserves: `new_token_ratio`
 # (sglang/srt/environ.py: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
@@ -237,7 +243,25 @@ class Sglang(Policy):
             and self.knobs.enable_prefix_caching
             and len(rest) <= LPM_MAX_QUEUE
         ):
-            rest.sort(key=lambda r: -len(engine.kv.lookup(r)))  # stable: ties stay FCFS
+            # calc_priority -> _compute_prefix_matches, _sort_by_longest_prefix
+            # (schedule_policy.py 213-252, 346-396, 441-451): longest cached prefix first; a
+            # request whose cached prefix is at most 32 tokens but which shares at least 32
+            # tokens with an earlier waiting request (a radix tree of the waiting queue) goes
+            # last, so that one of them computes the prefix and the others hit it later.
+            block = engine.kv.block_size
+            cached = {id(r): len(engine.kv.lookup(r)) * block for r in rest}
+            deferred: set[int] = set()
+            seen: dict[str, int] = {}  # prefix group -> longest prefix inserted so far
+            for r in rest:
+                if cached[id(r)] > IN_BATCH_PREFIX_CHECK:
+                    continue
+                shared = min(seen.get(r.spec.prefix_group, 0), r.spec.prefix_tokens)
+                if r.spec.prefix_group and shared >= IN_BATCH_PREFIX_DEPRIORITIZE:
+                    deferred.add(id(r))
+                elif r.spec.prefix_group:
+                    group = r.spec.prefix_group
+                    seen[group] = max(seen.get(group, 0), r.spec.prefix_tokens)
+            rest.sort(key=lambda r: math.inf if id(r) in deferred else -cached[id(r)])
         return holding + rest
 
     def schedule(self, engine, plan, now):
