@@ -15,20 +15,34 @@ wheel:
   and becomes the new chunked request (only one at a time). `max_running_requests` caps the
   running plus new requests (`get_num_allocatable_reqs`, 4027-4050). A request that does not
   fit (NO_TOKEN), or a full batch, sets `running_batch.batch_is_full`: no batch of new requests
-  is formed again until a running request finishes or is retracted.
-- KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
-  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving for every
-  running request its remaining output (at most 4096) times a ratio. For a fixed-length request
+  is formed again until it is cleared (below).
+- KV admission (`add_one_req`, schedule_policy.py 1399-1412, prefill_budget.py 114-130 and
+  156-168): a new request is admitted only while its uncached prompt + min(max_new_tokens, 4096)
+  + one page is STRICTLY less than what remains, and each admitted one charges its page-ceiled
+  extend + one page + its output. What remains starts at the free KV (free + evictable) less the
+  mixed decode tokens less every running request's remaining output (at most 4096) times a
+  ratio (`_get_running_request_total_token_offset` 785-794). For a fixed-length request
   (`ignore_eos`, as all of PD Lab's are) 0.5.23 takes 1.0: it reserves the rest in full. Up to
   0.5.8 (0.5.6.post2 schedule_policy.py 372-379) every request used `new_token_ratio`, SGLang's
   guess of how much of the rest will really be generated (`reserve_fixed_output=False`, which
-  the replays of those releases' measurements set): it starts at 0.7 (x
+  the replays of those releases' measurements set, and which equals 0.5.23 serving requests
+  without ignore_eos): it starts at 0.7 (x
   `--schedule-conservativeness`), loses (0.7 - 0.098) / 600 at every decode batch that fits,
   and is reset when the server idles (0.5.23: scheduler_components/new_token_ratio_tracker.py;
   environ.py 646-649, SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
   SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS, SGLANG_RETRACT_DECODE_STEPS). So a long-running batch
-  admits more and more until memory runs out, then retracts. With the radix cache off SGLang
-  reserves ignore_eos output in full (`add_one_req_ignore_eos`, ratio 1.0), as this mirror does.
+  admits more and more until memory runs out, then retracts.
+- With the radix cache off, fixed-length requests go through `add_one_req_ignore_eos`
+  (1241-1390): the page-ceiled prompt + a page must fit now, and the PEAK of the future demand
+  must fit (requests sorted by output left; each finish frees its tokens); it cuts chunks at
+  any token and has no input cap on a batch's later prompts.
+- Chunks (1636-1671): a request cut by the chunk budget ends on a page boundary of its prompt
+  (page_size = PD Lab's KV block size); budgets are charged page-ceiled tokens. A continuing
+  chunk (`add_chunked_req` 1140-1215) takes min(chunk budget, KV left) and is charged too.
+- Radix cache: the tree is updated after a batch runs, so requests of one batch never hit each
+  other's blocks; a retracted request's generated tokens are freed, not inserted.
+- `lpm` (calc_priority, 213-252, 346-451): longest cached prefix first; a request with at most
+  32 cached tokens that shares 32 or more with an earlier waiting one goes last.
 - `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
   taking one token of the chunk budget (`num_mixed_decode_tokens`).
 - The KV pool (not a knob here: the engine's `mem_utilization`): SGLang's default
@@ -37,15 +51,23 @@ wheel:
   bench/fidelity_runs.py replays SGLang runs with it.
 - When a decode batch's next tokens do not fit (`update_running_batch` -> `check_decode_mem`),
   `retract_decode` (schedule_batch.py 3451-3540) sends back requests with the fewest output
-  tokens (then the longest prompt) to the END of the waiting queue, to be recomputed, until the
-  rest have room for 20 decode steps (SGLANG_RETRACT_DECODE_STEPS), and sets new_token_ratio to
-  min(1, (their output tokens + 20 each) / (their max_new_tokens + 1)).
-Simplified here: chunks are cut at any token (SGLang's default page size of 1), but KV memory
-and the radix prefix cache are counted in 16-token blocks; a retracted request's full blocks all
-stay in the prefix cache, generated tokens included (SGLang keeps the prompt it inserted after
-the prefill but frees the generated tokens without inserting them). Not checked
-against the real SGLang scheduler step by step in CI; tests/test_policies_by_hand.py replays
-decisions observed on sglang 0.5.23's Scheduler driven with its model runner stubbed.
+  tokens (then the longest prompt) to the END of the waiting queue, to be recomputed: at least
+  one, then more only while the next decode of the rest still does not fit (one always stays),
+  and sets new_token_ratio to min(1, (their output tokens + 20 each) / (their max_new_tokens +
+  1)) (SGLANG_RETRACT_DECODE_STEPS = 20 is only in that estimate).
+- `running_batch.batch_is_full` (scheduler.py 3945-3968, 4093-4125, 4222-4284, 4408-4410): set
+  by a full batch (max_running_requests) or NO_TOKEN when something can be served; cleared when
+  a running request leaves, when the running batch is empty, and when the last prefill (or
+  mixed) batch becomes the running batch because that was empty.
+
+Proven: tests/test_sglang_differential.py runs SGLang 0.5.23's real Scheduler (.venv-sglang,
+GPU kernels stubbed) and this policy on the same workloads (staggered arrivals, chunking,
+mixed chunk, KV pressure with retraction, radix cache on and off, lpm and fcfs, page size 1
+and 16, max_running_requests) and compares every step. Still differing (marked there): one
+workload with new_token_ratio admission (requests without ignore_eos, random-105). Not
+modelled: the overlap event loop (SGLang's server default), EOS before max_new_tokens, prompt
+sharing other than prefix groups in the lpm in-batch check (Mooncake hash ids), and the waiting
+queue keeping lpm's order between steps (PD Lab re-sorts from arrival order: ties may differ).
 """
 
 from __future__ import annotations
@@ -74,7 +96,7 @@ INIT_NEW_TOKEN_RATIO = 0.7  # times --schedule-conservativeness (1.0), at most 1
 MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # the floor: 0.7 x 0.14 = 0.098
 NEW_TOKEN_RATIO_DECAY_STEPS = 600  # decode batches from the start value to the floor
 IGNORE_EOS_RESERVE_TOKENS = 1  # schedule_policy.py line 122
-RETRACT_DECODE_STEPS = 20  # a retraction frees room for this many decode steps of the rest
+RETRACT_DECODE_STEPS = 20  # only in the ratio estimated after a retraction
 
 
 def sglang_chunk_default(mem_gb: float) -> int:
@@ -502,9 +524,10 @@ class Sglang(Policy):
     def _retract_if_full(self, engine, plan, decodes):
         """update_running_batch: when the next token of every running request does not fit
         (check_decode_mem), retract_decode (schedule_batch.py) sends requests back, fewest output
-        tokens (then longest prompt) first, until the rest have room for 20 decode steps or one
-        is left, and sets new_token_ratio = min(1, (their output tokens + 20 each) / (their
-        max_new_tokens + 1)). Otherwise the ratio decays (counted in `new_token_ratio`)."""
+        tokens (then longest prompt) first: one, then more while the next decode of the rest still
+        does not fit (3459-3461), one always left, and sets new_token_ratio = min(1, (their output
+        tokens + 20 each) / (their max_new_tokens + 1)). Otherwise the ratio decays (counted in
+        `new_token_ratio`)."""
         kv = engine.kv
         live = [r for r in decodes if r.state is RequestState.RUNNING]
         if sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) <= kv.free_blocks:
