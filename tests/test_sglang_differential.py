@@ -280,8 +280,9 @@ CASES += [
 
 # Filled in from a run of the real Scheduler: case name -> the difference it shows.
 KNOWN: dict[str, str] = {
-    "random-105": "new_token_ratio admission (requests without ignore_eos): at step 880 SGLang "
-    "admits request 2 where PD Lab decodes; not yet explained",
+    "random-105": "new_token_ratio admission after a retraction (requests without ignore_eos): "
+    "at step 1126, the step after request 2 is retracted, PD Lab re-admits it where SGLang "
+    "decodes; not yet explained",
 }
 for c in CASES:
     c.differs = KNOWN.get(c.name, "")

@@ -64,7 +64,8 @@ Proven: tests/test_sglang_differential.py runs SGLang 0.5.23's real Scheduler (.
 GPU kernels stubbed) and this policy on the same workloads (staggered arrivals, chunking,
 mixed chunk, KV pressure with retraction, radix cache on and off, lpm and fcfs, page size 1
 and 16, max_running_requests) and compares every step. Still differing (marked there): one
-workload with new_token_ratio admission (requests without ignore_eos, random-105). Not
+workload with new_token_ratio admission right after a retraction (requests without
+ignore_eos, random-105). Not
 modelled: the overlap event loop (SGLang's server default), EOS before max_new_tokens, prompt
 sharing other than prefix groups in the lpm in-batch check (Mooncake hash ids), and the waiting
 queue keeping lpm's order between steps (PD Lab re-sorts from arrival order: ties may differ).
@@ -235,6 +236,7 @@ class Sglang(Policy):
         # away for memory is not retried at every step as the ratio decays: at the next finish.
         self.batch_is_full = False
         self._running_ids: set[int] = set()  # who was running after the last step formed
+        self._waited: set[int] = set()  # who was waiting after the last step formed
         self._last_prefill_merged = False  # the last step's prefill batch joins the running one
         self._running_before_merge = False  # ... and the running batch was not empty then
 
@@ -310,10 +312,15 @@ class Sglang(Policy):
             or (self._last_prefill_merged and not self._running_before_merge)
         ):
             self.batch_is_full = False
-        if not engine.running and self.chunked is None:
-            # Nothing running: between the last finish and this arrival the real server idled
-            # (the clients' round trip at least), and an idle SGLang resets the ratio
-            # (scheduler.py self_check_during_idle: new_token_ratio = init_new_token_ratio).
+        if (
+            not engine.running
+            and self.chunked is None
+            and not any(id(r) in self._waited for r in engine.waiting)
+        ):
+            # Nothing running and nothing left waiting from before: between the last finish and
+            # this arrival the real server idled (the clients' round trip at least), and a fully
+            # idle SGLang resets the ratio (scheduler.py on_idle 5241-5320, only when
+            # is_fully_idle: requests still waiting keep it).
             self._set_ratio(engine, self.ratio_init)
         mixed = len(decodes) if k.enable_mixed_chunk else 0
         chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
@@ -447,6 +454,7 @@ class Sglang(Policy):
                 prefill_reqs += 1
 
         self._running_ids = {id(r) for r in engine.running}
+        self._waited = {id(r) for r in engine.waiting}
         # What get_next_batch_to_run's merge will see at the next step.
         self._last_prefill_merged = bool(plan.items) and (
             prefill_reqs > 0 or (k.enable_mixed_chunk and bool(decodes))

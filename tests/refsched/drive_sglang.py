@@ -235,6 +235,10 @@ def _run(m, s, case):
             result = s.run_batch(batch)
             s.process_batch_result(batch, result)
             step["finished"] = [r.rid for r in batch.reqs if r.finished()]
+        elif s.is_fully_idle():
+            # event_loop_normal -> on_idle (scheduler.py 2050-2053, 5241-5320): a fully idle
+            # server resets new_token_ratio (the rest of on_idle is health checks and metrics).
+            s.new_token_ratio_tracker.reset()
         s.last_batch = batch
         steps.append(step)
     return {
