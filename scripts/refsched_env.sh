@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build the two virtualenvs that hold the REAL vLLM schedulers for the differential tests
-# (tests/refsched/): .venv-vllm-v1 (vllm 0.33.0, V1) and .venv-vllm-v0 (vllm 0.10.2, V0).
-# Each comes from a pinned freeze file installed with --no-deps: vLLM's declared deps clash
+# Build the virtualenvs that hold the REAL schedulers for the differential tests
+# (tests/refsched/): .venv-vllm-v1 (vllm 0.33.0, V1), .venv-vllm-v0 (vllm 0.10.2, V0) and
+# .venv-sglang (sglang 0.5.23; its GPU-only kernels are stubbed by tests/refsched/sglang/stubs).
+# Each comes from a pinned freeze file installed with --no-deps: the engines' declared deps clash
 # with the app's and would pull a CUDA torch (torch here is the 2.13.0+cpu wheel on disk).
 # Idempotent: a stamp in each venv holds the sha256 of its requirements file; when it
 # matches, nothing is done. When it does not, the venv is rebuilt from scratch so that no
@@ -11,12 +12,12 @@ cd "$(dirname "$0")/.."
 
 PYTHON_BIN="${PYTHON:-python3}"
 
-for engine in v1 v0; do
-  venv=".venv-vllm-$engine"
-  req="tests/refsched/requirements-vllm-$engine.txt"
+for engine in ${REFSCHED_ENGINES:-vllm-v1 vllm-v0 sglang}; do
+  venv=".venv-$engine"
+  req="tests/refsched/requirements-$engine.txt"
   stamp="$venv/.refsched-stamp"
   want="$(sha256sum "$req" | cut -d' ' -f1)"
-  vllm_pin="$(grep -E '^vllm==' "$req")"
+  vllm_pin="$(grep -E '^(vllm|sglang)==' "$req")"
 
   if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "refsched: $venv up to date ($vllm_pin)"
@@ -34,18 +35,20 @@ for engine in v1 v0; do
     exit 1
   fi
   # The scheduler must import, on CPU torch (a CUDA build would mean a wrong wheel).
-  if [ "$engine" = v1 ]; then
-    check="import vllm.v1.core.sched.scheduler"
-  else
-    check="import vllm.core.scheduler"
-  fi
+  case "$engine" in
+    vllm-v1) check="import vllm.v1.core.sched.scheduler" ;;
+    vllm-v0) check="import vllm.core.scheduler" ;;
+    sglang) check="import sys; sys.path.insert(0, 'tests/refsched/sglang/stubs')
+import os; os.environ['SGLANG_USE_CPU_ENGINE'] = '1'
+import sglang.srt.managers.scheduler" ;;
+  esac
   if ! VLLM_LOGGING_LEVEL=ERROR "$venv/bin/python" -c "
 import torch
 assert torch.__version__.endswith('+cpu'), torch.__version__
 $check
 " >>"$log" 2>&1; then
     tail -n 30 "$log" >&2
-    echo "refsched: $venv installed but the vLLM scheduler does not import (log: $log)" >&2
+    echo "refsched: $venv installed but the scheduler does not import (log: $log)" >&2
     exit 1
   fi
   echo "$want" >"$stamp"

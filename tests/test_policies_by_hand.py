@@ -192,8 +192,10 @@ DOC = [RequestSpec(0, 0.0, 3000, 4)] + [RequestSpec(i, 0.0, 300, 4) for i in ran
 def sglang_steps(**knobs):
     from sim.stepper import run_steps
 
-    config = with_overrides(SimConfig(policy="sglang"), {"enable_prefix_caching": False, **knobs})
-    steps, outputs = run_steps([(0, spec) for spec in DOC], config, kv_blocks=20_000)
+    # Observed with SGLang's default page size, 1 token: PD Lab's KV blocks are its pages.
+    overrides = {"enable_prefix_caching": False, "block_size": 1, **knobs}
+    config = with_overrides(SimConfig(policy="sglang"), overrides)
+    steps, outputs = run_steps([(0, spec) for spec in DOC], config, kv_blocks=320_000)
     assert outputs == {i: 4 for i in range(7)}
     return [s.scheduled for s in steps]
 
@@ -222,7 +224,12 @@ def test_sglang_max_running_requests_caps_the_batch():
 
 
 def test_sglang_without_chunking_caps_a_prefill_batch_at_max_prefill_tokens():
-    steps = sglang_steps(chunked_prefill_size=-1, max_prefill_tokens=4096)
+    # Observed with the radix cache on (add_one_req's input cap). With it off,
+    # add_one_req_ignore_eos
+    # has no such cap and b3 joins too (test_sglang_differential.py, doc-no-chunking-no-radix).
+    steps = sglang_steps(
+        chunked_prefill_size=-1, max_prefill_tokens=4096, enable_prefix_caching=True
+    )
     assert steps[0] == {0: 3000, 1: 300, 2: 300, 3: 300}
     assert steps[1] == {4: 300, 5: 300, 6: 300}  # no decodes between the prefill batches
 

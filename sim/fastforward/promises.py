@@ -99,9 +99,12 @@ def _static(policy, engine, now):
 
 def _sglang(policy, engine, now):
     """SGLang (sim/policies/sglang.py). A full batch forms no prefill batch until a request
-    leaves it. Otherwise its KV check reserves every running request's remaining output, which
-    shrinks each step: a waiting request may fit a few steps later. No promise then."""
-    if policy.chunked is None and policy.batch_is_full:
+    leaves it, unless the flag is about to be lost (get_next_batch_to_run: the running batch is
+    empty, or the last prefill batch becomes the running batch). Otherwise its KV check reserves
+    every running request's remaining output, which shrinks each step: a waiting request may fit
+    a few steps later. No promise then."""
+    lost = not engine.running or (policy._last_prefill_merged and not policy._running_before_merge)
+    if policy.chunked is None and policy.batch_is_full and not lost:
         return math.inf
     if engine.waiting or policy.chunked is not None:
         return None

@@ -15,20 +15,34 @@ wheel:
   and becomes the new chunked request (only one at a time). `max_running_requests` caps the
   running plus new requests (`get_num_allocatable_reqs`, 4027-4050). A request that does not
   fit (NO_TOKEN), or a full batch, sets `running_batch.batch_is_full`: no batch of new requests
-  is formed again until a running request finishes or is retracted.
-- KV admission (`add_one_req`, `_get_running_request_total_token_offset` 785-794): a new request
-  must fit its prompt plus min(max_new_tokens, 4096) output tokens, after reserving for every
-  running request its remaining output (at most 4096) times a ratio. For a fixed-length request
+  is formed again until it is cleared (below).
+- KV admission (`add_one_req`, schedule_policy.py 1399-1412, prefill_budget.py 114-130 and
+  156-168): a new request is admitted only while its uncached prompt + min(max_new_tokens, 4096)
+  + one page is STRICTLY less than what remains, and each admitted one charges its page-ceiled
+  extend + one page + its output. What remains starts at the free KV (free + evictable) less the
+  mixed decode tokens less every running request's remaining output (at most 4096) times a
+  ratio (`_get_running_request_total_token_offset` 785-794). For a fixed-length request
   (`ignore_eos`, as all of PD Lab's are) 0.5.23 takes 1.0: it reserves the rest in full. Up to
   0.5.8 (0.5.6.post2 schedule_policy.py 372-379) every request used `new_token_ratio`, SGLang's
   guess of how much of the rest will really be generated (`reserve_fixed_output=False`, which
-  the replays of those releases' measurements set): it starts at 0.7 (x
+  the replays of those releases' measurements set, and which equals 0.5.23 serving requests
+  without ignore_eos): it starts at 0.7 (x
   `--schedule-conservativeness`), loses (0.7 - 0.098) / 600 at every decode batch that fits,
   and is reset when the server idles (0.5.23: scheduler_components/new_token_ratio_tracker.py;
   environ.py 646-649, SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
   SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS, SGLANG_RETRACT_DECODE_STEPS). So a long-running batch
-  admits more and more until memory runs out, then retracts. With the radix cache off SGLang
-  reserves ignore_eos output in full (`add_one_req_ignore_eos`, ratio 1.0), as this mirror does.
+  admits more and more until memory runs out, then retracts.
+- With the radix cache off, fixed-length requests go through `add_one_req_ignore_eos`
+  (1241-1390): the page-ceiled prompt + a page must fit now, and the PEAK of the future demand
+  must fit (requests sorted by output left; each finish frees its tokens); it cuts chunks at
+  any token and has no input cap on a batch's later prompts.
+- Chunks (1636-1671): a request cut by the chunk budget ends on a page boundary of its prompt
+  (page_size = PD Lab's KV block size); budgets are charged page-ceiled tokens. A continuing
+  chunk (`add_chunked_req` 1140-1215) takes min(chunk budget, KV left) and is charged too.
+- Radix cache: the tree is updated after a batch runs, so requests of one batch never hit each
+  other's blocks; a retracted request's generated tokens are freed, not inserted.
+- `lpm` (calc_priority, 213-252, 346-451): longest cached prefix first; a request with at most
+  32 cached tokens that shares 32 or more with an earlier waiting one goes last.
 - `--enable-mixed-chunk` (off by default): the running decodes join the prefill batch, each
   taking one token of the chunk budget (`num_mixed_decode_tokens`).
 - The KV pool (not a knob here: the engine's `mem_utilization`): SGLang's default
@@ -37,19 +51,29 @@ wheel:
   bench/fidelity_runs.py replays SGLang runs with it.
 - When a decode batch's next tokens do not fit (`update_running_batch` -> `check_decode_mem`),
   `retract_decode` (schedule_batch.py 3451-3540) sends back requests with the fewest output
-  tokens (then the longest prompt) to the END of the waiting queue, to be recomputed, until the
-  rest have room for 20 decode steps (SGLANG_RETRACT_DECODE_STEPS), and sets new_token_ratio to
-  min(1, (their output tokens + 20 each) / (their max_new_tokens + 1)).
-Simplified here: chunks are cut at any token (SGLang's default page size of 1), but KV memory
-and the radix prefix cache are counted in 16-token blocks; a retracted request's full blocks all
-stay in the prefix cache, generated tokens included (SGLang keeps the prompt it inserted after
-the prefill but frees the generated tokens without inserting them). Not checked
-against the real SGLang scheduler step by step in CI; tests/test_policies_by_hand.py replays
-decisions observed on sglang 0.5.23's Scheduler driven with its model runner stubbed.
+  tokens (then the longest prompt) to the END of the waiting queue, to be recomputed: at least
+  one, then more only while the next decode of the rest still does not fit (one always stays),
+  and sets new_token_ratio to min(1, (their output tokens + 20 each) / (their max_new_tokens +
+  1)) (SGLANG_RETRACT_DECODE_STEPS = 20 is only in that estimate).
+- `running_batch.batch_is_full` (scheduler.py 3945-3968, 4093-4125, 4222-4284, 4408-4410): set
+  by a full batch (max_running_requests) or NO_TOKEN when something can be served; cleared when
+  a running request leaves, when the running batch is empty, and when the last prefill (or
+  mixed) batch becomes the running batch because that was empty.
+
+Proven: tests/test_sglang_differential.py runs SGLang 0.5.23's real Scheduler (.venv-sglang,
+GPU kernels stubbed) and this policy on the same workloads (staggered arrivals, chunking,
+mixed chunk, KV pressure with retraction, radix cache on and off, lpm and fcfs, page size 1
+and 16, max_running_requests) and compares every step. Still differing (marked there): one
+workload with new_token_ratio admission right after a retraction (requests without
+ignore_eos, random-105). Not
+modelled: the overlap event loop (SGLang's server default), EOS before max_new_tokens, prompt
+sharing other than prefix groups in the lpm in-batch check (Mooncake hash ids), and the waiting
+queue keeping lpm's order between steps (PD Lab re-sorts from arrival order: ties may differ).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -59,6 +83,11 @@ from sim.policies import register
 from sim.policies.base import PREFIX_CACHING, Knobs, Policy
 
 CLIP_MAX_NEW_TOKENS = 4096  # schedule_policy.py line 89: output tokens reserved at most
+# In-batch prefix caching (schedule_policy.py 108-119): IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD
+# and IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD, both 32 tokens. PD Lab knows what two
+# prompts share only through their prefix group: the shared length is the shorter group prefix.
+IN_BATCH_PREFIX_CHECK = 32
+IN_BATCH_PREFIX_DEPRIORITIZE = 32
 LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this many waiting
 # How much of a running request's remaining output the KV check reserves: `new_token_ratio`
 # (sglang/srt/environ.py: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
@@ -67,7 +96,8 @@ LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs beyond this ma
 INIT_NEW_TOKEN_RATIO = 0.7  # times --schedule-conservativeness (1.0), at most 1
 MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # the floor: 0.7 x 0.14 = 0.098
 NEW_TOKEN_RATIO_DECAY_STEPS = 600  # decode batches from the start value to the floor
-RETRACT_DECODE_STEPS = 20  # a retraction frees room for this many decode steps of the rest
+IGNORE_EOS_RESERVE_TOKENS = 1  # schedule_policy.py line 122
+RETRACT_DECODE_STEPS = 20  # only in the ratio estimated after a retraction
 
 
 def sglang_chunk_default(mem_gb: float) -> int:
@@ -206,6 +236,9 @@ class Sglang(Policy):
         # away for memory is not retried at every step as the ratio decays: at the next finish.
         self.batch_is_full = False
         self._running_ids: set[int] = set()  # who was running after the last step formed
+        self._waited: set[int] = set()  # who was waiting after the last step formed
+        self._last_prefill_merged = False  # the last step's prefill batch joins the running one
+        self._running_before_merge = False  # ... and the running batch was not empty then
 
     def new_token_ratio(self, engine) -> float:
         """The ratio now: decayed once per decode batch since the last reset or retraction.
@@ -234,7 +267,25 @@ class Sglang(Policy):
             and self.knobs.enable_prefix_caching
             and len(rest) <= LPM_MAX_QUEUE
         ):
-            rest.sort(key=lambda r: -len(engine.kv.lookup(r)))  # stable: ties stay FCFS
+            # calc_priority -> _compute_prefix_matches, _sort_by_longest_prefix
+            # (schedule_policy.py 213-252, 346-396, 441-451): longest cached prefix first; a
+            # request whose cached prefix is at most 32 tokens but which shares at least 32
+            # tokens with an earlier waiting request (a radix tree of the waiting queue) goes
+            # last, so that one of them computes the prefix and the others hit it later.
+            block = engine.kv.block_size
+            cached = {id(r): len(engine.kv.lookup(r)) * block for r in rest}
+            deferred: set[int] = set()
+            seen: dict[str, int] = {}  # prefix group -> longest prefix inserted so far
+            for r in rest:
+                if cached[id(r)] > IN_BATCH_PREFIX_CHECK:
+                    continue
+                shared = min(seen.get(r.spec.prefix_group, 0), r.spec.prefix_tokens)
+                if r.spec.prefix_group and shared >= IN_BATCH_PREFIX_DEPRIORITIZE:
+                    deferred.add(id(r))
+                elif r.spec.prefix_group:
+                    group = r.spec.prefix_group
+                    seen[group] = max(seen.get(group, 0), r.spec.prefix_tokens)
+            rest.sort(key=lambda r: math.inf if id(r) in deferred else -cached[id(r)])
         return holding + rest
 
     def schedule(self, engine, plan, now):
@@ -249,89 +300,166 @@ class Sglang(Policy):
                 break
             engine.admit(engine.waiting[0])
         now_running = {id(r) for r in engine.running}
-        if not self._running_ids <= now_running:
-            self.batch_is_full = False  # a request finished or was retracted since
-        if not engine.running and self.chunked is None:
-            # Nothing running: between the last finish and this arrival the real server idled
-            # (the clients' round trip at least), and an idle SGLang resets the ratio
-            # (scheduler.py self_check_during_idle: new_token_ratio = init_new_token_ratio).
-            self._set_ratio(engine, self.ratio_init)
         decodes = [r for r in engine.running if r is not self.chunked]
+        # running_batch.batch_is_full is cleared (scheduler.py get_next_batch_to_run 3945-3968,
+        # _get_new_batch_prefill_raw 4093-4096) when a running request left (filter_batch), when
+        # the running batch is empty, and when the last step was a prefill batch merged into an
+        # EMPTY running batch: running_batch becomes that batch, whose flag is False. A mixed
+        # step empties the running batch (4408-4410), so it loses the flag the same way.
+        if (
+            not self._running_ids <= now_running
+            or not decodes
+            or (self._last_prefill_merged and not self._running_before_merge)
+        ):
+            self.batch_is_full = False
+        if (
+            not engine.running
+            and self.chunked is None
+            and not any(id(r) in self._waited for r in engine.waiting)
+        ):
+            # Nothing running and nothing left waiting from before: between the last finish and
+            # this arrival the real server idled (the clients' round trip at least), and a fully
+            # idle SGLang resets the ratio (scheduler.py on_idle 5241-5320, only when
+            # is_fully_idle: requests still waiting keep it).
+            self._set_ratio(engine, self.ratio_init)
         mixed = len(decodes) if k.enable_mixed_chunk else 0
         chunk = k.chunked_prefill_size if k.chunked_prefill_size > 0 else None
+        # PrefillAdder.__init__ (schedule_policy.py 633-647): the mixed decode tokens come off
+        # the chunk and input budgets AND start the KV offset (prefill_budget.py 72-73,
+        # total_offset = num_mixed_decode_tokens).
         rem_chunk = None if chunk is None else chunk - mixed
         rem_input = k.max_prefill_tokens - mixed
         # KV tokens free for new work after the running requests' future output: each reserves
-        # its remaining output (at most 4096) TIMES a ratio (schedule_policy.py,
+        # its remaining output (at most 4096) TIMES a ratio (schedule_policy.py 785-794,
         # PrefillAdder._get_running_request_total_token_offset). In sglang 0.5.23 a fixed-length
         # request's ratio is 1.0, and every PD Lab request has a fixed length
         # (`reserve_fixed_output`); releases up to 0.5.8 used new_token_ratio for all of them.
-        # With the radix cache off SGLang trusts ignore_eos in full (add_one_req ->
-        # add_one_req_ignore_eos), where this mirror reserves at 1.0 (that path checks the peak
-        # of the future demand, not its sum: ours is the more cautious). A NEW request still
-        # reserves all of its output (below).
         full = k.reserve_fixed_output or not k.enable_prefix_caching
         ratio = 1.0 if full else self.new_token_ratio(engine)
-        rem_total = kv.free_blocks * kv.block_size - ratio * sum(
-            min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes
+        block = kv.block_size  # = SGLang's page_size
+        rem_total = (
+            kv.free_blocks * block
+            - mixed
+            - ratio
+            * sum(min(r.output_tokens - r.num_generated, CLIP_MAX_NEW_TOKENS) for r in decodes)
         )
-        block = kv.block_size
-        new = []
 
-        if self.chunked is not None:  # add_chunked_req: the chunked request goes first
+        # remaining_current (prefill_budget.py 104-106): the same without the output reserves.
+        rem_current = kv.free_blocks * block - mixed
+        self._kv_block, self._eos_states = block, None
+
+        def paged(n: int) -> int:  # ceil_paged_tokens (schedule_policy.py 860-861)
+            return -(-n // block) * block
+
+        new = []
+        fresh: set[int] = set()  # keys of the blocks this batch computes (not cached before it)
+        prefill_reqs = 0  # requests of this prefill batch that join the running batch after it
+
+        if self.chunked is not None:  # add_chunked_req (schedule_policy.py 1140-1215)
             req = self.chunked
-            n = req.remaining if rem_chunk is None else min(req.remaining, rem_chunk)
+            # available_chunk_tokens (prefill_budget.py 142-145): at most the KV left, but a
+            # continuation always makes progress.
+            avail = rem_chunk if rem_chunk is not None else req.remaining
+            if rem_total > 0:
+                avail = min(avail, int(rem_total))
+            n = min(req.remaining, avail)
+            start = req.num_computed
             if engine.allocate_or_preempt(req, n, plan):
                 plan.add(req, n)
                 new.append(req)
-                rem_input -= n
+                if k.enable_prefix_caching:
+                    fresh.update(req.spec.block_keys(start // block, (start + n) // block, block))
+                finishing = n == req.remaining
+                # _update_prefill_budget (schedule_policy.py 927-960) and
+                # PrefillBudget.reserve (prefill_budget.py 156-168): the page-ceiled extend plus
+                # one page, and the output when this chunk finishes the prompt.
+                rem_input -= paged(n)
                 if rem_chunk is not None:
-                    rem_chunk -= n
-                if n == req.remaining:
+                    rem_chunk -= paged(n)
+                rem_total -= paged(n) + block
+                rem_current -= paged(n) + block
+                if finishing:
                     self.chunked = None
+                    prefill_reqs += 1
                     rem_total -= min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
 
         for req in [] if self.batch_is_full else self._order(engine):
+            # budget_state (schedule_policy.py 871-893): NO_TOKEN before OTHER.
             if rem_total <= 0:
-                self.batch_is_full = True  # budget_state: NO_TOKEN
-                break
+                break  # NO_TOKEN from budget_state: the loop just stops (4262-4264)
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
                 break  # budget_state: OTHER
             running = (
                 len(decodes) + len(new) + (self.chunked is not None and self.chunked not in new)
             )
             if k.max_running_requests and running >= k.max_running_requests:
-                self.batch_is_full = True  # the batch is full
+                self.batch_is_full = True  # the batch is full (scheduler.py 4222-4232)
                 break
             hits = kv.lookup(req) if k.enable_prefix_caching and req.num_computed == 0 else []
-            extend = req.num_tokens - req.num_computed - len(hits) * block
+            if hits:
+                hits = self._hits_before_this_batch(req, hits, fresh, block)
+            prefix = req.num_computed + len(hits) * block
+            extend = req.num_tokens - prefix
             max_new = min(req.output_tokens - req.num_generated, CLIP_MAX_NEW_TOKENS)
-            if extend + max_new > rem_total:
-                self.batch_is_full = True  # NO_TOKEN: not enough KV for its prompt and output
-                break
-            if rem_chunk is None and new and extend >= rem_input:
-                break  # without chunking only the first prompt may exceed the input cap
-            n, chunked = extend, False
-            if rem_chunk is not None and extend > rem_chunk:
-                if self.chunked is not None:
-                    break  # only one chunked request at a time
-                n, chunked = rem_chunk, True  # page size 1 (SGLang's default): cut anywhere
+            if not k.enable_prefix_caching:
+                # Radix cache off (PD Lab's requests are all ignore_eos): add_one_req_ignore_eos
+                # (schedule_policy.py 1241-1390).
+                verdict = self._ignore_eos_fits(req, extend, decodes, new, rem_current, rem_total)
+                if not verdict:
+                    self.batch_is_full = bool(new) or bool(decodes)  # NO_TOKEN
+                    break
+                n, chunked = extend, False
+                max_new = min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
+                if rem_chunk is not None and extend > rem_chunk:
+                    if self.chunked is not None:
+                        break  # only one chunked request at a time
+                    n, chunked = rem_chunk, True  # this path cuts anywhere (1352-1358)
+            else:
+                # add_one_req (schedule_policy.py 1404-1412) -> check_prefill (prefill_budget.py
+                # 114-130): admitted only while extend + max_new + one page is STRICTLY less
+                # than what remains.
+                if not extend + max_new + block < rem_total:
+                    # NO_TOKEN (scheduler.py 4280-4284): full only if something can be served.
+                    self.batch_is_full = bool(new) or bool(decodes)
+                    break
+                # Without chunking only the first prompt may reach the input cap (1636-1641).
+                if rem_chunk is None and new and paged(extend) >= rem_input:
+                    break
+                n, chunked = extend, False
+                if rem_chunk is not None and paged(extend) > rem_chunk:
+                    if self.chunked is not None:
+                        break  # only one chunked request at a time
+                    # Page-aligned cut (schedule_policy.py 1664-1671): the chunk ends on a
+                    # page boundary of the whole prompt.
+                    n = rem_chunk // block * block
+                    n = (prefix + n) // block * block - prefix
+                    if n <= 0:
+                        break  # OTHER
+                    chunked = True
             if not engine.admit_with_cache(req, n, hits):
                 self.batch_is_full = True  # its blocks do not fit: NO_TOKEN
                 break
             plan.add(req, n)
             new.append(req)
-            rem_input -= n
+            if k.enable_prefix_caching:
+                fresh.update(req.spec.block_keys(prefix // block, (prefix + n) // block, block))
+            rem_input -= paged(n)
             if rem_chunk is not None:
-                rem_chunk -= n
-            rem_total -= n + (0 if chunked else max_new)
+                rem_chunk -= paged(n)
+            rem_total -= paged(n) + block + (0 if chunked else max_new)
+            rem_current -= paged(n) + block
             if chunked:
                 self.chunked = req
-            if rem_total <= 0:  # the budget_state add_one_req returns: NO_TOKEN
-                self.batch_is_full = True
-                break
+            else:
+                prefill_reqs += 1
 
         self._running_ids = {id(r) for r in engine.running}
+        self._waited = {id(r) for r in engine.waiting}
+        # What get_next_batch_to_run's merge will see at the next step.
+        self._last_prefill_merged = bool(plan.items) and (
+            prefill_reqs > 0 or (k.enable_mixed_chunk and bool(decodes))
+        )
+        self._running_before_merge = bool(decodes) and not (plan.items and k.enable_mixed_chunk)
         if plan.items:
             self._prefill_steps += 1  # no decay: update_running_batch runs for decode batches
             if k.enable_mixed_chunk:  # mix_with_running: decodes join the prefill batch
@@ -340,19 +468,83 @@ class Sglang(Policy):
         self._retract_if_full(engine, plan, decodes)
         self._decode(engine, plan, decodes)
 
+    @staticmethod
+    def _hits_before_this_batch(req, hits, fresh, block):
+        """The radix tree is updated after a batch runs (cache_unfinished_req in
+        process_batch_result_prefill, scheduler_output_processor_mixin.py), so a request never
+        hits blocks that another request of the same batch computes: cut the hit at the first
+        such block. A retracted request's generated tokens were freed without being inserted
+        (ScheduleBatch.retract_decode -> release_kv_cache(is_insert=False), schedule_batch.py
+        3451-3540): it hits its prompt at most."""
+        n = len(hits)
+        if req.num_generated:
+            n = min(n, req.prompt_tokens // block)
+        if fresh:
+            keys = req.spec.block_keys(0, n, block)
+            for i, key in enumerate(keys):
+                if key in fresh:
+                    n = i
+                    break
+        return hits[:n]
+
+    def _ignore_eos_fits(self, req, extend, decodes, new, rem_current, rem_total) -> bool:
+        """add_one_req_ignore_eos (schedule_policy.py 1241-1305), the radix cache off: the
+        prompt (page-ceiled, plus a page) must fit what remains now, and the PEAK of the future
+        demand must fit: requests sorted by output left, each finishing frees its tokens, and at
+        every finish the rest must keep more than 1 token each (IGNORE_EOS_RESERVE_TOKENS).
+        The states are this request first, then the running batch, then this batch's requests,
+        sorted by output left (stable); a later request of the same batch is inserted before the
+        first state with as much output left or more, or else before the LAST one (1274-1278:
+        the loop's index stops at the last item)."""
+        block = self._kv_block
+        paged_input = -(-extend // block) * block + block
+        if paged_input > min(rem_current, rem_total):
+            return False
+
+        def state(r):
+            left = r.output_tokens - r.num_generated
+            return None if left <= 0 else (left, r.prompt_tokens + r.num_generated)
+
+        # The list is built at the first add_one_req_ignore_eos call of the batch: that call's
+        # request, the running batch, then what the adder already took (a chunk continuation).
+        if self._eos_states is None:
+            states = [x for x in (state(r) for r in [req, *decodes, *new]) if x]
+            states.sort(key=lambda x: x[0])
+        else:
+            states = list(self._eos_states)
+            mine = state(req)
+            if mine:
+                i = 0
+                for i in range(len(states)):
+                    if mine[0] <= states[i][0]:
+                        break
+                states.insert(i, mine)
+        self._eos_states = states
+        cur = rem_current - paged_input
+        freed = 0
+        for i, (left, occupied) in enumerate(states):
+            bs = len(states) - i
+            if cur + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                return False
+            freed += occupied
+        return True
+
     def _retract_if_full(self, engine, plan, decodes):
         """update_running_batch: when the next token of every running request does not fit
         (check_decode_mem), retract_decode (schedule_batch.py) sends requests back, fewest output
-        tokens (then longest prompt) first, until the rest have room for 20 decode steps or one
-        is left, and sets new_token_ratio = min(1, (their output tokens + 20 each) / (their
-        max_new_tokens + 1)). Otherwise the ratio decays (counted in `new_token_ratio`)."""
+        tokens (then longest prompt) first: one, then more while the next decode of the rest still
+        does not fit (3459-3461), one always left, and sets new_token_ratio = min(1, (their output
+        tokens + 20 each) / (their max_new_tokens + 1)). Otherwise the ratio decays (counted in
+        `new_token_ratio`)."""
         kv = engine.kv
         live = [r for r in decodes if r.state is RequestState.RUNNING]
         if sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) <= kv.free_blocks:
             return
+        # retract_decode (schedule_batch.py 3451-3475): at least one goes, then more only while
+        # the next decode of the rest still does not fit (check_decode_mem); one always stays.
         first = True
         while len(live) > 1 and (
-            first or kv.free_blocks * kv.block_size < RETRACT_DECODE_STEPS * len(live)
+            first or sum(kv.extra_blocks(r, r.num_computed + 1) for r in live) > kv.free_blocks
         ):
             first = False
             victim = self.pick_victim(live)

@@ -67,6 +67,7 @@ HERE = Path(__file__).resolve().parent
 ENGINES = {
     "v1": (".venv-vllm-v1", "drive_vllm_v1.py"),
     "v0": (".venv-vllm-v0", "drive_vllm_v0.py"),
+    "sglang": (".venv-sglang", "drive_sglang.py"),
 }
 INSTALL_CMD = "bash scripts/refsched_env.sh"
 
@@ -145,7 +146,7 @@ def require_reference(engine: str) -> Path:
     python = venv_python(engine)
     if python is None:
         venv, _ = _engine(engine)
-        msg = f"{venv} is missing: run `{INSTALL_CMD}` to install the real vLLM {engine}"
+        msg = f"{venv} is missing: run `{INSTALL_CMD}` to install the real scheduler {engine}"
         if os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)
