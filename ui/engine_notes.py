@@ -2,10 +2,10 @@
 
 A picture drawn with a policy gets `engine_note`: in a "How do we know?" expander, one caption
 naming the engine and version the policy mirrors, and how we know (VERIFIED: checked step by
-step against the real scheduler by tests/test_vllm_differential.py, or only written from its
-source). What those checks leave out
-(a router, a P->D hand-off: TOPOLOGY_CAVEATS) follows as caveats, so a student knows which part
-of the picture is PD Lab's own model. `policy_note` translates a policy's remark.
+step against the real scheduler by tests/test_vllm_differential.py or
+tests/test_sglang_differential.py, or how else). What those checks leave out (a router, a P->D
+hand-off: TOPOLOGY_CAVEATS) follows as caveats, so a student knows which part of the picture is
+PD Lab's own model. `policy_note` translates a policy's remark.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ from ui.i18n import DEFAULT_LANG, catalog
 from ui.language import translator
 
 # Which real scheduler each policy's step sequence is checked against (tests/test_vllm_differential
-# .py); the key of the sentence a lesson shows under a picture drawn with that policy.
+# .py, tests/test_sglang_differential.py), or how else we know; the key of the sentence a lesson
+# shows under a picture drawn with that policy.
 VERIFIED = {
     "vllm": "common.verified_v1",
     "short-first": "common.verified_v1",
     "vllm-v0": "common.verified_v0",
     "chunked": "common.verified_v0",
     "prefill-first": "common.verified_v0",
-    "sglang": "common.sglang_source",
+    "sglang": "common.verified_sglang",
+    "tgi": "common.tgi_source",
 }
 
 
