@@ -35,7 +35,7 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
-from refsched.client import require_reference, run_reference
+from refsched.client import require_reference, run_reference, token_ids
 
 from sim.config import SimConfig, with_overrides
 from sim.core.request import RequestSpec
@@ -67,16 +67,6 @@ class Case:
 
 def R(step, prompt, output, group="", prefix=0):  # noqa: N802 (a row)
     return (step, prompt, output, group, prefix)
-
-
-def token_ids(spec: RequestSpec) -> list[int]:
-    ids: list[int] = []
-    if spec.prefix_tokens:
-        rng = random.Random(f"group:{spec.prefix_group}")
-        ids = [rng.randrange(1000, 31000) for _ in range(spec.prefix_tokens)]
-    rng = random.Random(f"request:{spec.request_id}")
-    ids += [rng.randrange(1000, 31000) for _ in range(spec.prompt_tokens - len(ids))]
-    return ids
 
 
 def to_reference(case: Case) -> dict:

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
-from refsched.client import require_reference, run_reference
+from refsched.client import require_reference, run_reference, token_ids
 
 from sim.config import SimConfig, with_overrides
 from sim.core.request import HASH_BLOCK, RequestSpec
@@ -68,22 +68,6 @@ class Case:
 
 def R(step, prompt, output, prio=0, group="", prefix=0, hashes=()):  # noqa: N802 (a row)
     return (step, prompt, output, prio, group, prefix, tuple(hashes))
-
-
-def token_ids(spec: RequestSpec) -> list[int]:
-    """Token ids matching the spec's description of what it shares with other prompts."""
-    ids: list[int] = []
-    if spec.hash_ids:  # Mooncake: block j's tokens are a function of its (chained) hash id
-        for h in spec.hash_ids:
-            rng = random.Random(f"hash:{h}")
-            ids += [rng.randrange(1000, 31000) for _ in range(HASH_BLOCK)]
-        ids = ids[: spec.prompt_tokens]
-    elif spec.prefix_tokens:
-        rng = random.Random(f"group:{spec.prefix_group}")
-        ids = [rng.randrange(1000, 31000) for _ in range(spec.prefix_tokens)]
-    rng = random.Random(f"request:{spec.request_id}")
-    ids += [rng.randrange(1000, 31000) for _ in range(spec.prompt_tokens - len(ids))]
-    return ids
 
 
 def to_reference(case: Case) -> dict:

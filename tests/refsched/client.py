@@ -58,8 +58,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 from pathlib import Path
+
+from sim.core.request import HASH_BLOCK, RequestSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -159,3 +162,19 @@ def _tail(text: str | bytes | None, n: int = 4000) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     return text[-n:]
+
+
+def token_ids(spec: RequestSpec) -> list[int]:
+    """Token ids matching the spec's description of what it shares with other prompts."""
+    ids: list[int] = []
+    if spec.hash_ids:  # Mooncake: block j's tokens are a function of its (chained) hash id
+        for h in spec.hash_ids:
+            rng = random.Random(f"hash:{h}")
+            ids += [rng.randrange(1000, 31000) for _ in range(HASH_BLOCK)]
+        ids = ids[: spec.prompt_tokens]
+    elif spec.prefix_tokens:
+        rng = random.Random(f"group:{spec.prefix_group}")
+        ids = [rng.randrange(1000, 31000) for _ in range(spec.prefix_tokens)]
+    rng = random.Random(f"request:{spec.request_id}")
+    ids += [rng.randrange(1000, 31000) for _ in range(spec.prompt_tokens - len(ids))]
+    return ids
