@@ -41,7 +41,7 @@ if mode == "swap":  # say it: choosing swap also switches the engine to vLLM V0
     st.info(T("memory.swap_is_v0"))
 policy = w.option_label("policy")(spec[2].policy)  # a human name, not the policy's id
 label = T("label.memory_run", policy=policy, mode=sim_label(variant, L), capacity=capacity)
-w.look("look.memory")
+w.look("look.memory_swap" if mode == "swap" else "look.memory")  # swap: no second prefill
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))
 q = run.requests
@@ -53,5 +53,5 @@ w.cached_chart(charts.kv_use, run, lang=L)
 with w.more():
     st.markdown(T("memory.lead"))
     st.markdown(T("memory.takeaway"))
-w.engine_note(spec[2].policy, caveat_key="memory.swap_unchecked" if mode == "swap" else None)
+w.engine_note(spec[2].policy)  # swap too: the V0 suite swaps out and back in (issue 29)
 w.show_code(Engine, "memory.show_code")
