@@ -168,6 +168,15 @@ def _random_case(seed: int, **force) -> Case:
     return Case(f"random-{seed}", knobs, page, total, rows, ignore_eos=ignore_eos)
 
 
+# Prompts of one batch that share prefixes nobody has cached yet: LPM defers them, FCFS does not
+# (schedule_policy.py's in-batch prefix checks). The same requests under both orders.
+IN_BATCH_PREFIX = [R(0, 500, 4, "q", 200), R(0, 300, 4), R(0, 450, 4, "q", 200)] + [
+    R(0, 400, 4, "q", 100),
+    R(0, 20, 4, "r", 20),
+    R(0, 60, 4, "r", 40),
+    R(6, 300, 3, "q", 200),
+]
+
 CASES: list[Case] = [
     Case("doc-fcfs", {"chunked_prefill_size": 2048}, requests=DOC),
     Case("doc-mixed", {"chunked_prefill_size": 2048, "enable_mixed_chunk": True}, requests=DOC),
@@ -199,24 +208,12 @@ CASES: list[Case] = [
     Case(
         "lpm-in-batch-prefix",
         {"schedule_policy": "lpm", "chunked_prefill_size": 1024},
-        requests=[R(0, 500, 4, "q", 200), R(0, 300, 4), R(0, 450, 4, "q", 200)]
-        + [
-            R(0, 400, 4, "q", 100),
-            R(0, 20, 4, "r", 20),
-            R(0, 60, 4, "r", 40),
-            R(6, 300, 3, "q", 200),
-        ],
+        requests=IN_BATCH_PREFIX,
     ),
     Case(
         "fcfs-in-batch-prefix",
         {"schedule_policy": "fcfs", "chunked_prefill_size": 1024},
-        requests=[R(0, 500, 4, "q", 200), R(0, 300, 4), R(0, 450, 4, "q", 200)]
-        + [
-            R(0, 400, 4, "q", 100),
-            R(0, 20, 4, "r", 20),
-            R(0, 60, 4, "r", 40),
-            R(6, 300, 3, "q", 200),
-        ],
+        requests=IN_BATCH_PREFIX,
     ),
     Case(
         "kv-pressure-retract",
