@@ -13,6 +13,9 @@ Notable features
   Target: >= 60 %.
 - A mixed step (the chunk + B decodes) is reported beside the two parts: a long prefill must
   visibly stretch the decodes' step.
+- The same chunk after as many cached tokens (lower-right causal attention: flash's own mask on
+  CUDA) and, for an eager step (a 128-token chunk + B decodes, no CUDA graph), the share of its
+  time the host spends launching kernels: near 100% means the step waits on Python, not the GPU.
 - KV is zero-filled: timing does not depend on values. Random weights of the preset's shape.
 - Writes every figure to --json (bench/gpu_table.py makes the closing table from it).
 
@@ -27,6 +30,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -74,6 +78,31 @@ class Steps:
         return statistics.median(times)
 
 
+def launch_share(runner: ModelRunner, decoders: list, args) -> dict:
+    """Host time to launch an eager mixed step's kernels vs the whole step (median of 5)."""
+    from live.model.llama import Segment
+
+    chunk_slot = runner.kv.allocate()
+    segs = [Segment(chunk_slot, [1] * 128, 0, True)]
+    segs += [Segment(runner._slot[r.request_id], [1], args.ctx - 1, True) for r in decoders]
+    launch, total = [], []
+    for _ in range(6):
+        _sync = torch.cuda.synchronize if runner.device.type == "cuda" else (lambda: None)
+        _sync()
+        t0 = time.perf_counter()
+        runner.model.forward_step(segs, runner.kv, runner.attention)
+        t1 = time.perf_counter()
+        _sync()
+        launch.append(t1 - t0)
+        total.append(time.perf_counter() - t0)
+    runner.kv.free(chunk_slot)
+    return {
+        "batch": len(decoders),
+        "launch_ms": statistics.median(launch[1:]) * 1e3,
+        "total_ms": statistics.median(total[1:]) * 1e3,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -95,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     model = random_model(args.model, device=dev, dtype=dtype)
     s, elem = model.shape, torch.finfo(dtype).bits // 8
-    kv = KVStore(s, max(batches) + 1, max(args.ctx, args.chunk) + 1, dev, dtype)
+    kv_len = min(max(args.ctx + 1, 2 * args.chunk), s.max_len)
+    kv = KVStore(s, max(batches) + 3, kv_len, dev, dtype)  # + chunk, cached, eager
     runner = ModelRunner(model, kv, dev, dtype, attention=args.attention)
     runner.warm_up()
     steps = Steps(runner, args.ctx)
@@ -154,6 +184,16 @@ def main(argv: list[str] | None = None) -> int:
             f"mixed: chunk + {b} decodes {mixed:8.2f} ms (chunk alone {ms:.2f}, "
             f"decodes alone {alone:.2f})"
         )
+    cached = min(args.chunk, kv_len - args.chunk)
+    past_req = steps.request(cached + args.chunk)
+    after = steps.time([(past_req, args.chunk, cached, False)], max(3, args.reps // 3)) * 1e3
+    out["prefill_after_cached"] = {"tokens": args.chunk, "cached": cached, "ms": after}
+    print(f"prefill {args.chunk} tokens after {cached} cached: {after:8.2f} ms")
+    out["eager_launch"] = launch_share(runner, reqs[: batches[1 if len(batches) > 1 else 0]], args)
+    print(
+        "eager step (128-token chunk + {batch} decodes): launch {launch_ms:.2f} ms of "
+        "{total_ms:.2f} ms".format(**out["eager_launch"])
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0

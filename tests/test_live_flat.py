@@ -215,3 +215,28 @@ def test_decode_step_compiles_as_one_graph(model):
         want = decode_fn(model, eager_kv, _rows, _ctx)(static).tolist()
     assert got == want
     torch.testing.assert_close(kv.k, eager_kv.k)
+
+
+def test_cuda_lower_right_mask_attends_like_the_folded_bool_mask():
+    """On CUDA a chunk after cached tokens uses flash's own lower-right causal (`CausalBias`);
+    on a CPU the folded bool mask. Both must equal attention written out by hand. fp32 with
+    values ~1 and 64 keys: the three differ only by summation order, ~1e-6."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    from live.model.attention import chunk_mask, prefill_attention
+
+    gen = torch.Generator().manual_seed(0)
+    n, past, heads, kv_heads, hd = 24, 40, 8, 2, 16
+    q = torch.randn(n, heads, hd, generator=gen)
+    k, v = (torch.randn(kv_heads, past + n, hd, generator=gen) for _ in range(2))
+    folded = prefill_attention(q, k, v, chunk_mask(past, n, heads // kv_heads, "cpu"))
+    in_kernel = prefill_attention(q, k, v, causal_lower_right(n, past + n))
+    want = torch.empty_like(q)
+    for i in range(n):  # query i (position past + i) sees keys 0..past + i of its K/V head
+        for h in range(heads):
+            kh = h // (heads // kv_heads)
+            scores = k[kh, : past + i + 1] @ q[i, h] / hd**0.5
+            want[i, h] = torch.softmax(scores, 0) @ v[kh, : past + i + 1]
+    assert torch.allclose(folded, want, atol=1e-5)
+    assert torch.allclose(in_kernel, want, atol=1e-5)
+    assert chunk_mask(0, n, 4, "cpu") is None

@@ -154,10 +154,20 @@ def run_live(
         runner.warm_up()
         return runner
 
+    if dev.type == "cuda":  # each run starts from the same memory: no earlier run's leftovers
+        import gc
+
+        import torch
+
+        gc.collect()  # a finished run's stores and graphs may sit in reference cycles
+        torch.cuda.empty_cache()
+        retries = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0)
     clock = MeasuredClock(make_runner, ids)
     clock.on_step = progress
     run = simulate(requests, config, clock=clock)
     info = next(iter(clock.runners.values())).device_info() if clock.runners else {}
+    if dev.type == "cuda":  # allocations that had to free the cache and retry: slow steps
+        info["alloc_retries"] = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0) - retries
     run.meta.update({"live_model": options.model, "device": info, "model": options.model})
     texts = {}
     if tokenizer is not None:

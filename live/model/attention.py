@@ -6,7 +6,11 @@ Notable features
 - Prefill chunks come first in the packed tensor, then the decodes sorted by KV slot.
 - A prefill chunk with nothing cached uses SDPA's `is_causal=True`. A chunk with cached past needs
   a LOWER-RIGHT causal mask (query i sees keys j <= offset + i): `is_causal` is top-left aligned
-  and would be wrong whenever there are more keys than queries.
+  and would be wrong whenever there are more keys than queries. On CUDA that mask is flash
+  attention's own (`causal_lower_right`, nothing in memory); elsewhere a bool mask (`chunk_mask`).
+  Measured on an H200 (8b-like, 2026-12-04): with the bool mask a 2,044-token chunk over a
+  14k-token prefix plus 4 decodes took 250 ms, 5x a 2,048-token chunk alone, because a masked
+  GQA call cannot use flash attention.
 - Decodes are batched: a group of decodes shares ONE SDPA call over the strided view
   `k[layer, lo:hi, :, :ctx]` of the slots lo..hi-1 (no copy), with a key-length mask per row;
   slots in that range that are not decoding get a dummy query whose output is dropped. Measured
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention.bias import CausalBias, causal_lower_right
 
 if TYPE_CHECKING:
     from live.model.kvstore import KVStore
@@ -47,7 +52,7 @@ class PrefillSpan:
     start: int  # first row in the packed (T, ...) tensors
     n: int
     offset: int
-    mask: Tensor | None  # (group * n, offset + n) bool, True = may attend
+    mask: Tensor | CausalBias | None  # see chunk_mask; None: plain causal (offset 0)
 
     @property
     def rows(self) -> slice:
@@ -150,11 +155,7 @@ class StepLayout:
             pos.extend(range(s.offset, s.offset + n))
             last_row[i] = start + n - 1
             if n > 1:
-                mask = None
-                if s.offset > 0:  # lower-right causal, tiled for the folded GQA query rows
-                    keys = torch.arange(s.offset + n, device=device)
-                    queries = torch.arange(s.offset, s.offset + n, device=device)
-                    mask = (keys[None, :] <= queries[:, None]).repeat(shape.group, 1)
+                mask = chunk_mask(s.offset, n, shape.group, device)
                 spans.append(PrefillSpan(s.slot, start, n, s.offset, mask))
         slots = [segments[i].slot for i in decode_idx]
         offsets = [segments[i].offset for i in decode_idx]
@@ -216,14 +217,42 @@ def attention(q: Tensor, k: Tensor, v: Tensor, lay: StepLayout, kv: KVStore, lay
     return out
 
 
-def prefill_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+def chunk_mask(offset: int, n: int, group: int, device) -> Tensor | CausalBias | None:
+    """The lower-right causal mask of an n-token chunk after `offset` cached tokens.
+
+    None when offset = 0 (SDPA's is_causal is right). On CUDA a `CausalBias`: flash attention
+    applies it inside the kernel, with GQA, and nothing is materialised. Elsewhere a
+    (group * n, offset + n) bool mask, True = may attend, tiled for the folded GQA query rows
+    (on a CPU the folded masked call is the fast one).
+    """
+    if offset == 0:
+        return None
+    if torch.device(device).type == "cuda":
+        return causal_lower_right(n, offset + n)
+    keys = torch.arange(offset + n, device=device)
+    queries = torch.arange(offset, offset + n, device=device)
+    return (keys[None, :] <= queries[:, None]).repeat(group, 1)
+
+
+def prefill_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | CausalBias | None) -> Tensor:
     """One chunk against its prefix. q: (n, H, hd); k, v: (KV, past+n, hd) -> (n, H, hd)."""
     n, heads, hd = q.shape
     kv_heads = k.shape[0]
-    if mask is None:  # nothing cached before this chunk: top-left causal is right
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1)[None], k[None], v[None], is_causal=True, enable_gqa=heads != kv_heads
-        )  # (1, H, n, hd)
+    if mask is None or isinstance(mask, CausalBias):  # plain causal, or flash's lower-right one
+        qh, gqa = q.transpose(0, 1)[None], heads != kv_heads
+        try:
+            out = F.scaled_dot_product_attention(
+                qh, k[None], v[None], attn_mask=mask, is_causal=mask is None, enable_gqa=gqa
+            )  # (1, H, n, hd)
+        except RuntimeError:  # no flash kernel for these inputs: the others need equal heads
+            g = heads // kv_heads
+            out = F.scaled_dot_product_attention(
+                qh,
+                k.repeat_interleave(g, 0)[None],
+                v.repeat_interleave(g, 0)[None],
+                attn_mask=mask,
+                is_causal=mask is None,
+            )
         return out[0].transpose(0, 1)
     g = heads // kv_heads  # fold the query heads of each K/V head into its query rows
     qf = q.view(n, kv_heads, g, hd).permute(1, 2, 0, 3).reshape(1, kv_heads, g * n, hd)

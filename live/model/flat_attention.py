@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from live.model.attention import PrefillSpan, prefill_attention
+from live.model.attention import PrefillSpan, chunk_mask, prefill_attention
 
 if TYPE_CHECKING:
     from live.model.kvstore import KVStore
@@ -118,7 +118,7 @@ class FlatLayout:
         ids, pos, write, lengths, sample = flat.split((t, t, r, r, s))
         dev = flat.device
         spans = tuple(
-            PrefillSpan(slot, start, n, off, _lower_right_mask(off, n, shape.group, dev))
+            PrefillSpan(slot, start, n, off, chunk_mask(off, n, shape.group, dev))
             for slot, start, n, off in sizes["spans"]
         )
         mask = None if sizes["full"] else torch.arange(c, device=dev)[None, :] < lengths[:, None]
@@ -169,15 +169,6 @@ def to_device(ints: list[int], device: torch.device, out: Tensor | None = None) 
     if out is not None:
         return out.copy_(host, non_blocking=True)
     return host.to(device, non_blocking=True)
-
-
-def _lower_right_mask(offset: int, n: int, group: int, device) -> Tensor | None:
-    """(group * n, offset + n) bool: query i sees keys j <= offset + i; None when offset = 0."""
-    if offset == 0:
-        return None  # SDPA's is_causal is right when nothing is cached
-    keys = torch.arange(offset + n, device=device)
-    queries = torch.arange(offset, offset + n, device=device)
-    return (keys[None, :] <= queries[:, None]).repeat(group, 1)
 
 
 def flat_attention(
