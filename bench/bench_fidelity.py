@@ -4,6 +4,8 @@ Notable features
 - Calibrate once (`live.engine.calibrate.calibration_samples`: its own small workload under
   prefill-first, chunked and static), exactly as the Live page does; no evaluated run is ever
   part of the fit, so every prediction is out of sample.
+- Workloads: the CPU-sized ones, or on CUDA the GPU-sized ones (live/engine/workloads.py; on an
+  H200 a CPU workload's 96-token prompt is prefilled in ~15 ms, so its TTFT is mostly jitter).
 - For each live workload x policy: run it live `--repeats` times (default 3), simulate it once
   with the calibrated profile, and take the median absolute % error of TTFT and TPOT over the
   requests (`live.engine.calibrate.fidelity`).
@@ -34,12 +36,13 @@ import pandas as pd  # noqa: E402
 
 from live.engine.calibrate import calibration_samples, fidelity, fit, medians, predict  # noqa: E402
 from live.engine.run import LiveOptions, run_live  # noqa: E402
-from live.engine.workloads import LIVE_WORKLOADS, live_workload  # noqa: E402
+from live.engine.workloads import GPU_WORKLOADS, LIVE_WORKLOADS, live_workload  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
 
 POLICIES = ("prefill-first", "chunked", "static", "short-first")
-# The Live page's knob for the chunking policies: chunks sized for a CPU (see app_pages/live.py).
-SMALL_CHUNKS = {"max_num_batched_tokens": 128}
+# The Live page's knob for the chunking policies (app_pages/live.py): chunks sized for the
+# workload's device, 128 tokens for the CPU workloads and 2,048 for the GPU-sized ones.
+CPU_CHUNK, GPU_CHUNK = 128, 2048
 
 
 def median_run_errors(lives: list, predicted) -> dict[str, float]:
@@ -54,14 +57,17 @@ def median_run_errors(lives: list, predicted) -> dict[str, float]:
     return out
 
 
-def config_for(policy: str) -> SimConfig:
-    knobs = SMALL_CHUNKS if policy in ("chunked", "short-first") else {}
+def config_for(policy: str, workload: str = "") -> SimConfig:
+    chunk = GPU_CHUNK if workload in GPU_WORKLOADS else CPU_CHUNK
+    knobs = {"max_num_batched_tokens": chunk} if policy in ("chunked", "short-first") else {}
     return with_overrides(SimConfig(policy=policy), knobs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", default=",".join(LIVE_WORKLOADS))
+    parser.add_argument(
+        "--workloads", help="default: the CPU workloads, or on CUDA the GPU-sized ones"
+    )
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--repeats", type=int, default=3, help="live runs per workload x policy")
     parser.add_argument("--model", default="SmolLM2-135M", help="or a random preset: 1b-like...")
@@ -83,10 +89,12 @@ def main() -> None:
     )
 
     rows = []
-    for workload in args.workloads.split(","):
+    on_gpu = str(info.get("device", "")).startswith("cuda")
+    workloads = args.workloads or ",".join(GPU_WORKLOADS if on_gpu else LIVE_WORKLOADS)
+    for workload in workloads.split(","):
         requests = live_workload(workload)
         for policy in args.policies.split(","):
-            config = config_for(policy)
+            config = config_for(policy, workload)
             lives = [run_live(requests, config, options)[0] for _ in range(args.repeats)]
             predicted = predict(requests, config, profile, gpu, lives[0])
             sim = [medians(fidelity(live, predicted)) for live in lives]

@@ -66,6 +66,8 @@ step fidelity 150 $py bench/bench_fidelity.py --device "$dev" --model "$model" -
     "${fid_args[@]}" --json "$work/fidelity.json"
 # The Live page's default set, recorded on this device (ship them in assets/live_runs/).
 step recording 120 $py -m live.engine.recording --model "$model" --out "$work/runs" "${rec_args[@]}"
+# Last, as it only diagnoses: which call raised the 2026-12-04 device-side assert.
+if [ "$dev" = cuda ]; then step probe 60 $py bench/gpu_probe.py; fi
 
 $py bench/gpu_table.py "$work" > "$work/table.txt" 2>&1
 git rev-parse --short HEAD > "$work/commit.txt" 2>/dev/null

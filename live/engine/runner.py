@@ -205,31 +205,26 @@ class ModelRunner:
         """Run each attention kind once (fresh chunk, chunk with past, decode); returns seconds.
 
         With `sweep` (default: on CUDA), also one chunk per size class (WARM_CHUNKS), fresh and
-        after a cached prefix, and one chunk beside a decode: a kernel's first launch costs extra
+        after a cached prefix: a kernel's first launch costs extra
         (CUDA loads kernels lazily, cuBLAS picks kernels by size, the allocator grows), and that
         belongs to set-up, not to a measured step. Seen on an H200 (8b-like, 2026-12-04): a
         run's first prefill steps took 3-5x what the same steps took in the run after it.
         """
         start = time.perf_counter()
         n = min(8, self.kv.max_len // 3)
-        steps = [[(0, n)], [(n, n)], [(2 * n, 1)]]  # per step: (offset, tokens) per slot
+        steps = [(0, n), (n, n), (2 * n, 1)]  # (offset, tokens) of each warm-up step
         if self.device.type == "cuda" if sweep is None else sweep:
             sizes = [c for c in WARM_CHUNKS if 2 * c <= self.kv.max_len]
-            steps += [[(0, c)] for c in sizes] + [[(c, c)] for c in sizes]
-            if self.kv.slots >= 2 and sizes:
-                steps.append([(0, sizes[-1]), (n, 1)])
-        slots = [self.kv.allocate() for _ in range(min(2, self.kv.slots))]
+            steps += [(0, c) for c in sizes] + [(c, c) for c in sizes]
+        slot = self.kv.allocate()
         try:
-            for step in steps:
-                segments = [
-                    Segment(slot, [0] * length, offset, True)
-                    for slot, (offset, length) in zip(slots, step, strict=False)
-                ]
-                self.model.forward_step(segments, self.kv, self.attention)
+            for offset, length in steps:
+                self.model.forward_step(
+                    [Segment(slot, [0] * length, offset, True)], self.kv, self.attention
+                )
             _sync(self.device)
         finally:
-            for slot in slots:
-                self.kv.free(slot)
+            self.kv.free(slot)
         return time.perf_counter() - start
 
 

@@ -238,21 +238,23 @@ def prefill_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | CausalBias
     """One chunk against its prefix. q: (n, H, hd); k, v: (KV, past+n, hd) -> (n, H, hd)."""
     n, heads, hd = q.shape
     kv_heads = k.shape[0]
-    if mask is None or isinstance(mask, CausalBias):  # plain causal, or flash's lower-right one
-        qh, gqa = q.transpose(0, 1)[None], heads != kv_heads
-        try:
-            out = F.scaled_dot_product_attention(
-                qh, k[None], v[None], attn_mask=mask, is_causal=mask is None, enable_gqa=gqa
-            )  # (1, H, n, hd)
-        except RuntimeError:  # no flash kernel for these inputs: the others need equal heads
-            g = heads // kv_heads
-            out = F.scaled_dot_product_attention(
-                qh,
-                k.repeat_interleave(g, 0)[None],
-                v.repeat_interleave(g, 0)[None],
-                attn_mask=mask,
-                is_causal=mask is None,
-            )
+    if mask is None:  # nothing cached: SDPA's own causal mask, GQA in the kernel
+        out = F.scaled_dot_product_attention(
+            q.transpose(0, 1)[None], k[None], v[None], is_causal=True, enable_gqa=heads != kv_heads
+        )  # (1, H, n, hd)
+        return out[0].transpose(0, 1)
+    if isinstance(mask, CausalBias):  # flash's lower-right causal, inside the kernel
+        # K/V heads repeated to the query heads: the well-trodden equal-heads flash call, for
+        # ~(group - 1) x the chunk's K/V bytes once per layer (8b-like, 16k cached: ~4 ms of a
+        # ~50 ms chunk step). TODO(next GPU run): bench/gpu_probe.py says whether flash's own GQA
+        # holds here too.
+        g = heads // kv_heads
+        out = F.scaled_dot_product_attention(
+            q.transpose(0, 1)[None],
+            k.repeat_interleave(g, 0)[None],
+            v.repeat_interleave(g, 0)[None],
+            attn_mask=mask,
+        )
         return out[0].transpose(0, 1)
     g = heads // kv_heads  # fold the query heads of each K/V head into its query rows
     qf = q.view(n, kv_heads, g, hd).permute(1, 2, 0, 3).reshape(1, kv_heads, g * n, hd)
