@@ -156,19 +156,32 @@ def staging_buffer(numel: int, pin_memory: bool = True) -> Tensor:
     return buf
 
 
+_COPIED: dict[int, torch.cuda.Event] = {}  # the last copy out of the staging buffer
+
+
 def to_device(ints: list[int], device: torch.device, out: Tensor | None = None) -> Tensor:
     """ONE host-to-device copy of the step's integers (pinned + non-blocking on CUDA).
 
-    With `out` (a static buffer of a CUDA graph), the copy lands there.
+    With `out` (a static buffer of a CUDA graph), the copy lands there. The pinned buffer is
+    refilled only once the previous copy out of it has finished (an event): a caller that never
+    reads a result back (the warm-up) would otherwise overwrite a pending copy's integers, and
+    that step would run with the next one's positions (seen on an H200, 2026-12-04: a
+    device-side assert). In the serving loop the wait is free: each step ends with a sync.
     """
     host = torch.tensor(ints, dtype=torch.long)
-    if device.type == "cuda":
-        # Safe to reuse: the previous step ended by reading its sampled ids (a sync), so its
-        # copy out of this buffer has finished.
-        host = staging_buffer(host.numel())[: host.numel()].copy_(host)
-    if out is not None:
-        return out.copy_(host, non_blocking=True)
-    return host.to(device, non_blocking=True)
+    if device.type != "cuda":
+        return host if out is None else out.copy_(host)
+    if (pending := _COPIED.get(0)) is not None:
+        pending.synchronize()
+    host = staging_buffer(host.numel())[: host.numel()].copy_(host)
+    moved = (
+        out.copy_(host, non_blocking=True)
+        if out is not None
+        else host.to(device, non_blocking=True)
+    )
+    _COPIED[0] = torch.cuda.Event()
+    _COPIED[0].record()
+    return moved
 
 
 def flat_attention(
