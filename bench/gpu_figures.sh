@@ -9,8 +9,8 @@
 #   once, here:  echo /.whl/ >> .git/info/exclude
 #                pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #                    --implementation cp -d .whl simpy==4.1.2      # the one package it lacks
-#   there:       bash bench/gpu_figures.sh      (carry .whl; the archive lands in $OUT or
-#                                                artifacts/gpu)
+#   there:       PDLAB_COMMIT=<this commit> bash bench/gpu_figures.sh   (carry .whl; the archive
+#                lands in $OUT or artifacts/gpu; the machine's copy may carry a stale git HEAD)
 #   here, a smoke test of the script itself on the CPU (tiny sizes, minutes):
 #                PYTHON=.venv/bin/python bash bench/gpu_figures.sh --cpu-smoke
 #
@@ -74,7 +74,7 @@ step recording 120 $py -m live.engine.recording --model "$model" --out "$work/ru
 if [ "$dev" = cuda ]; then step probe 60 $py bench/gpu_probe.py; fi
 
 $py bench/gpu_table.py "$work" > "$work/table.txt" 2>&1
-git rev-parse --short HEAD > "$work/commit.txt" 2>/dev/null
+echo "${PDLAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}" > "$work/commit.txt"
 archive="$out/gpu_figures-$(date -u +%Y%m%dT%H%M%SZ).tar.gz"
 tar -czf "$archive" -C "$work" . && rm -rf "$work"
 echo "== all results in ONE archive: $archive ($((SECONDS - start_s)) s in all)"

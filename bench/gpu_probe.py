@@ -57,6 +57,27 @@ m.forward_step([Segment(66, [0] * 16, 0, True)], kv); torch.cuda.synchronize()
 m.forward_step([Segment(66, [0], 16, True)], kv); torch.cuda.synchronize()
 print("decode in slot 66 ok", flush=True)
 """,
+    # Is a new token count's first eager step slow because of cuDNN attention's plans? Times
+    # the first and second SDPA call at fresh shapes with cuDNN allowed, then with flash only.
+    "sdpa-first-call-cost": """
+import time
+from torch.nn.attention import SDPBackend, sdpa_kernel
+def first_second(n, backends):
+    q = torch.randn(1, 32, n, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 8, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out = []
+    with sdpa_kernel(backends):
+        for _ in range(2):
+            torch.cuda.synchronize(); t = time.perf_counter()
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            torch.cuda.synchronize(); out.append(round((time.perf_counter() - t) * 1e3, 2))
+    return out
+everything = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+              SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+print("ms first/second, cuDNN allowed:", [first_second(n, everything) for n in (96, 112, 160)])
+print("ms first/second, flash only:", [first_second(n, [SDPBackend.FLASH_ATTENTION])
+                                       for n in (97, 113, 161)])
+""",
 }
 
 

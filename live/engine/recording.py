@@ -115,6 +115,9 @@ def versions() -> dict:
             out[name] = version(name)
         except PackageNotFoundError:
             out[name] = None
+    if commit := os.environ.get("PDLAB_COMMIT"):  # a copy without the repository's history
+        out["pdlab_commit"] = commit  # (a GPU machine's copy reported a stale HEAD, 2026-12-04)
+        return out
     try:
         out["pdlab_commit"] = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],

@@ -78,6 +78,12 @@ class ModelRunner:
         self.model = model.to(device=self.device, dtype=self.dtype)
         if self.device.type == "cpu":  # faster small-batch matmuls on MKL (see live/model/llama.py)
             self.model.use_column_major_weights()
+        if self.device.type == "cuda":  # a process-wide setting, made on purpose here
+            # SDPA may pick cuDNN's attention, which builds a plan for every new shape. Suspected
+            # (not yet measured in isolation; bench/gpu_probe.py does) as the cause of what the
+            # H200 run of 2026-12-04 showed: an eager step's FIRST use of a token count (96, 112,
+            # 160, 208...) took 40-50 ms more than its later uses. Flash attention plans nothing.
+            torch.backends.cuda.enable_cudnn_sdp(False)
         self.kv = kv_store
         self.attention = attention or default_attention(self.device)  # "flat" or "grouped"
         self.graphs = None  # CUDA graphs for decode-only steps (None: eager forward)
