@@ -47,6 +47,11 @@ left, right = st.columns(2)
 w.cached_chart(charts.step_time_vs_prompt, gpu, model, lang=L, where=left)
 w.cached_chart(charts.step_time_vs_batch, gpu, model, context, lang=L, where=right)
 w.cached_chart(charts.roofline, gpu, model, lang=L, context_tokens=context)  # the slider's
+st.markdown(T("pd.gemm_text"))
+if charts.has_measured_gemms(gpu, model):  # aiconfigurator-core installed and covering them
+    w.cached_chart(charts.gemm_efficiency, gpu, model, lang=L)
+else:
+    st.caption(T("pd.gemm_missing"))
 with st.expander(T("pd.formula_title")):
     w.formula(formulas.STEP_TIME, "pd.formula_caption")
     w.formula(formulas.KNEE, "pd.knee_caption")

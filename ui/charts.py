@@ -27,7 +27,7 @@ from ui.charts_load import (
     saturation_concurrency,
     throughput_vs_concurrency,
 )
-from ui.charts_roofline import roofline, roofline_points
+from ui.charts_roofline import gemm_efficiency, has_measured_gemms, roofline, roofline_points
 from ui.charts_run import kv_use, tokens_in_window_bars, worker_utilisation_bars
 from ui.charts_steps import cost_model, step_time_vs_batch, step_time_vs_prompt
 
@@ -41,6 +41,8 @@ __all__ = [
     "cost_model",
     "goodput_curves",
     "kv_use",
+    "gemm_efficiency",
+    "has_measured_gemms",
     "roofline",
     "roofline_points",
     "saturation_concurrency",

@@ -142,3 +142,75 @@ def roofline(
         title_text=t("charts.axis.tflops", lang),
     )
     return fig
+
+
+GEMM_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def gemm_efficiency_points(cm: StepCostModel, tokens: tuple[int, ...] = GEMM_TOKENS) -> list:
+    """Per tokens-per-step: one decoder layer's GEMMs as a share of the bf16 peak, measured
+    (aiconfigurator-core's tables, None without them) and as the roofline prices them:
+    time = max(FLOP / (peak x MFU), weight bytes / (bandwidth x MBU))."""
+    from sim.cost.kernel_tables import layer_gemm_efficiency, layer_gemms
+
+    shapes = layer_gemms(cm.model)
+    weights = sum(n * k for n, k in shapes) * cm.model.bytes_per_param  # bytes read per step
+    peak, bw = cm.gpu.bf16_tflops * 1e12, cm.gpu.mem_bw_gb_s * 1e9
+    out = []
+    for m in tokens:
+        flops = 2 * m * sum(n * k for n, k in shapes)
+        seconds = max(flops / (peak * cm.profile.mfu), weights / (bw * cm.profile.mbu))
+        measured = layer_gemm_efficiency(cm.gpu, cm.model, m)
+        out.append({"tokens": m, "roofline": flops / seconds / peak, "measured": measured})
+    return out
+
+
+def has_measured_gemms(gpu: GpuSpec | str, model: ModelSpec | str) -> bool:
+    """Does a measured kernel table cover this GPU and model (see gemm_efficiency)?"""
+    from sim.cost.kernel_tables import layer_gemm_efficiency
+
+    cm = cost_model(gpu, model)
+    return layer_gemm_efficiency(cm.gpu, cm.model, 1) is not None
+
+
+def gemm_efficiency(
+    gpu: GpuSpec | str,
+    model: ModelSpec | str,
+    profile: DeviceProfile | None = None,
+    lang: str = "en",
+) -> go.Figure:
+    """Share of the peak a layer's GEMMs reach vs tokens per step: measured kernels beside the
+    roofline's straight line (issue 30); ValueError when no table covers this GPU and model."""
+    from sim.cost.kernel_tables import gemm_table
+
+    cm = cost_model(gpu, model, 1, profile)
+    points = gemm_efficiency_points(cm)
+    if any(p["measured"] is None for p in points):
+        raise ValueError(f"no measured GEMM table for {cm.gpu.name} and {cm.model.name}")
+    fig = go.Figure()
+    x = [p["tokens"] for p in points]
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[100 * p["roofline"] for p in points],
+            name=t("charts.gemm.roofline", lang, mfu=cm.profile.mfu, mbu=cm.profile.mbu),
+            mode="lines",
+            line={"color": INK, "width": 2, "dash": "dash"},
+        )
+    )
+    table = gemm_table(cm.gpu.name)
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[100 * p["measured"] for p in points],
+            name=t("charts.gemm.measured", lang, version=table.version),
+            mode="lines+markers",
+            line={"color": COLORS["prefill"], "width": 3},
+            marker={"size": 9},
+        )
+    )
+    styled(fig, t("charts.gemm.title", lang, gpu=cm.gpu.name, model=cm.model.name))
+    fig.update_xaxes(type="log", dtick=1, title_text=t("charts.gemm.x", lang))
+    fig.update_yaxes(range=[0, 100], title_text=t("charts.gemm.y", lang))
+    fig.update_traces(hovertemplate="%{x} tok: %{y:.0f}%<extra></extra>")
+    return fig

@@ -1,0 +1,142 @@
+"""Measured GEMM times from aiconfigurator-core's kernel tables (issue 30, first part).
+
+Notable features
+- Source: NVIDIA's `aiconfigurator-core` 0.12.0 (Apache-2.0, an optional install:
+  requirements-kernels.txt). Its tables measure kernels on the GPUs themselves, per engine and
+  version: `aiconfigurator_core/systems/data/<gpu>/gemm/<engine>/<version>/gemm_perf.parquet`,
+  one row per (m, n, k, gemm_dtype) with `latency` in MILLISECONDS. For vLLM 0.24.0 on an H200
+  the bf16 rows are a full grid: m in 75 values 1..32768 (dense below 4,353), n and k in 22
+  values 32..65536 each; `kernel_source` torch.nn.functional.linear (cuBLAS).
+- A GEMM here is (m, k) x (k, n): m = tokens in the step, n = output features, k = input
+  features. `GemmTable.seconds(m, n, k)` interpolates the grid trilinearly (linear in m, n and k
+  between grid points; past the largest m, time grows in proportion to m, as a GEMM that fills
+  the GPU does). Shapes of real models (e.g. Llama-3.1-8B's down projection, k = 14,336) fall
+  between grid points.
+- Why it matters: a roofline with one MFU says a 256-token GEMM runs at the same share of the
+  peak as a 4,096-token one. Measured, it does not (small m cannot fill the GPU's tiles):
+  `layer_gemm_efficiency` shows it, the Prefill vs decode lesson draws it.
+- Loaded lazily (the first call per GPU reads one parquet file, ~0.1 s) and cached per process.
+  Without the package every function returns None and callers keep the roofline.
+- Only dense bf16 GEMMs so far; attention, MoE and communication tables come next (issue 30).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sim.cost.specs import GpuSpec, ModelSpec
+
+PACKAGE = "aiconfigurator_core"
+ENGINE = "vllm"  # the engine whose kernels were measured (its torch/cuBLAS GEMMs)
+# Our catalog's GPU names -> aiconfigurator's system folders (those it has tables for).
+TABLE_GPUS = {
+    "A100-80GB": "a100_sxm",
+    "H100-SXM": "h100_sxm",
+    "H200": "h200_sxm",
+    "B200": "b200_sxm",
+    "L4": "l4",
+    "L40S": "l40s",
+    "RTX-PRO-6000": "rtx_pro_6000_server",
+}
+
+
+def available() -> bool:
+    """Is aiconfigurator-core installed (requirements-kernels.txt)?"""
+    return importlib.util.find_spec(PACKAGE) is not None
+
+
+@dataclass(frozen=True)
+class GemmTable:
+    """Measured GEMM latency on a regular (m, n, k) grid, in seconds."""
+
+    gpu: str
+    version: str  # the engine version the kernels were measured under
+    m: np.ndarray  # (M,) ascending
+    n: np.ndarray  # (N,) ascending
+    k: np.ndarray  # (K,) ascending
+    seconds_grid: np.ndarray  # (M, N, K)
+
+    def seconds(self, m: int, n: int, k: int) -> float:
+        """Interpolated time of one (m x k) @ (k x n) GEMM, in seconds."""
+        if min(m, n, k) < 1:
+            raise ValueError(f"GEMM dimensions must be >= 1, got m={m}, n={n}, k={k}")
+        scale = 1.0
+        if m > self.m[-1]:  # beyond the grid: a GPU-filling GEMM's time grows with m
+            scale, m = m / self.m[-1], int(self.m[-1])
+        grid = self.seconds_grid
+        for points, x in ((self.m, m), (self.n, n), (self.k, k)):  # m, then n, then k
+            grid = _interp_first_axis(grid, points, x)
+        return float(grid) * scale
+
+
+def _interp_first_axis(grid: np.ndarray, points: np.ndarray, x: float) -> np.ndarray:
+    """Linear interpolation of `grid` along its first axis at x (extrapolated past the last two
+    points, clamped at the first); that axis is removed."""
+    hi = int(np.clip(np.searchsorted(points, x), 1, len(points) - 1))
+    lo = hi - 1
+    w = (max(x, points[0]) - points[lo]) / (points[hi] - points[lo])
+    return grid[lo] + w * (grid[hi] - grid[lo])
+
+
+@functools.cache
+def gemm_table(gpu_name: str, dtype: str = "bfloat16") -> GemmTable | None:
+    """The newest measured GEMM table of this GPU under ENGINE, or None (no package, no table)."""
+    system = TABLE_GPUS.get(gpu_name)
+    if system is None or not available():
+        return None
+    import pandas as pd
+
+    root = Path(importlib.util.find_spec(PACKAGE).origin).parent / "systems" / "data"
+    versions = sorted(
+        (p for p in (root / system / "gemm" / ENGINE).glob("*") if p.is_dir()),
+        key=lambda p: tuple(int(x) if x.isdigit() else 0 for x in p.name.split(".")),
+    )
+    if not versions:
+        return None
+    path = versions[-1] / "gemm_perf.parquet"
+    cols = ["m", "n", "k", "gemm_dtype", "latency"]
+    df = pd.read_parquet(path, columns=cols)
+    df = df[df["gemm_dtype"] == dtype]
+    if df.empty:
+        return None
+    # One latency per (m, n, k): the median where a shape was measured more than once.
+    cube = df.groupby(["m", "n", "k"])["latency"].median()
+    axes = [np.sort(df[c].unique()) for c in ("m", "n", "k")]
+    full = cube.reindex(pd.MultiIndex.from_product(axes))
+    while full.isna().any():  # a hole (H200: n = k = 65536 was not measured): drop the grid
+        holes = full[full.isna()].index.to_frame(index=False)  # value with most holes, again
+        worst = max(
+            ((a, v, c) for a in range(3) for v, c in holes[a].value_counts().items()),
+            key=lambda t: t[2],
+        )
+        axes[worst[0]] = axes[worst[0]][axes[worst[0]] != worst[1]]
+        if min(len(a) for a in axes) < 2:
+            return None
+        full = cube.reindex(pd.MultiIndex.from_product(axes))
+    m, n, k = axes
+    grid = full.to_numpy(dtype=float).reshape(len(m), len(n), len(k)) / 1000.0  # ms -> s
+    return GemmTable(gpu_name, versions[-1].name, m, n, k, grid)
+
+
+def layer_gemms(model: ModelSpec) -> tuple[tuple[int, int], ...]:
+    """(n, k) of one dense decoder layer's GEMMs: fused QKV, output, fused gate+up, down."""
+    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+    d, ff = model.hidden, model.intermediate
+    return ((q + 2 * kv, d), (d, q), (2 * ff, d), (d, ff))
+
+
+def layer_gemm_efficiency(gpu: GpuSpec, model: ModelSpec, tokens: int) -> float | None:
+    """Measured share of the bf16 peak that one layer's GEMMs reach at `tokens` tokens a step,
+    or None without a table (or for a model whose layers are not dense GQA)."""
+    table = gemm_table(gpu.name)
+    if table is None or model.moe is not None or model.mla is not None:
+        return None
+    shapes = layer_gemms(model)
+    flops = sum(2 * tokens * n * k for n, k in shapes)
+    seconds = sum(table.seconds(tokens, n, k) for n, k in shapes)
+    return flops / seconds / (gpu.bf16_tflops * 1e12)

@@ -1,0 +1,76 @@
+"""aiconfigurator-core's measured GEMM tables (sim/cost/kernel_tables.py) and the lesson's chart.
+
+The package is optional for the app (requirements-kernels.txt) and part of the test install
+(requirements-dev.txt); requirements-only deployments are covered by test_requirements_only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiconfigurator_core", reason="requirements-kernels.txt is not installed")
+
+import pandas as pd  # noqa: E402
+
+from sim.cost.hardware import get_gpu, get_model  # noqa: E402
+from sim.cost.kernel_tables import gemm_table, layer_gemm_efficiency, layer_gemms  # noqa: E402
+from ui.charts_roofline import gemm_efficiency, has_measured_gemms  # noqa: E402
+
+
+def raw_rows(system: str) -> pd.DataFrame:
+    root = Path(importlib.util.find_spec("aiconfigurator_core").origin).parent
+    path = root / "systems" / "data" / system / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet"
+    df = pd.read_parquet(path)
+    return df[df["gemm_dtype"] == "bfloat16"]
+
+
+def test_grid_points_are_the_measured_latencies_in_seconds():
+    table = gemm_table("H200")
+    assert table is not None and table.version == "0.24.0"
+    rows = raw_rows("h200_sxm").groupby(["m", "n", "k"])["latency"].median()
+    for m, n, k in ((1, 4096, 4096), (256, 6144, 4096), (2048, 4096, 12288), (32768, 512, 65536)):
+        assert table.seconds(m, n, k) == pytest.approx(rows[(m, n, k)] / 1000, rel=1e-12)
+
+
+def test_between_grid_points_the_time_lies_between_its_neighbours():
+    table = gemm_table("H200")
+    lo, hi = table.seconds(1024, 4096, 12288), table.seconds(1024, 4096, 16384)
+    mid = table.seconds(1024, 4096, 14336)  # Llama-3.1-8B's down projection: k = 14,336
+    assert min(lo, hi) <= mid <= max(lo, hi)
+    assert table.seconds(65536, 4096, 4096) == pytest.approx(2 * table.seconds(32768, 4096, 4096))
+
+
+def test_no_kernel_beats_the_memory_bandwidth():
+    """Units check: even one token must read the weights, n x k bf16 values, at <= the spec's
+    bandwidth (H200: 4.8 TB/s), so a ms/s mix-up or a wrong axis would fail here."""
+    table, gpu = gemm_table("H200"), get_gpu("H200")
+    for n, k in layer_gemms(get_model("Llama-3.1-8B")):
+        assert table.seconds(1, n, k) >= 2 * n * k / (gpu.mem_bw_gb_s * 1e9)
+
+
+def test_small_steps_use_less_of_the_peak_than_large_ones():
+    """Issue 30's point: a 256-token step's GEMMs reach a smaller share of the peak than a
+    1,024-token step's (measured, H200, vLLM 0.24.0: 66% vs 80%), and none exceeds the peak."""
+    gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
+    e256, e1024 = (layer_gemm_efficiency(gpu, model, t) for t in (256, 1024))
+    assert e256 < e1024 - 0.1 and e1024 < 1.0
+    assert layer_gemm_efficiency(gpu, model, 1) < 0.01  # one token: bandwidth-bound
+
+
+def test_gpus_and_models_without_tables_keep_the_roofline():
+    assert gemm_table("L4") is None  # aiconfigurator-core 0.12.0 has no vLLM GEMMs for it
+    assert gemm_table("RTX-4090") is None  # not in its systems at all
+    assert not has_measured_gemms("L4", "Llama-3.1-8B")
+    moe = get_model("Mixtral-8x7B")
+    assert layer_gemm_efficiency(get_gpu("H200"), moe, 512) is None
+    with pytest.raises(ValueError, match="no measured GEMM table"):
+        gemm_efficiency("L4", "Llama-3.1-8B")
+
+
+def test_the_lessons_chart_draws_roofline_and_measured_curves():
+    fig = gemm_efficiency("H100-SXM", "Llama-3.1-8B", lang="ko")
+    assert [len(tr.x) for tr in fig.data] == [15, 15]
+    assert "0.24.0" in fig.data[1].name and max(fig.data[1].y) < 100
