@@ -192,6 +192,12 @@ def main() -> None:
     parser.add_argument("--max-osl", type=int, help="skip closed-loop runs with longer outputs")
     parser.add_argument("--jobs", type=int, default=1, help="processes")
     parser.add_argument("--profile", default="fitted", help="fitted (default) or generic")
+    parser.add_argument(
+        "--step-costs",
+        default="roofline",
+        help="roofline (default) or kernels: dense linear layers from measured GEMM tables "
+        "(requirements-kernels.txt); the app's report is not overwritten",
+    )
     parser.add_argument("--json", default=str(REPORT), help="where to write the report ('' = no)")
     parser.add_argument("--csv", help="also write one row per run here")
     parser.add_argument(
@@ -216,7 +222,12 @@ def main() -> None:
         f"{', '.join(f'{v} {k}' for k, v in skipped.most_common())}",
         flush=True,
     )
-    overrides = {"profile": args.profile} if args.profile != "fitted" else None
+    overrides = {"profile": args.profile} if args.profile != "fitted" else {}
+    if args.step_costs != "roofline":
+        overrides["step_costs"] = args.step_costs
+        if args.json == str(REPORT):
+            args.json = ""  # the app's report stays the roofline's until the tables are refitted
+    overrides = overrides or None
     scores = score_runs(runs, overrides, args.jobs, args.prompt_pool)
     summary = summarize(scores)
     print_summary(summary)

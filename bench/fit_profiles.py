@@ -147,15 +147,18 @@ class Objective:
     """Mean squared log error over the fit runs (each run weighs the same), at the best
     client-side latency for closed-loop runs (none for per-request traces)."""
 
-    def __init__(self, runs: list[PublicRun], jobs: int, ref_layers: int) -> None:
+    def __init__(
+        self, runs: list[PublicRun], jobs: int, ref_layers: int, extra: dict | None = None
+    ) -> None:
         self.runs, self.jobs, self.ref_layers = runs, jobs, ref_layers
+        self.extra = extra or {}  # knobs held fixed during the search (e.g. step_costs)
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
         self.calls = 0
         self.closed = any(not r.specs for r in runs)
         self.best: tuple[float, np.ndarray, float] = (math.inf, np.zeros(len(NAMES)), 0.0)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
-        params = to_params(x)
+        params = {**to_params(x), **self.extra}
         work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
         results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
         grid = LATENCY_GRID if self.closed else [0.0]
@@ -222,7 +225,14 @@ def main() -> None:
         help="start from the GPU's profile in sim/cost/profiles.py (a refit after a "
         "change to the replay), not from the generic one",
     )
+    parser.add_argument(
+        "--step-costs",
+        default="roofline",
+        help="kernels: fit the profile for runs whose dense linear layers come from measured "
+        "GEMM tables (requirements-kernels.txt); their MFU then prices the lm_head only",
+    )
     args = parser.parse_args()
+    extra = {"step_costs": args.step_costs} if args.step_costs != "roofline" else {}
     runs, _ = load_runs(args.data)
     for gpu in FIT_RULES:
         if args.gpu and gpu != args.gpu:
@@ -238,7 +248,7 @@ def main() -> None:
         # depth.
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
-        f = Objective(fit, args.jobs, ref_layers)
+        f = Objective(fit, args.jobs, ref_layers, extra)
         start = START
         if args.from_fitted and gpu in FITTED:
             d = FITTED[gpu].for_layers(ref_layers)

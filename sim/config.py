@@ -26,6 +26,7 @@ from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
 PROFILE_NAMES = ("fitted", "generic")  # HardwareConfig.profile
+STEP_COSTS = ("roofline", "kernels")  # HardwareConfig.step_costs
 # Routers by name; what each mirrors (a system and version, or PD Lab's own) is in
 # sim/cluster/routers.py ROUTERS.
 ROUTER_NAMES = ("round-robin", "least-loaded", "length", "dynamo-kv", "llm-d")
@@ -98,8 +99,16 @@ class HardwareConfig:
     # MoE on topology=router: the instances are one vLLM data-parallel group whose experts are
     # split across them (vLLM's --enable-expert-parallel); False = independent full replicas.
     expert_parallel: bool = False
+    # roofline: every operator at the profile's efficiencies. kernels: the dense linear layers
+    # from NVIDIA's measured GEMM tables (aiconfigurator-core, requirements-kernels.txt;
+    # sim/cost/kernel_tables.py) where they cover the GPU, model and dtype, the roofline elsewhere.
+    step_costs: str = "roofline"
 
     def __post_init__(self) -> None:
+        _require(
+            self.step_costs in STEP_COSTS,
+            f"step_costs must be one of {', '.join(STEP_COSTS)}, got {self.step_costs!r}",
+        )
         _require(
             self.profile in PROFILE_NAMES,
             f"profile must be one of {', '.join(PROFILE_NAMES)}, got {self.profile!r}",

@@ -74,3 +74,68 @@ def test_the_lessons_chart_draws_roofline_and_measured_curves():
     fig = gemm_efficiency("H100-SXM", "Llama-3.1-8B", lang="ko")
     assert [len(tr.x) for tr in fig.data] == [15, 15]
     assert "0.24.0" in fig.data[1].name and max(fig.data[1].y) < 100
+
+
+# ---- step_costs=kernels: the simulator prices dense linear layers from the tables ------------
+
+
+def test_measured_linear_seconds_replace_the_roofline_and_nothing_else():
+    """Two fake tables 1 s apart move every step by exactly 1 s: the measured seconds go in as
+    they are (not scaled by the profile), and the rest of the step (attention, KV write, lm_head,
+    overhead) is the roofline's, unchanged."""
+    from sim.cost.roofline import DeviceProfile, StepCostModel
+
+    gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
+    prof = DeviceProfile(0.5, 0.4, 0.7, 0.003)
+    zero, one = (StepCostModel(gpu, model, 1, prof, 1, lambda t, s=s: s) for s in (0.0, 1.0))
+    for step in (((), 8, 8000), (((512, 0, True),), 0, 0), (((256, 1024, False),), 4, 4096)):
+        assert one.step_cost(*step).seconds - zero.step_cost(*step).seconds == pytest.approx(1.0)
+        # calibration sees the same step: its terms give the same seconds under any profile
+        for p in (prof, DeviceProfile(0.9, 0.2, 0.5, 0.0, 0.001)):
+            cm = StepCostModel(gpu, model, 1, p, 1, lambda t: 2e-6 * t + 1e-3)
+            assert cm.terms(*step).seconds(p) == pytest.approx(cm.step_cost(*step).seconds)
+
+
+def test_a_run_with_kernels_names_its_source_and_falls_back_where_no_table_is():
+    from sim.cluster.topologies import simulate
+    from sim.config import SimConfig, with_overrides
+    from sim.core.request import RequestSpec
+
+    specs = [RequestSpec(0, 0.0, 2048, 32), RequestSpec(1, 0.1, 300, 64)]
+    runs = {}
+    for gpu, costs in (("H200", "kernels"), ("H200", "roofline"), ("RTX-4090", "kernels")):
+        config = with_overrides(SimConfig(), {"gpu": gpu, "step_costs": costs})
+        runs[gpu, costs] = simulate(specs, config)
+    source = runs["H200", "kernels"].meta["linear_source"]
+    assert "aiconfigurator-core" in source and "H200" in source and "bfloat16" in source
+    assert runs["H200", "roofline"].meta["linear_source"] == "roofline"
+    assert runs["RTX-4090", "kernels"].meta["linear_source"] == "roofline"  # no table: fallback
+    kern, roof = (runs["H200", c].requests.ttft_s.iloc[0] for c in ("kernels", "roofline"))
+    assert kern != roof  # the tables did price the 2,048-token prefill
+    with pytest.raises(ValueError, match="step_costs must be one of roofline, kernels"):
+        with_overrides(SimConfig(), {"step_costs": "fast"})
+
+
+def test_event_speed_equals_step_by_step_with_measured_kernels():
+    """sim/fastforward prices runs of decode steps from the batch size and the KV read alone;
+    measured linear seconds depend on the batch size only, so the shortcut stays exact."""
+    from sim.cluster.topologies import simulate
+    from sim.config import SimConfig, with_overrides
+    from sim.core.request import RequestSpec
+
+    specs = [RequestSpec(i, 0.05 * i, 200 + 300 * (i % 4), 40 + 30 * (i % 3)) for i in range(12)]
+    config = with_overrides(SimConfig(), {"gpu": "H100-SXM", "step_costs": "kernels"})
+    fast, step = simulate(specs, config), simulate(specs, config, step_by_step=True)
+    pd.testing.assert_frame_equal(fast.requests, step.requests, check_exact=True)
+    assert fast.meta["linear_source"].startswith("aiconfigurator-core")
+
+
+def test_fp8_models_use_the_fp8_rows_and_tensor_parallel_splits_the_shapes():
+    from sim.cost.kernel_tables import linear_times
+
+    fp8 = linear_times("H200", get_model("Llama-3.1-8B:fp8"))
+    bf16, tp2 = linear_times("H200", get_model("Llama-3.1-8B")), None
+    assert "fp8" in fp8.source and fp8(4096) < bf16(4096)  # FP8 tensor cores: faster at scale
+    tp2 = linear_times("H200", get_model("Llama-3.1-8B"), 2)
+    assert tp2(4096) < bf16(4096) and tp2.shapes[0][0] * 2 == bf16.shapes[0][0]
+    assert linear_times("H200", get_model("Llama-3.1-8B:fp4")) is None  # no FP4 rows

@@ -46,6 +46,7 @@ from sim.core.recorder import TraceRecorder
 from sim.core.request import Request, RequestSpec, RequestState
 from sim.core.trace import RunResult
 from sim.cost.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
+from sim.cost.kernel_tables import linear_times
 from sim.cost.profiles import resolve_profile
 from sim.cost.roofline import StepCostModel
 from sim.fastforward import ArrivalFeed, Environment
@@ -77,9 +78,15 @@ class Cluster:
         ep = topo.num_instances if hw.expert_parallel and topo.topology == "router" else 1
         # The GPU's fitted efficiencies by default (overheads for this model's depth).
         profile = resolve_profile(hw, self.gpu.name, self.model.layers)
+
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
-        self.cost = cost_model or StepCostModel(self.gpu, self.model, tp, profile, ep)
+        def measured(gpu_name: str):  # step_costs=kernels: measured GEMMs where a table has them
+            return linear_times(gpu_name, self.model, tp) if hw.step_costs == "kernels" else None
+
+        self.cost = cost_model or StepCostModel(
+            self.gpu, self.model, tp, profile, ep, measured(self.gpu.name)
+        )
         self.kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
             self.gpu, self.model, tp, eng.mem_utilization, expert_shards=ep
         )
@@ -89,7 +96,7 @@ class Cluster:
             self.decode_gpu = get_gpu(topo.decode_gpu)
             d_profile = resolve_profile(hw, self.decode_gpu.name, self.model.layers)
             self.decode_cost = cost_model or StepCostModel(
-                self.decode_gpu, self.model, tp, d_profile
+                self.decode_gpu, self.model, tp, d_profile, 1, measured(self.decode_gpu.name)
             )
             self.decode_kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
                 self.decode_gpu, self.model, tp, eng.mem_utilization
@@ -335,6 +342,7 @@ class Cluster:
             "workers": workers,
             "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
+            "linear_source": getattr(self.cost, "linear_source", "roofline"),
         }
 
 

@@ -17,7 +17,9 @@ Notable features
   `layer_gemm_efficiency` shows it, the Prefill vs decode lesson draws it.
 - Loaded lazily (the first call per GPU reads one parquet file, ~0.1 s) and cached per process.
   Without the package every function returns None and callers keep the roofline.
-- Only dense bf16 GEMMs so far; attention, MoE and communication tables come next (issue 30).
+- `linear_times` prices a step's dense linear layers (bf16 or FP8 W8A8, any tensor-parallel
+  size) for `StepCostModel` when a run sets `step_costs=kernels`; attention, MoE, the lm_head and
+  communication stay on the roofline (their tables come next, issue 30).
 """
 
 from __future__ import annotations
@@ -140,3 +142,47 @@ def layer_gemm_efficiency(gpu: GpuSpec, model: ModelSpec, tokens: int) -> float 
     flops = sum(2 * tokens * n * k for n, k in shapes)
     seconds = sum(table.seconds(tokens, n, k) for n, k in shapes)
     return flops / seconds / (gpu.bf16_tflops * 1e12)
+
+
+def table_dtype(model: ModelSpec) -> str | None:
+    """The table's gemm_dtype for this model's matmuls: bf16, or FP8 W8A8 with a per-tensor scale
+    (vLLM's Cutlass scaled-mm rows); None for widths the tables do not hold (FP4, W4A16)."""
+    if model.matmul_bytes_per_param == 2:
+        return "bfloat16"
+    if model.matmul_bytes_per_param == 1 and model.bytes_per_param == 1:
+        return "fp8"
+    return None
+
+
+@dataclass(frozen=True)
+class LinearTimes:
+    """Measured seconds of a step's dense linear layers on ONE tensor-parallel rank."""
+
+    table: GemmTable
+    shapes: tuple[tuple[int, int], ...]  # (n, k) per GEMM of one layer, as one rank holds it
+    layers: int
+    source: str  # e.g. "aiconfigurator-core 0.12.0: H200, vLLM 0.24.0, fp8 GEMMs"
+
+    def __call__(self, tokens: int) -> float:
+        """Every layer's QKV, output, gate+up and down GEMMs for `tokens` tokens, seconds."""
+        return self.layers * sum(self.table.seconds(tokens, n, k) for n, k in self.shapes)
+
+
+def linear_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> LinearTimes | None:
+    """The measured dense-linear pricing for this deployment, or None (roofline): no package, no
+    table for the GPU or dtype, or a model whose layers are not all dense GQA (MoE, MLA).
+
+    Tensor parallel as vLLM splits a layer: QKV and gate+up by output columns (n / TP), the
+    output and down projections by input rows (k / TP); their all-reduces stay on the roofline.
+    """
+    dtype = table_dtype(model)
+    if model.moe is not None or model.mla is not None or dtype is None:
+        return None
+    table = gemm_table(gpu_name, dtype)
+    if table is None:
+        return None
+    tp = tensor_parallel
+    (qkv, d), (_, q), (up, _), (_, ff) = layer_gemms(model)
+    shapes = ((max(1, qkv // tp), d), (d, max(1, q // tp)), (max(1, up // tp), d), (d, ff // tp))
+    source = f"aiconfigurator-core: {gpu_name}, {ENGINE} {table.version}, {dtype} GEMMs"
+    return LinearTimes(table, shapes, model.layers, source)

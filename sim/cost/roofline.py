@@ -35,7 +35,7 @@ Notable features
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sim.cost.hardware import GpuSpec, ModelSpec
@@ -99,7 +99,7 @@ class RooflineTerms:
     linear: tuple[tuple[float, float], ...]  # (compute_s, memory_s): max(c/MFU, m/MBU) each
     attention: tuple[tuple[float, float], ...]  # per prefill chunk: max(c/MFU_attn, m/MBU)
     kv_read_s: float  # decode attention, memory-bound: kv_read_s / MBU
-    comm_s: float  # tensor-parallel all-reduces, not scaled by the profile
+    comm_s: float  # tensor-parallel all-reduces (+ measured kernel seconds): not scaled
     num_seqs: int = 0  # requests in the step (each costs profile.overhead_per_seq_s)
 
     def seconds(self, profile: DeviceProfile) -> float:
@@ -135,6 +135,8 @@ class StepCostModel:
         "_byte_s",
         "_c",
         "_moe",
+        "linear_times",
+        "_linear_s",
     )
 
     def __init__(
@@ -144,7 +146,10 @@ class StepCostModel:
         tensor_parallel: int = 1,
         profile: DeviceProfile | None = None,
         expert_parallel_instances: int = 1,
+        linear_times: Callable[[int], float] | None = None,
     ) -> None:
+        """`linear_times(tokens)`: measured seconds of the dense linear layers (one TP rank), e.g.
+        sim/cost/kernel_tables.py's; None = the roofline prices them at the profile's MFU/MBU."""
         if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be an int >= 1, got {tensor_parallel!r}")
         g = expert_parallel_instances
@@ -153,6 +158,8 @@ class StepCostModel:
         self.gpu, self.model, self.tensor_parallel = gpu, model, tensor_parallel
         self.expert_parallel_instances = g = g if model.moe is not None else 1
         self.profile = profile = profile or DeviceProfile()
+        self.linear_times = linear_times
+        self._linear_s: dict[int, float] = {}  # tokens -> measured dense-linear seconds
         k = tensor_parallel  # FLOP and bytes split evenly over k GPUs working in parallel
         self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak BF16 FLOP/s of the TP group
         self._lin_flop_s = gpu.matmul_tflops(model.matmul_bytes_per_param) * 1e12 * k  # FP8/FP4
@@ -303,7 +310,14 @@ class StepCostModel:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
         # Dense linear layers: every token's matmuls, against one read of the weights + KV write.
         t_c, t_m = tokens * lin_c, lin_w + tokens * kv_s
-        if t_c >= t_m:
+        if self.linear_times is not None:  # measured GEMMs instead (their KV write stays here)
+            measured = self._measured_linear(tokens)
+            memory += tokens * kv_s
+            if t_c >= lin_w:  # booked on the side the roofline says binds, for the breakdown
+                compute += measured
+            else:
+                memory += measured
+        elif t_c >= t_m:
             compute += t_c
         else:
             memory += t_m
@@ -344,6 +358,18 @@ class StepCostModel:
             float(weights_read + kv_bytes),
         )
 
+    def _measured_linear(self, tokens: int) -> float:
+        """Measured dense-linear seconds for `tokens` (cached: a run repeats step sizes)."""
+        seconds = self._linear_s.get(tokens)
+        if seconds is None:
+            seconds = self._linear_s[tokens] = float(self.linear_times(tokens))
+        return seconds
+
+    @property
+    def linear_source(self) -> str:
+        """Which source priced the dense linear layers (shown beside a step's breakdown)."""
+        return getattr(self.linear_times, "source", "measured") if self.linear_times else "roofline"
+
     @property
     def decode_kv_s_per_token(self) -> float:
         """Seconds a decode-only step adds per token of context it reads (the KV read).
@@ -370,6 +396,9 @@ class StepCostModel:
         body = (m.params_body - m.params_experts) * m.stored_bytes_per_param
         dense_flops = m.flops_per_token_body - expert_flops
         linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
+        measured = 0.0
+        if self.linear_times is not None:  # measured seconds: not scaled by the profile
+            linear, measured = [(0.0, tokens * kv / b)], self._measured_linear(tokens)
         if moe:
             touched = moe[2] * (1.0 - moe[3] ** (tokens * moe[4]))
             rows = moe_rows(tokens * moe[4] * moe[8] * moe[2], touched)
@@ -387,7 +416,9 @@ class StepCostModel:
             ((c * s + c * (c + 1) // 2) * m.attn_flops_per_ctx_token / f, s * kv / b)
             for c, s, _ in chunks
         )
-        return RooflineTerms(tuple(linear), attention, kv_read, comm, num_decodes + len(chunks))
+        return RooflineTerms(
+            tuple(linear), attention, kv_read, comm + measured, num_decodes + len(chunks)
+        )
 
     def knee_tokens(self, effective: bool = False) -> float:
         """Tokens per step where the linear layers turn compute-bound: b_w·F/(2·BW) (§5.4).
