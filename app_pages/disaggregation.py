@@ -146,4 +146,6 @@ st.caption(T("decide.counts", n=len(table), counts=counts))
 w.timeline_of(decider_specs, key="decide_tl")
 w.runs_table(decided, ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "max_itl_s"))
 st.markdown(T("decide.simplified"))
+with st.expander(T("view.how_we_know"), icon=":material/verified:"):  # the deciders' checks
+    st.caption(T("common.caveat_disagg"))
 st.markdown(T("disagg.next"))

@@ -31,7 +31,7 @@ def why(d: dict, T: Callable[..., str]) -> str:
         "t": f"{d['token_threshold']:,.0f}" if not math.isnan(d["token_threshold"]) else "",
     }
     if d["mode"] == "always":
-        return T("decide.why.always")
+        return ""  # it reads nothing
     if d["mode"] == "llm-d-prefix":
         if d["token_threshold"] <= 0:
             return T("decide.why.llmd_zero")
@@ -60,12 +60,16 @@ def decision_table(runs: Sequence[tuple[str, object]], T: Callable[..., str]) ->
         by_id = {d["request_id"]: d for d in decisions}
         q = run.requests
         if not table:
-            table[T("decide.col.request")] = q.request_id.tolist()
+            # named as the timeline's rows name them (R0 / 요청 0)
+            table[T("decide.col.request")] = [
+                T("label.request_row", id=int(r)) for r in q.request_id
+            ]
             table[T("decide.col.prompt")] = [f"{n:,}" for n in q.prompt_tokens]
-        table[label] = [
-            f"{path(worker, T)} · {why(by_id[rid], T)}" if rid in by_id else path(worker, T)
-            for rid, worker in zip(q.request_id, q.worker, strict=True)
-        ]
+        cells = []
+        for rid, worker in zip(q.request_id, q.worker, strict=True):
+            reason = why(by_id[rid], T) if rid in by_id else ""
+            cells.append(f"{path(worker, T)} · {reason}" if reason else path(worker, T))
+        table[label] = cells
     return pd.DataFrame(table)
 
 

@@ -78,15 +78,12 @@ def tgi_specs(ratio, rate, n) -> list:
     """The batching lesson's arrivals (without the long prompt) under TGI v3 at `ratio`, TGI
     v3 at ratio 0, and vLLM V1's continuous batching (chunked prefill mixed into decodes)."""
     (_, workload, _), _ = batching_specs(BATCHING["batch"], rate, n, False)
-    return [
-        ("tgi", workload, with_overrides(SimConfig(policy="tgi"), {"waiting_served_ratio": ratio})),
-        (
-            "tgi_low",
-            workload,
-            with_overrides(SimConfig(policy="tgi"), {"waiting_served_ratio": TGI_LOW}),
-        ),
-        ("vllm", workload, SimConfig(policy="vllm")),
-    ]
+    tgi = SimConfig(policy="tgi")
+    runs = [("tgi", workload, with_overrides(tgi, {"waiting_served_ratio": ratio}))]
+    if ratio != TGI_LOW:  # (at ratio 0 the two TGI runs are one)
+        low = with_overrides(tgi, {"waiting_served_ratio": TGI_LOW})
+        runs.append(("tgi_low", workload, low))
+    return [*runs, ("vllm", workload, SimConfig(policy="vllm"))]
 
 
 def chunked_specs(chunk, gpu) -> list:
