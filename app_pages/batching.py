@@ -1,9 +1,11 @@
-"""Lesson 3 (C4, C5): static batching vs continuous batching (prefill-first), same workload."""
+"""Lesson 3 (C4, C5): static batching vs continuous batching (prefill-first), same workload;
+then TGI v3's waiting_served_ratio: when a running batch lets waiting requests in."""
 
 import streamlit as st
 
 from sim.policies.prefill_first import PrefillFirst
 from sim.policies.static import StaticBatching
+from sim.policies.tgi import Tgi
 from ui import lesson_setups as ls
 from ui import widgets as w
 
@@ -37,3 +39,27 @@ with w.more():
 w.engine_note("static", "prefill-first")
 w.show_code(StaticBatching)
 w.show_code(PrefillFirst)
+
+st.subheader(T("tgi.title"))
+st.markdown(T("tgi.lead"))
+ratio = w.select(
+    "ratio", T("tgi.ratio"), list(ls.TGI_RATIOS), ls.TGI["ratio"], help=T("tgi.ratio_help")
+)
+names = {
+    "tgi": T("tgi.run.tgi", r=f"{ratio:g}"),
+    "tgi_low": T("tgi.run.tgi", r=f"{ls.TGI_LOW:g}"),
+    "vllm": T("tgi.run.vllm"),
+}
+try:  # the same runs as its effect contract (ui/effects.py `tgi`)
+    tgi_specs = [(names[k], wl, cfg) for k, wl, cfg in ls.tgi_specs(ratio, rate, n)]
+    tgi_runs = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in tgi_specs]
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+w.look("tgi.look", r=f"{ratio:g}")
+w.timeline_of(tgi_specs, key="tgi_tl")
+st.caption(T("common.legend"))
+w.runs_table(tgi_runs, ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "max_itl_s"))
+st.caption(T("tgi.caption"))
+w.engine_note("tgi", "vllm")
+w.show_code(Tgi)

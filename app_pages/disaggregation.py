@@ -1,6 +1,8 @@
 """Disaggregation: colocated vs length router vs xPyD on the same GPUs, in two regimes (presets):
 one where disaggregation wins goodput per GPU (DistServe's: long prompts, a tight TPOT target)
-and one where it loses (chats at relaxed targets). Defaults: ui/lesson_setups.py."""
+and one where it loses (chats at relaxed targets); then one trace under three deciders (always,
+Dynamo's isl_bounding, llm-d's prefix decider): who prefills where, and why. Defaults:
+ui/lesson_setups.py."""
 
 import dataclasses
 
@@ -13,6 +15,7 @@ from sim.runs.sweep import goodput_of
 from ui import charts, formulas
 from ui import lesson_setups as ls
 from ui import widgets as w
+from ui.decisions import decision_table, remote_counts
 from ui.goodput_text import goodput_cell
 
 T, L = w.translator(), w.lang()
@@ -113,4 +116,36 @@ with st.expander(T("disagg.how_we_know")):
 with st.expander(T("disagg.formula_title")):
     w.formula(formulas.KV_TRANSFER, "disagg.formula_caption")
     w.formula(formulas.GOODPUT)
+st.subheader(T("decide.title"))
+st.markdown(T("decide.lead"))
+non_cached = w.select(
+    "noncached",
+    T("decide.non_cached"),
+    list(ls.NON_CACHED_CHOICES),
+    ls.DECIDE["non_cached"],
+    help=T("decide.non_cached_help"),
+)
+names = {
+    "always": T("decide.run.always"),
+    "isl_bounding": T("decide.run.isl_bounding"),
+    "llm-d-prefix": T("decide.run.llmd"),
+}
+# The same runs as its effect contract (ui/effects.py `deciders`)
+decider_specs = [(names[m], wl, cfg) for m, wl, cfg in ls.decider_specs(non_cached)]
+try:
+    decided = [(label, w.simulate_cached(wl, cfg)) for label, wl, cfg in decider_specs]
+    table = decision_table(decided, T)
+except ValueError as err:
+    w.config_error(err)
+    st.stop()
+w.look("decide.look")
+st.dataframe(table, hide_index=True, width="stretch")
+st.caption(T("decide.table_caption"))
+counts = ", ".join(f"{label} {n}" for label, n in remote_counts(decided).items())
+st.caption(T("decide.counts", n=len(table), counts=counts))
+w.timeline_of(decider_specs, key="decide_tl")
+w.runs_table(decided, ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "max_itl_s"))
+st.markdown(T("decide.simplified"))
+with st.expander(T("view.how_we_know"), icon=":material/verified:"):  # the deciders' checks
+    st.caption(T("common.caveat_disagg"))
 st.markdown(T("disagg.next"))

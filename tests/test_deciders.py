@@ -10,6 +10,7 @@ import pytest
 from sim.cluster.deciders import (
     DECIDERS,
     DisaggInput,
+    decide,
     decode_gate_allows_bypass,
     dynamo_disaggregate,
     isl_bounding_bypass,
@@ -149,3 +150,28 @@ def test_every_decider_names_what_it_mirrors():
     assert "Dynamo 1.6.1" in DECIDERS["isl_or_load"]
     assert "llm-d" in DECIDERS["llm-d-prefix"]
     assert DECIDERS["conditional"].startswith("PD Lab's own")
+
+
+def test_decide_keeps_the_answer_and_the_figures_it_compared():
+    """`decide` answers as the plain functions do and writes down what they read."""
+    mostly_cached = inp(1000, 14, 64)  # 896 cached, 104 uncached: Dynamo keeps it on D
+    d = decide(7, "isl_bounding", mostly_cached)
+    assert (d.request_id, d.remote) == (7, False)
+    assert (d.cached_tokens, d.uncached_tokens) == (896, 104)
+    assert (d.token_threshold, d.ratio_threshold) == (2048, 0.7)
+    assert decide(7, "llm-d-prefix", mostly_cached, non_cached_tokens=256).remote is False
+    assert decide(7, "llm-d-prefix", inp(1000, 0, 64), non_cached_tokens=256).remote is True
+    assert decide(7, "always", mostly_cached).remote is True
+
+
+def test_a_disaggregated_run_records_each_decision():
+    """The run's meta holds one decision per request, agreeing with where it went."""
+    from sim.cluster.topologies import simulate
+    from ui import lesson_setups as ls
+
+    for mode, workload, config in ls.decider_specs(1024):
+        run = simulate(list(workload), config)
+        decisions = {d["request_id"]: d for d in run.meta["decisions"]}
+        for rid, worker in zip(run.requests.request_id, run.requests.worker, strict=True):
+            assert decisions[rid]["mode"] == mode
+            assert decisions[rid]["remote"] == worker.startswith("P"), (mode, rid, worker)

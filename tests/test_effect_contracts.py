@@ -60,3 +60,14 @@ def test_the_disaggregation_verdicts_do_not_hang_on_one_draw_of_requests(seed):
     for preset in ("wins", "loses"):
         figures = effects.disagg_goodput(preset, seed=seed)
         assert holds[f"disaggregation/{preset}"](figures), (preset, seed, figures)
+
+
+def test_the_new_sections_show_nothing_where_their_knob_says_so():
+    """Issue 29: TGI at ratio 0 joins at once (as vLLM V1 does), and llm-d's default
+    non_cached_tokens 0 sends every prompt to P (as always does): each contract then fails."""
+    holds = {c.page: c.holds for c in effects.CONTRACTS}
+    assert {"batching/tgi", "disaggregation/deciders"} <= set(holds)
+    assert not holds["batching/tgi"](effects.tgi(0.0))
+    zero = effects.deciders(0)
+    assert zero["remote_llm-d-prefix"] == zero["remote_always"]
+    assert not holds["disaggregation/deciders"](zero)

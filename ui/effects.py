@@ -68,6 +68,14 @@ def batching() -> dict:
     }
 
 
+def tgi(ratio: float = ls.TGI["ratio"]) -> dict:
+    d = ls.BATCHING
+    runs = {k: summarize(r) for k, r in _runs(ls.tgi_specs(ratio, d["rate"], d["n"])).items()}
+    out = {f"ttft_p50_{k}_s": s["ttft_p50_s"] for k, s in runs.items()}
+    out.setdefault("ttft_p50_tgi_low_s", out["ttft_p50_tgi_s"])  # ratio 0: one TGI run
+    return out
+
+
 def chunked() -> dict:
     gaps = {}
     for run_id, run in _runs(ls.chunked_specs(**ls.CHUNKED)).items():
@@ -152,6 +160,16 @@ def disagg_goodput(preset_key: str, seed: int | None = None) -> dict:
     return out
 
 
+def deciders(non_cached: int = ls.DECIDE["non_cached"]) -> dict:
+    """How many prompts each decider prefilled on P, and the median TTFT (one trace, 1P1D)."""
+    out = {}
+    for mode, run in _runs(ls.decider_specs(non_cached)).items():
+        out[f"remote_{mode}"] = sum(d["remote"] for d in run.meta["decisions"])
+        out[f"ttft_p50_{mode}_s"] = float(run.requests.ttft_s.median())
+    out["requests"] = len(ls.decider_trace())
+    return out
+
+
 def _ratio(a, b) -> float:
     return float(a) / float(b) if b else np.inf
 
@@ -183,6 +201,15 @@ CONTRACTS = (
         lambda f: (
             _ratio(f["ttft_p50_static_s"], f["ttft_p50_continuous_s"]) >= 2
             and f["tpot_p50_static_s"] < f["tpot_p50_continuous_s"]
+        ),
+    ),
+    Contract(
+        "batching/tgi",
+        "TGI at its default ratio: TTFT p50 >= 2x TGI at ratio 0 and >= 2x vLLM V1",
+        tgi,
+        lambda f: (
+            _ratio(f["ttft_p50_tgi_s"], f["ttft_p50_tgi_low_s"]) >= 2
+            and _ratio(f["ttft_p50_tgi_s"], f["ttft_p50_vllm_s"]) >= 2
         ),
     ),
     Contract(
@@ -246,6 +273,18 @@ CONTRACTS = (
         "disaggregated goodput per GPU below colocated's",
         lambda: disagg_goodput("loses"),
         lambda f: f["disaggregated"] < f["colocated"],
+    ),
+    Contract(
+        "disaggregation/deciders",
+        "always sends every prompt to P; Dynamo and llm-d each keep a different number local, "
+        "and both cut the median TTFT below always's",
+        deciders,
+        lambda f: (
+            f["remote_always"] == f["requests"]
+            and len({f["remote_always"], f["remote_isl_bounding"], f["remote_llm-d-prefix"]}) == 3
+            and max(f["ttft_p50_isl_bounding_s"], f["ttft_p50_llm-d-prefix_s"])
+            < f["ttft_p50_always_s"]
+        ),
     ),
 )
 

@@ -28,6 +28,7 @@ VERIFIED = {
     "prefill-first": "common.verified_v0",
     "sglang": "common.verified_sglang",
     "tgi": "common.tgi_source",
+    "static": "common.static_own",  # an idea, not a version: hand traces only
 }
 
 

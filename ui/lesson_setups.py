@@ -67,6 +67,25 @@ def batching_specs(batch, rate, n, long) -> list:
     ]
 
 
+# TGI v3's join rule on the same arrivals: a running batch takes waiting requests only when they
+# are waiting_served_ratio times as many as it runs, or after max_waiting_tokens decode steps.
+TGI = {"ratio": 1.2}  # TGI's default (backends/v3/src/main.rs)
+TGI_RATIOS = (0.0, 0.5, 1.2, 2.0, 4.0)
+TGI_LOW = 0.0  # the comparison's low ratio: any waiting request joins at the next step
+
+
+def tgi_specs(ratio, rate, n) -> list:
+    """The batching lesson's arrivals (without the long prompt) under TGI v3 at `ratio`, TGI
+    v3 at ratio 0, and vLLM V1's continuous batching (chunked prefill mixed into decodes)."""
+    (_, workload, _), _ = batching_specs(BATCHING["batch"], rate, n, False)
+    tgi = SimConfig(policy="tgi")
+    runs = [("tgi", workload, with_overrides(tgi, {"waiting_served_ratio": ratio}))]
+    if ratio != TGI_LOW:  # (at ratio 0 the two TGI runs are one)
+        low = with_overrides(tgi, {"waiting_served_ratio": TGI_LOW})
+        runs.append(("tgi_low", workload, low))
+    return [*runs, ("vllm", workload, SimConfig(policy="vllm"))]
+
+
 def chunked_specs(chunk, gpu) -> list:
     """vLLM V0 prefill-first (reference) and vLLM V1 with a token budget of `chunk`."""
     from sim.scenarios import get_scenario
@@ -247,6 +266,47 @@ def disagg_configs(
             },
         ),
     }
+
+
+# ---- Disaggregation: one trace under three deciders (who prefills where, and why) ------------
+DECIDE = {"non_cached": 1024}  # llm-d's `non_cached_tokens` here (its default 0 = always remote)
+NON_CACHED_CHOICES = (0, 512, 1024, 2048)
+DECIDE_RUNS = ("always", "isl_bounding", "llm-d-prefix")  # the disagg_mode of each run
+
+
+def decider_trace() -> tuple:
+    """Ten requests, 0.3 s apart, on one P and one D: a 6,000-token document asked about three
+    times (D caches it after the first), a 1,800-token system prompt used twice, short chats, a
+    1,500-token and a 9,000-token prompt without a shared prefix. Each decider has requests it
+    keeps local and the others send to P."""
+    return requests_from_rows(
+        [
+            (0.0, 6200, 100, 0, "doc", 6000),
+            (0.3, 300, 100),
+            (0.6, 1500, 100),
+            (1.2, 6400, 100, 0, "doc", 6000),
+            (1.5, 400, 100),
+            (1.8, 3000, 100, 0, "system", 1800),
+            (2.4, 3200, 100, 0, "system", 1800),
+            (2.7, 9000, 100),
+            (3.0, 6300, 100, 0, "doc", 6000),
+            (3.3, 250, 100),
+        ]
+    )
+
+
+def decider_specs(non_cached: int) -> list:
+    """The trace on 1P1D (vLLM V1, prefix caching on, H100s) under each decider at its
+    source's defaults, except llm-d's `non_cached_tokens` (0 would send everything to P)."""
+    base = with_overrides(
+        SimConfig(), {"topology": "disaggregated", "num_prefill": 1, "num_decode": 1}
+    )
+    knobs = {"llm-d-prefix": {"non_cached_tokens": non_cached}}
+    workload = decider_trace()
+    return [
+        (mode, workload, with_overrides(base, {"disagg_mode": mode, **knobs.get(mode, {})}))
+        for mode in DECIDE_RUNS
+    ]
 
 
 def preset_configs(preset: DisaggPreset) -> dict:

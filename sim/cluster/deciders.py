@@ -132,3 +132,58 @@ def dynamo_disaggregate(
     else:
         raise ValueError(f"not a Dynamo policy: {mode!r}")
     return not decode_gate_allows_bypass(bypass, decode_gate_configured, inp.decode_busy)
+
+
+# ---- Why: one request's decision with the figures it was made on ---------------------------
+@dataclass(frozen=True)
+class Decision:
+    """What a decider answered for one request, and the inputs it compared (the run keeps them:
+    `run.meta["decisions"]`). The functions above stay plain booleans, as their sources are;
+    `decide` calls them and writes down what they read."""
+
+    request_id: int
+    mode: str  # the disagg_mode that decided
+    remote: bool  # True = prefill on P, KV copied to D; False = prefill locally on D
+    prompt_tokens: int
+    cached_tokens: int  # the decode worker's prefix-cache hit, whole blocks
+    uncached_tokens: int  # prompt - cached: what a local prefill would compute
+    token_threshold: float  # Dynamo: eff_isl_threshold; llm-d: non_cached_tokens; nan = none
+    ratio_threshold: float  # Dynamo: eff_isl_ratio_threshold (uncached / prompt); nan = none
+    prefill_busy: bool | None = None  # Dynamo prefill_load's signal (None = unknown = calm)
+
+
+def decide(
+    request_id: int,
+    mode: str,
+    inp: DisaggInput,
+    eff_isl_threshold: int = DYNAMO_EFF_ISL_THRESHOLD,
+    eff_isl_ratio_threshold: float = DYNAMO_EFF_ISL_RATIO_THRESHOLD,
+    non_cached_tokens: int = LLMD_NON_CACHED_TOKENS,
+) -> Decision:
+    """`mode`'s answer for one request (the named deciders above; `always` = remote), with the
+    figures a student needs to see why."""
+    nan = float("nan")
+    token_t, ratio_t = nan, nan
+    if mode == "always":
+        remote = True
+    elif mode == "llm-d-prefix":
+        remote = llmd_prefix_disaggregate(
+            inp.prompt_tokens, inp.decode_overlap_blocks, inp.block_size, non_cached_tokens
+        )
+        token_t = float(non_cached_tokens)
+    else:
+        remote = dynamo_disaggregate(mode, inp, eff_isl_threshold, eff_isl_ratio_threshold)
+        if mode != "prefill_load":
+            token_t, ratio_t = float(eff_isl_threshold), float(eff_isl_ratio_threshold)
+    cached = min(inp.prompt_tokens, inp.decode_overlap_blocks * inp.block_size)
+    return Decision(
+        request_id,
+        mode,
+        remote,
+        inp.prompt_tokens,
+        cached,
+        inp.net_new_tokens(),
+        token_t,
+        ratio_t,
+        inp.prefill_busy,
+    )

@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import deque
 from itertools import count
 
 import simpy
 
-from sim.cluster.deciders import (
-    DisaggInput,
-    dynamo_disaggregate,
-    llmd_prefix_disaggregate,
-    prefill_busy,
-)
+from sim.cluster.deciders import DisaggInput, decide, prefill_busy
 from sim.cluster.routers import make_router
 from sim.cluster.worker import (
     LockstepGroup,
@@ -112,6 +108,9 @@ class Cluster:
         ):
             self.lockstep = LockstepGroup(self.env, self.cost)
         self._rr = count()
+        # disaggregated: each request's Decision (deciders.py), in order; the latest
+        # MAX_DECISIONS only, so a long-running `live serve` cannot grow it without bound
+        self.decisions: deque = deque(maxlen=MAX_DECISIONS)
         self.router = make_router(topo, eng.block_size)  # None: PD Lab's own, run below
         if topo.topology == "colocated":
             self.instances = [self._worker("I0", "colocated")]
@@ -220,9 +219,7 @@ class Cluster:
             or len(p.engine.waiting) >= topo.max_prefill_queue
         ):
             return decode  # short prompt (or P lagging): prefill locally on D (PD Lab's own)
-        if topo.disagg_mode not in ("always", "conditional") and not self._disaggregate(
-            req, p, decode
-        ):
+        if topo.disagg_mode != "conditional" and not self._disaggregate(req, p, decode):
             return decode  # a named decider (sim/cluster/deciders.py) keeps it on D
         reason = decode.engine.capacity_reason(req.prompt_tokens + req.output_tokens)
         if reason:  # it could prefill on P but never decode on D: refuse it up front
@@ -234,27 +231,32 @@ class Cluster:
         return p
 
     def _disaggregate(self, req: Request, p: Worker, d: Worker) -> bool:
-        """Dynamo's or llm-d's decider: remote prefill on `p`, or local on `d`?"""
+        """Always, Dynamo's or llm-d's decider: remote prefill on `p`, or local on `d`? The
+        answer and what it was decided on go to `self.decisions` (the run's meta)."""
         topo = self.config.topology
-        p.catch_up()  # mid-run: read their queues and caches as of now
-        d.catch_up()
         kv = d.engine.kv
-        overlap = len(kv.lookup(req)) if kv.caching else 0  # D's cache hit for this prompt
-        if topo.disagg_mode == "llm-d-prefix":
-            return llmd_prefix_disaggregate(
-                req.prompt_tokens, overlap, kv.block_size, topo.non_cached_tokens
-            )
-        busy = None  # Dynamo: no threshold set = unknown = calm
-        if topo.prefill_busy_threshold > 0:
+        overlap, busy = 0, None  # `always` reads nothing; Dynamo: no threshold = unknown = calm
+        if topo.disagg_mode != "always":
+            p.catch_up()  # mid-run: read their queues and caches as of now
+            d.catch_up()
+            overlap = len(kv.lookup(req)) if kv.caching else 0  # D's cache hit for this prompt
+        if topo.disagg_mode in ("prefill_load", "isl_or_load") and topo.prefill_busy_threshold > 0:
             eng = p.engine
             active = sum(r.prompt_tokens - r.num_computed for r in (*eng.waiting, *eng.running))
             # the policy's token budget (SGLang's and others' name it otherwise: 0 = none)
             limit = getattr(self.knobs_for(self.gpu), "max_num_batched_tokens", 0) or 0
             busy = prefill_busy(active, topo.prefill_busy_threshold, limit)
         inp = DisaggInput(req.prompt_tokens, kv.block_size, overlap, prefill_busy=busy)
-        return dynamo_disaggregate(
-            topo.disagg_mode, inp, topo.eff_isl_threshold, topo.eff_isl_ratio_threshold
+        decision = decide(
+            req.request_id,
+            topo.disagg_mode,
+            inp,
+            topo.eff_isl_threshold,
+            topo.eff_isl_ratio_threshold,
+            topo.non_cached_tokens,
         )
+        self.decisions.append(decision)
+        return decision.remote
 
     # ---- disaggregated hand-off ---------------------------------------------------------------
 
@@ -343,7 +345,16 @@ class Cluster:
             "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
             "linear_source": getattr(self.cost, "linear_source", "roofline"),
+            # disaggregated: who prefilled where, and why (sim/cluster/deciders.py Decision)
+            **(
+                {"decisions": [dataclasses.asdict(d) for d in self.decisions]}
+                if self.decisions
+                else {}
+            ),
         }
+
+
+MAX_DECISIONS = 10_000  # Cluster.decisions keeps the latest this many (a lesson has tens)
 
 
 def simulate(
