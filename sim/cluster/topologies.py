@@ -48,6 +48,8 @@ from sim.cost.roofline import StepCostModel
 from sim.fastforward import ArrivalFeed, Environment
 from sim.policies import make_policy
 
+MAX_DECISIONS = 10_000  # Cluster.decisions keeps the latest this many (a lesson has tens)
+
 
 class Cluster:
     """Builds the workers of a topology and routes arriving requests to them."""
@@ -352,9 +354,6 @@ class Cluster:
                 else {}
             ),
         }
-
-
-MAX_DECISIONS = 10_000  # Cluster.decisions keeps the latest this many (a lesson has tens)
 
 
 def simulate(
