@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -87,12 +88,29 @@ def test_measured_linear_seconds_replace_the_roofline_and_nothing_else():
 
     gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
     prof = DeviceProfile(0.5, 0.4, 0.7, 0.003)
-    zero, one = (StepCostModel(gpu, model, 1, prof, 1, lambda t, s=s: s) for s in (0.0, 1.0))
-    for step in (((), 8, 8000), (((512, 0, True),), 0, 0), (((256, 1024, False),), 4, 4096)):
-        assert one.step_cost(*step).seconds - zero.step_cost(*step).seconds == pytest.approx(1.0)
-        # calibration sees the same step: its terms give the same seconds under any profile
-        for p in (prof, DeviceProfile(0.9, 0.2, 0.5, 0.0, 0.001)):
-            cm = StepCostModel(gpu, model, 1, p, 1, lambda t: 2e-6 * t + 1e-3)
+
+    def fake(linear=None, attention=None) -> SimpleNamespace:  # a KernelTimes stand-in
+        return SimpleNamespace(linear=linear, prefill_attention=attention, source="fake")
+
+    steps = (
+        ((), 8, 8000),
+        (((512, 0, True),), 0, 0),
+        (((256, 1024, False), (64, 0, True)), 4, 4096),
+    )
+    for kind in ("linear", "attention"):
+        zero, one = (
+            StepCostModel(gpu, model, 1, prof, 1, fake(**{kind: lambda *a, v=v: v}))
+            for v in (0.0, 1.0)
+        )
+        for step in steps:
+            calls = 1 if kind == "linear" else len(step[0])  # attention: once per chunk
+            diff = one.step_cost(*step).seconds - zero.step_cost(*step).seconds
+            assert diff == pytest.approx(calls)
+    # calibration sees the same step: its terms give the same seconds under any profile
+    both = fake(lambda t: 2e-6 * t + 1e-3, lambda c, s: 1e-9 * c * (s + c))
+    for p in (prof, DeviceProfile(0.9, 0.2, 0.5, 0.0, 0.001)):
+        cm = StepCostModel(gpu, model, 1, p, 1, both)
+        for step in steps:
             assert cm.terms(*step).seconds(p) == pytest.approx(cm.step_cost(*step).seconds)
 
 
@@ -106,10 +124,11 @@ def test_a_run_with_kernels_names_its_source_and_falls_back_where_no_table_is():
     for gpu, costs in (("H200", "kernels"), ("H200", "roofline"), ("RTX-4090", "kernels")):
         config = with_overrides(SimConfig(), {"gpu": gpu, "step_costs": costs})
         runs[gpu, costs] = simulate(specs, config)
-    source = runs["H200", "kernels"].meta["linear_source"]
+    source = runs["H200", "kernels"].meta["kernel_source"]
     assert "aiconfigurator-core" in source and "H200" in source and "bfloat16" in source
-    assert runs["H200", "roofline"].meta["linear_source"] == "roofline"
-    assert runs["RTX-4090", "kernels"].meta["linear_source"] == "roofline"  # no table: fallback
+    assert "prefill attention (32/8 heads" in source
+    assert runs["H200", "roofline"].meta["kernel_source"] == "roofline"
+    assert runs["RTX-4090", "kernels"].meta["kernel_source"] == "roofline"  # no table: fallback
     kern, roof = (runs["H200", c].requests.ttft_s.iloc[0] for c in ("kernels", "roofline"))
     assert kern != roof  # the tables did price the 2,048-token prefill
     with pytest.raises(ValueError, match="step_costs must be one of roofline, kernels"):
@@ -127,7 +146,7 @@ def test_event_speed_equals_step_by_step_with_measured_kernels():
     config = with_overrides(SimConfig(), {"gpu": "H100-SXM", "step_costs": "kernels"})
     fast, step = simulate(specs, config), simulate(specs, config, step_by_step=True)
     pd.testing.assert_frame_equal(fast.requests, step.requests, check_exact=True)
-    assert fast.meta["linear_source"].startswith("aiconfigurator-core")
+    assert fast.meta["kernel_source"].startswith("aiconfigurator-core")
 
 
 def test_fp8_models_use_the_fp8_rows_and_tensor_parallel_splits_the_shapes():
@@ -139,3 +158,18 @@ def test_fp8_models_use_the_fp8_rows_and_tensor_parallel_splits_the_shapes():
     tp2 = linear_times("H200", get_model("Llama-3.1-8B"), 2)
     assert tp2(4096) < bf16(4096) and tp2.shapes[0][0] * 2 == bf16.shapes[0][0]
     assert linear_times("H200", get_model("Llama-3.1-8B:fp4")) is None  # no FP4 rows
+
+
+def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
+    """A chunk after cached tokens costs its share of the (query, key) pairs of a fresh prompt
+    as long as both (FlashAttention is compute-bound there); a whole fresh prompt at a grid
+    point is the table's row itself."""
+    from sim.cost.kernel_tables import _context_attention, prefill_attention_times
+
+    attn = prefill_attention_times("H200", get_model("Llama-3.1-8B"))
+    _, isl, per_pair = _context_attention("h200_sxm", 32, 8, 128, "bfloat16")
+    assert attn(4096, 0) == pytest.approx(32 * per_pair[list(isl).index(4096)] * 4096 * 4097 / 2)
+    whole, tail = attn(8192, 0), attn(4096, 4096)  # the second half of an 8k prompt
+    assert tail == pytest.approx(whole * (4096 * 4096 + 4096 * 4097 / 2) / (8192 * 8193 / 2))
+    assert attn(16384, 0) > 3.5 * attn(8192, 0)  # quadratic, not linear
+    assert prefill_attention_times("RTX-4090", get_model("Llama-3.1-8B")) is None

@@ -42,7 +42,7 @@ from sim.core.recorder import TraceRecorder
 from sim.core.request import Request, RequestSpec, RequestState
 from sim.core.trace import RunResult
 from sim.cost.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
-from sim.cost.kernel_tables import linear_times
+from sim.cost.kernel_tables import kernel_times
 from sim.cost.profiles import resolve_profile
 from sim.cost.roofline import StepCostModel
 from sim.fastforward import ArrivalFeed, Environment
@@ -80,7 +80,7 @@ class Cluster:
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
         def measured(gpu_name: str):  # step_costs=kernels: measured GEMMs where a table has them
-            return linear_times(gpu_name, self.model, tp) if hw.step_costs == "kernels" else None
+            return kernel_times(gpu_name, self.model, tp) if hw.step_costs == "kernels" else None
 
         self.cost = cost_model or StepCostModel(
             self.gpu, self.model, tp, profile, ep, measured(self.gpu.name)
@@ -346,7 +346,7 @@ class Cluster:
             "workers": workers,
             "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
-            "linear_source": getattr(self.cost, "linear_source", "roofline"),
+            "kernel_source": getattr(self.cost, "kernel_source", "roofline"),
             # disaggregated: who prefilled where, and why (sim/cluster/deciders.py Decision)
             **(
                 {"decisions": [dataclasses.asdict(d) for d in self.decisions]}

@@ -186,3 +186,97 @@ def linear_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> L
     shapes = ((max(1, qkv // tp), d), (d, max(1, q // tp)), (max(1, up // tp), d), (d, ff // tp))
     source = f"aiconfigurator-core: {gpu_name}, {ENGINE} {table.version}, {dtype} GEMMs"
     return LinearTimes(table, shapes, model.layers, source)
+
+
+@dataclass(frozen=True)
+class PrefillAttentionTimes:
+    """Measured FlashAttention prefill time, all layers, one TP rank: a chunk of c new tokens
+    after s cached ones. The table holds fresh prompts of `isl` tokens (batch 1); a chunk is
+    priced as its share of the (query, key) pairs of a fresh prompt of c + s tokens, at that
+    prompt's measured seconds per pair (interpolated linearly in isl; past the largest isl, the
+    largest's seconds per pair)."""
+
+    isl: np.ndarray  # (I,) ascending
+    seconds_per_pair: np.ndarray  # (I,) one layer, seconds / (query, key) pair
+    layers: int
+    source: str
+
+    def __call__(self, tokens: int, offset: int) -> float:
+        pairs = tokens * offset + tokens * (tokens + 1) // 2
+        length = tokens + offset
+        per_pair = float(np.interp(length, self.isl, self.seconds_per_pair))
+        return self.layers * pairs * per_pair
+
+
+@functools.cache
+def _context_attention(system: str, heads: int, kv_heads: int, head_dim: int, kv: str):
+    """(version, isl grid, seconds per pair) of the newest table, or None."""
+    if not available():
+        return None
+    import pandas as pd
+
+    root = Path(importlib.util.find_spec(PACKAGE).origin).parent / "systems" / "data"
+    folder = root / system / "attention" / ENGINE
+    versions = sorted(
+        (p for p in folder.glob("*") if (p / "context_attention_perf.parquet").is_file()),
+        key=lambda p: tuple(int(x) if x.isdigit() else 0 for x in p.name.split(".")),
+    )
+    if not versions:
+        return None
+    df = pd.read_parquet(versions[-1] / "context_attention_perf.parquet")
+    df = df[
+        (df["batch_size"] == 1)
+        & (df["window_size"] == 0)
+        & (df["num_heads"] == heads)
+        & (df["num_key_value_heads"] == kv_heads)
+        & (df["head_dim"] == head_dim)
+        & (df["kv_cache_dtype"] == kv)
+    ]
+    by_isl = df.groupby("isl")["latency"].median()  # ms per layer
+    by_isl = by_isl[by_isl.index >= 16]  # 1-token "prompts" are launch time, not attention
+    if len(by_isl) < 2:
+        return None
+    isl = by_isl.index.to_numpy(dtype=float)
+    per_pair = by_isl.to_numpy(dtype=float) / 1000.0 / (isl * (isl + 1) / 2)
+    return versions[-1].name, isl, per_pair
+
+
+def prefill_attention_times(
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1
+) -> PrefillAttentionTimes | None:
+    """Measured prefill attention for this deployment, or None (roofline): no table for the
+    GPU, the per-rank head counts, head size or KV dtype, or MLA attention."""
+    system = TABLE_GPUS.get(gpu_name)
+    if system is None or model.mla is not None:
+        return None
+    tp = tensor_parallel
+    kv = {2: "bfloat16", 1: "fp8"}.get(model.bytes_per_kv)
+    heads, kv_heads = model.heads // tp, max(1, model.kv_heads // tp)
+    found = kv and _context_attention(system, heads, kv_heads, model.head_dim, kv)
+    if not found:
+        return None
+    version, isl, per_pair = found
+    source = f"{ENGINE} {version} prefill attention ({heads}/{kv_heads} heads, KV {kv})"
+    return PrefillAttentionTimes(isl, per_pair, model.layers, source)
+
+
+@dataclass(frozen=True)
+class KernelTimes:
+    """What the measured tables price for one deployment; None parts stay on the roofline."""
+
+    linear: LinearTimes | None
+    prefill_attention: PrefillAttentionTimes | None
+
+    @property
+    def source(self) -> str:
+        parts = [p.source for p in (self.linear, self.prefill_attention) if p is not None]
+        return "; ".join(parts) if parts else "roofline"
+
+
+def kernel_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> KernelTimes | None:
+    """Every measured pricing this deployment has (None when the tables hold nothing for it)."""
+    times = KernelTimes(
+        linear_times(gpu_name, model, tensor_parallel),
+        prefill_attention_times(gpu_name, model, tensor_parallel),
+    )
+    return None if times.linear is None and times.prefill_attention is None else times

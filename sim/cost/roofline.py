@@ -35,10 +35,14 @@ Notable features
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sim.cost.hardware import GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from sim.cost.kernel_tables import KernelTimes
 
 ACT_BYTES = 2  # activations are BF16 even when weights are FP8 (bytes per element)
 # Sampling reads the fp32 logits a few times (softmax, penalties, top-k/top-p): bytes per logit.
@@ -135,7 +139,7 @@ class StepCostModel:
         "_byte_s",
         "_c",
         "_moe",
-        "linear_times",
+        "kernels",
         "_linear_s",
     )
 
@@ -146,10 +150,11 @@ class StepCostModel:
         tensor_parallel: int = 1,
         profile: DeviceProfile | None = None,
         expert_parallel_instances: int = 1,
-        linear_times: Callable[[int], float] | None = None,
+        kernels: KernelTimes | None = None,
     ) -> None:
-        """`linear_times(tokens)`: measured seconds of the dense linear layers (one TP rank), e.g.
-        sim/cost/kernel_tables.py's; None = the roofline prices them at the profile's MFU/MBU."""
+        """`kernels`: measured seconds (sim/cost/kernel_tables.py, one TP rank) of the dense
+        linear layers and of prefill attention, where the tables have them; None = the roofline
+        prices every operator at the profile's MFU/MBU."""
         if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be an int >= 1, got {tensor_parallel!r}")
         g = expert_parallel_instances
@@ -158,7 +163,7 @@ class StepCostModel:
         self.gpu, self.model, self.tensor_parallel = gpu, model, tensor_parallel
         self.expert_parallel_instances = g = g if model.moe is not None else 1
         self.profile = profile = profile or DeviceProfile()
-        self.linear_times = linear_times
+        self.kernels = kernels
         self._linear_s: dict[int, float] = {}  # tokens -> measured dense-linear seconds
         k = tensor_parallel  # FLOP and bytes split evenly over k GPUs working in parallel
         self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak BF16 FLOP/s of the TP group
@@ -291,6 +296,7 @@ class StepCostModel:
         tokens = sampled = num_decodes
         compute = memory = 0.0
         pairs = prefix = 0
+        measured_attention = self.kernels and self.kernels.prefill_attention
         for c, s, samples in prefill_chunks:
             if c < 1 or s < 0:
                 raise ValueError(f"prefill chunk needs tokens >= 1 and offset >= 0, got {(c, s)}")
@@ -302,7 +308,9 @@ class StepCostModel:
             prefix += s
             # FlashAttention is one fused kernel: its roofline is max(pair FLOP, prefix KV read).
             t_c, t_m = n * pair_c, s * kv_s
-            if t_c >= t_m:
+            if measured_attention is not None:  # measured kernel: its seconds, as they are
+                compute += measured_attention(c, s)
+            elif t_c >= t_m:
                 compute += t_c
             else:
                 memory += t_m
@@ -310,7 +318,8 @@ class StepCostModel:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
         # Dense linear layers: every token's matmuls, against one read of the weights + KV write.
         t_c, t_m = tokens * lin_c, lin_w + tokens * kv_s
-        if self.linear_times is not None:  # measured GEMMs instead (their KV write stays here)
+        if self.kernels is not None and self.kernels.linear is not None:  # measured GEMMs
+            # (the new tokens' KV write stays on the roofline)
             measured = self._measured_linear(tokens)
             memory += tokens * kv_s
             if t_c >= lin_w:  # booked on the side the roofline says binds, for the breakdown
@@ -362,13 +371,13 @@ class StepCostModel:
         """Measured dense-linear seconds for `tokens` (cached: a run repeats step sizes)."""
         seconds = self._linear_s.get(tokens)
         if seconds is None:
-            seconds = self._linear_s[tokens] = float(self.linear_times(tokens))
+            seconds = self._linear_s[tokens] = float(self.kernels.linear(tokens))
         return seconds
 
     @property
-    def linear_source(self) -> str:
-        """Which source priced the dense linear layers (shown beside a step's breakdown)."""
-        return getattr(self.linear_times, "source", "measured") if self.linear_times else "roofline"
+    def kernel_source(self) -> str:
+        """Which measured tables priced which operators; "roofline" when none did."""
+        return self.kernels.source if self.kernels is not None else "roofline"
 
     @property
     def decode_kv_s_per_token(self) -> float:
@@ -396,8 +405,8 @@ class StepCostModel:
         body = (m.params_body - m.params_experts) * m.stored_bytes_per_param
         dense_flops = m.flops_per_token_body - expert_flops
         linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
-        measured = 0.0
-        if self.linear_times is not None:  # measured seconds: not scaled by the profile
+        measured = 0.0  # seconds from the kernel tables: not scaled by the profile
+        if self.kernels is not None and self.kernels.linear is not None:
             linear, measured = [(0.0, tokens * kv / b)], self._measured_linear(tokens)
         if moe:
             touched = moe[2] * (1.0 - moe[3] ** (tokens * moe[4]))
@@ -416,6 +425,9 @@ class StepCostModel:
             ((c * s + c * (c + 1) // 2) * m.attn_flops_per_ctx_token / f, s * kv / b)
             for c, s, _ in chunks
         )
+        if self.kernels is not None and self.kernels.prefill_attention is not None:
+            measured += sum(self.kernels.prefill_attention(c, s) for c, s, _ in chunks)
+            attention = ()
         return RooflineTerms(
             tuple(linear), attention, kv_read, comm + measured, num_decodes + len(chunks)
         )
