@@ -99,6 +99,10 @@ else:
     table = charts.fidelity_table(gpu_name, L)
     w.number_table(table, digits=0, hide_index=True, where=trust)
     w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L, where=trust)
+    kernels = charts.load_report(charts.KERNELS_REPORT_PATH)  # the same runs, measured kernels
+    if kernels and any(r["gpu"] == gpu_name for r in kernels["summary"]):
+        trust.caption(T("pd.trust_kernels"))
+        w.number_table(charts.fidelity_table(gpu_name, L, kernels), hide_index=True, where=trust)
     if f"pd.trust_known.{gpu_name}" in catalog(DEFAULT_LANG):  # what it is known to miss
         trust.caption(T(f"pd.trust_known.{gpu_name}"))
     trust.caption(T("pd.trust_sources", command=report.get("command", "")))

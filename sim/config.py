@@ -103,6 +103,7 @@ class HardwareConfig:
     # from NVIDIA's measured GEMM tables (aiconfigurator-core, requirements-kernels.txt;
     # sim/cost/kernel_tables.py) where they cover the GPU, model and dtype, the roofline elsewhere.
     step_costs: str = "roofline"
+    kernel_scale: float = 1.0  # step_costs=kernels: measured kernel seconds x this (fitted)
 
     def __post_init__(self) -> None:
         _require(
@@ -118,6 +119,7 @@ class HardwareConfig:
             _within(name, getattr(self, name), 0.001, 1)
         _within("overhead_ms", self.overhead_ms, 0, 10_000, "ms")
         _within("overhead_per_seq_ms", self.overhead_per_seq_ms, 0, 1_000, "ms")
+        _within("kernel_scale", self.kernel_scale, 0.5, 5)
         if self.gpu.lower() == "custom":
             for name, lo, hi, unit in (
                 ("gpu_tflops", 0.1, 1e5, "TFLOP/s"),

@@ -173,3 +173,22 @@ def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
     assert tail == pytest.approx(whole * (4096 * 4096 + 4096 * 4097 / 2) / (8192 * 8193 / 2))
     assert attn(16384, 0) > 3.5 * attn(8192, 0)  # quadratic, not linear
     assert prefill_attention_times("RTX-4090", get_model("Llama-3.1-8B")) is None
+
+
+def test_kernel_scale_multiplies_the_measured_seconds_only():
+    from sim.config import SimConfig, with_overrides
+    from sim.cost.roofline import DeviceProfile, StepCostModel
+
+    gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
+    kernels = SimpleNamespace(linear=lambda t: 0.01, prefill_attention=lambda c, s: 0.002)
+    step = (((512, 0, True), (256, 512, False)), 3, 3000)
+    one, two = (
+        StepCostModel(gpu, model, 1, DeviceProfile(kernel_scale=k), 1, kernels) for k in (1, 2)
+    )
+    measured = 0.01 + 2 * 0.002  # one linear pass, two chunks' attention
+    assert two.step_cost(*step).seconds - one.step_cost(*step).seconds == pytest.approx(measured)
+    assert two.terms(*step).seconds(two.profile) == pytest.approx(two.step_cost(*step).seconds)
+    with pytest.raises(ValueError, match="kernel_scale"):
+        DeviceProfile(kernel_scale=0.1)
+    with pytest.raises(ValueError, match="kernel_scale must be between 0.5 and 5"):
+        with_overrides(SimConfig(), {"kernel_scale": 9})

@@ -18,7 +18,12 @@ Notable features
 - The modules are split by topic to stay short; this one only re-exports them.
 """
 
-from ui.charts_fidelity import fidelity_scatter, fidelity_table, load_report
+from ui.charts_fidelity import (
+    KERNELS_REPORT_PATH,
+    fidelity_scatter,
+    fidelity_table,
+    load_report,
+)
 from ui.charts_load import (
     chunk_tradeoff,
     chunk_tradeoff_table,
@@ -32,6 +37,7 @@ from ui.charts_run import kv_use, tokens_in_window_bars, worker_utilisation_bars
 from ui.charts_steps import cost_model, step_time_vs_batch, step_time_vs_prompt
 
 __all__ = [
+    "KERNELS_REPORT_PATH",
     "fidelity_scatter",
     "fidelity_table",
     "load_report",

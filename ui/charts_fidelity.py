@@ -29,6 +29,8 @@ from ui.charts_base import INK, SERIES_COLORS, styled
 from ui.i18n import t
 
 REPORT_PATH = Path(__file__).resolve().parents[1] / "assets" / "fidelity" / "report.json"
+# The same public runs with step_costs=kernels (bench_fidelity_real.py --step-costs kernels)
+KERNELS_REPORT_PATH = REPORT_PATH.with_name("report_kernels.json")
 BAND = 0.25  # the shaded band: within ±25% of the measurement
 
 

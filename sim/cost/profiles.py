@@ -134,6 +134,14 @@ FITTED: Mapping[str, FittedProfile] = MappingProxyType(
     }
 )
 
+# step_costs=kernels runs take the same profiles. A refit for the tables (`bench/fit_profiles.py
+# --step-costs kernels`, kernel_scale in place of the attention MFU) was tried on 2026-12-04 and
+# not kept: its RMS log error on the fit runs was worse than the roofline's (H100 0.224 -> 0.266,
+# H200 0.140 -> 0.162, B200 0.201 -> 0.248), and with overheads fitted to ~0 the held-out runs
+# the tables do not price (MoE, FP4) fell far too fast: held-out E2E 22% -> 37%. One factor
+# cannot cover both a server's prefill (1.3-1.7x its kernels) and its decode.
+FITTED_KERNELS: Mapping[str, FittedProfile] = MappingProxyType({})
+
 # GPUs without public runs (or, for the RTX 4090, whose runs are all held out): their class's.
 BORROWED: Mapping[str, str] = MappingProxyType(
     {
@@ -146,13 +154,16 @@ BORROWED: Mapping[str, str] = MappingProxyType(
 )
 
 
-def profile_origin(gpu_name: str, layers: int | None = None) -> tuple[DeviceProfile, str, str]:
+def profile_origin(
+    gpu_name: str, layers: int | None = None, kernels: bool = False
+) -> tuple[DeviceProfile, str, str]:
     """(profile, kind, detail): kind "fitted" (detail: the runs it was fitted on), "borrowed"
     (detail: the GPU lending its profile) or "generic" (no public runs for this class). The
     overheads are those of a `layers`-deep model (None: of the model the profile was fitted on).
     """
-    if gpu_name in FITTED:
-        f = FITTED[gpu_name]
+    table = FITTED_KERNELS if kernels and gpu_name in FITTED_KERNELS else FITTED
+    if gpu_name in table:
+        f = table[gpu_name]
         return f.for_layers(layers), "fitted", f.fitted_on
     lender = BORROWED.get(gpu_name)
     if lender in FITTED:
@@ -160,10 +171,13 @@ def profile_origin(gpu_name: str, layers: int | None = None) -> tuple[DeviceProf
     return GENERIC, "generic", ""
 
 
-def fitted_profile(gpu_name: str, layers: int | None = None) -> tuple[DeviceProfile, str]:
-    """The default profile for a GPU (overheads for a `layers`-deep model) and a one-line note
-    (English) on where it comes from."""
-    profile, kind, detail = profile_origin(gpu_name, layers)
+def fitted_profile(
+    gpu_name: str, layers: int | None = None, kernels: bool = False
+) -> tuple[DeviceProfile, str]:
+    """The default profile for a GPU (overheads for a `layers`-deep model; `kernels`: the one
+    fitted for step_costs=kernels where there is one) and a one-line note (English) on where it
+    comes from."""
+    profile, kind, detail = profile_origin(gpu_name, layers, kernels)
     if kind == "fitted":
         return profile, f"fitted on {detail} ({FITTED[gpu_name].source.split(' ')[0]})"
     if kind == "borrowed":
@@ -177,6 +191,7 @@ _FIELDS = (
     ("mbu", "mbu"),
     ("overhead_ms", "overhead_s"),
     ("overhead_per_seq_ms", "overhead_per_seq_s"),
+    ("kernel_scale", "kernel_scale"),
 )
 
 
@@ -196,9 +211,11 @@ def resolve_profile(hardware, gpu_name: str, layers: int | None = None) -> Devic
         "mbu": hardware.mbu,
         "overhead_s": hardware.overhead_ms / 1000,
         "overhead_per_seq_s": hardware.overhead_per_seq_ms / 1000,
+        "kernel_scale": getattr(hardware, "kernel_scale", 1.0),
     }
     if getattr(hardware, "profile", "generic") == "fitted":
-        base, _ = fitted_profile(gpu_name, layers)
+        kernels = getattr(hardware, "step_costs", "roofline") == "kernels"
+        base, _ = fitted_profile(gpu_name, layers, kernels)
         for knob, attr in _FIELDS:
             if getattr(hardware, knob) == defaults[knob]:
                 given[attr] = getattr(base, attr)

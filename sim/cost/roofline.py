@@ -69,8 +69,16 @@ class DeviceProfile:
     # Per request in the step (input packing, per-request attention calls, sampling): ~0 on a
     # GPU with fused kernels, but tens of ms per decode on a CPU running a small model.
     overhead_per_seq_s: float = 0.0
+    # step_costs=kernels: measured kernel seconds are multiplied by this. Isolated kernels miss
+    # part of what a server's step pays (launch gaps, norms and activations, waiting on
+    # all-reduces); fitted with the profile, 1.0 = the tables as measured.
+    kernel_scale: float = 1.0
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.kernel_scale, int | float) and 0.5 <= self.kernel_scale <= 5):
+            raise ValueError(
+                f"DeviceProfile: kernel_scale must be in [0.5, 5], got {self.kernel_scale!r}"
+            )
         for key in ("mfu", "mfu_attn", "mbu"):
             value = getattr(self, key)
             if not (isinstance(value, int | float) and 0 < value <= 1):
@@ -308,8 +316,8 @@ class StepCostModel:
             prefix += s
             # FlashAttention is one fused kernel: its roofline is max(pair FLOP, prefix KV read).
             t_c, t_m = n * pair_c, s * kv_s
-            if measured_attention is not None:  # measured kernel: its seconds, as they are
-                compute += measured_attention(c, s)
+            if measured_attention is not None:  # measured kernel (x the profile's kernel_scale)
+                compute += measured_attention(c, s) * self.profile.kernel_scale
             elif t_c >= t_m:
                 compute += t_c
             else:
@@ -371,7 +379,8 @@ class StepCostModel:
         """Measured dense-linear seconds for `tokens` (cached: a run repeats step sizes)."""
         seconds = self._linear_s.get(tokens)
         if seconds is None:
-            seconds = self._linear_s[tokens] = float(self.kernels.linear(tokens))
+            seconds = float(self.kernels.linear(tokens)) * self.profile.kernel_scale
+            self._linear_s[tokens] = seconds
         return seconds
 
     @property
@@ -426,7 +435,8 @@ class StepCostModel:
             for c, s, _ in chunks
         )
         if self.kernels is not None and self.kernels.prefill_attention is not None:
-            measured += sum(self.kernels.prefill_attention(c, s) for c, s, _ in chunks)
+            scale = self.profile.kernel_scale
+            measured += sum(self.kernels.prefill_attention(c, s) * scale for c, s, _ in chunks)
             attention = ()
         return RooflineTerms(
             tuple(linear), attention, kv_read, comm + measured, num_decodes + len(chunks)
