@@ -7,7 +7,8 @@ import pytest
 
 from sim.cost.calibrate import fit_profile, fit_report
 from sim.cost.hardware import custom_gpu, get_gpu, get_model
-from sim.cost.roofline import DeviceProfile, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile
 
 TRUE = DeviceProfile(mfu=0.6, mfu_attn=0.45, mbu=0.8, overhead_s=0.002)
 

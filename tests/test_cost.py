@@ -20,7 +20,8 @@ from sim.cost.hardware import (
     kv_capacity_tokens,
     kv_transfer_s,
 )
-from sim.cost.roofline import DeviceProfile, StepCost, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile, StepCost
 
 KIB = 1024
 # §5.8 uses one MFU for linear layers and attention, MBU 0.75, and quotes times before overhead.

@@ -14,7 +14,8 @@ import math
 import pytest
 
 from sim.cost.hardware import get_gpu, get_model
-from sim.cost.roofline import MOE_BLOCK_ROWS, DeviceProfile, StepCostModel, moe_rows
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import MOE_BLOCK_ROWS, DeviceProfile, moe_rows
 
 # No overheads, so step times are the operators alone.
 BARE = DeviceProfile(mfu=0.5, mfu_attn=0.4, mbu=0.7, overhead_s=0.0)

@@ -84,7 +84,8 @@ def test_measured_linear_seconds_replace_the_roofline_and_nothing_else():
     """Two fake tables 1 s apart move every step by exactly 1 s: the measured seconds go in as
     they are (not scaled by the profile), and the rest of the step (attention, KV write, lm_head,
     overhead) is the roofline's, unchanged."""
-    from sim.cost.roofline import DeviceProfile, StepCostModel
+    from sim.cost.roofline import StepCostModel
+    from sim.cost.step_terms import DeviceProfile
 
     gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
     prof = DeviceProfile(0.5, 0.4, 0.7, 0.003)
@@ -177,7 +178,8 @@ def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
 
 def test_kernel_scale_multiplies_the_measured_seconds_only():
     from sim.config import SimConfig, with_overrides
-    from sim.cost.roofline import DeviceProfile, StepCostModel
+    from sim.cost.roofline import StepCostModel
+    from sim.cost.step_terms import DeviceProfile
 
     gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
     kernels = SimpleNamespace(linear=lambda t: 0.01, prefill_attention=lambda c, s: 0.002)

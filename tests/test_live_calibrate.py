@@ -15,7 +15,8 @@ import pytest
 
 from live.engine.calibrate import REFERENCE_CPU, fit, sim_model
 from sim.cost.hardware import get_model
-from sim.cost.roofline import DeviceProfile, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile
 
 CPU_LIKE = DeviceProfile(
     mfu=0.28, mfu_attn=0.18, mbu=0.18, overhead_s=0.006, overhead_per_seq_s=0.007

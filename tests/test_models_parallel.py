@@ -25,7 +25,8 @@ from sim.cost.hardware import (
 )
 from sim.cost.hf_config import model_from_hf_config
 from sim.cost.profiles import FITTED, GENERIC, fitted_profile, resolve_profile
-from sim.cost.roofline import DeviceProfile, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile
 
 HF = Path(__file__).parent / "data" / "hf"
 FLAT = DeviceProfile(mfu=0.5, mfu_attn=0.5, mbu=0.8, overhead_s=0.0)

@@ -17,7 +17,8 @@ import math
 import plotly.graph_objects as go
 
 from sim.cost.hardware import GpuSpec, ModelSpec
-from sim.cost.roofline import DeviceProfile, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile
 from ui.charts_base import INK, finite, shade_regions, styled
 from ui.charts_steps import cost_model
 from ui.i18n import t

@@ -26,7 +26,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from sim.cost.hardware import GpuSpec, ModelSpec
-from sim.cost.roofline import DeviceProfile, StepCost, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile, StepCost
 from ui.charts_base import (
     BOUND_COLORS,
     INK,

@@ -30,7 +30,8 @@ from sim.core.request import RequestSpec
 from sim.core.trace import RunResult
 from sim.cost.calibrate import fit_profile, fit_report
 from sim.cost.hardware import GPUS, MODELS, GpuSpec, custom_gpu, get_model
-from sim.cost.roofline import DeviceProfile, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import DeviceProfile
 
 REFERENCE_CPU = custom_gpu(bf16_tflops=0.5, mem_bw_gb_s=50.0, mem_gb=24.0, name="this CPU")
 # The simulator's catalog model with the same shape as each live model: its cost twin.

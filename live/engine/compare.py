@@ -20,7 +20,7 @@ from sim.config import SimConfig
 from sim.core.request import RequestSpec
 from sim.core.trace import RunResult
 from sim.cost.hardware import GpuSpec
-from sim.cost.roofline import DeviceProfile
+from sim.cost.step_terms import DeviceProfile
 
 
 @dataclass(frozen=True)

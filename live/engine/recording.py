@@ -13,7 +13,7 @@ Notable features
   per-request errors, the calibrated profile, and the provenance (`machine`, `versions`, `date`;
   `machine.device` names the GPU, its memory, driver, CUDA and torch, or the CPU).
 - `load(path)` rebuilds the same objects (live.engine.compare.PolicyRun,
-  sim.cost.roofline.DeviceProfile) with no
+  sim.cost.step_terms.DeviceProfile) with no
   torch import, so the page draws a recording exactly as it draws a run made now.
 - Tables are stored as JSON "split" frames with 6 significant digits (microsecond times): a file
   is 30-200 KB.
@@ -187,7 +187,7 @@ class Recording:
     machine: dict
     versions: dict
     wall_s: float
-    profile: object  # sim.cost.roofline.DeviceProfile
+    profile: object  # sim.cost.step_terms.DeviceProfile
     gpu_name: str
     fit_err_pct: float
     runs: list  # live.engine.compare.PolicyRun
@@ -209,7 +209,7 @@ class Recording:
 
 def load(path: Path) -> Recording:
     from live.engine.compare import PolicyRun
-    from sim.cost.roofline import DeviceProfile
+    from sim.cost.step_terms import DeviceProfile
 
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("format") != FORMAT:

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim.cost.hardware import GpuSpec, ModelSpec
-from sim.cost.roofline import Chunk, DeviceProfile, StepCostModel
+from sim.cost.roofline import StepCostModel
+from sim.cost.step_terms import Chunk, DeviceProfile
 
 # One measured step: (prefill_chunks, num_decodes, decode_context_tokens, measured_seconds).
 Sample = tuple[Sequence[Chunk], int, int, float]

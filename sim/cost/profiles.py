@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from sim.cost.roofline import DeviceProfile
+from sim.cost.step_terms import DeviceProfile
 
 GENERIC = DeviceProfile()  # §5.5's suggested defaults: MFU 0.5, MFU_attn 0.4, MBU 0.7, 3 ms
 
