@@ -41,7 +41,8 @@ def model():
 
 
 def test_chunked_prefill_equals_full_prefill_on_the_gpu(model):
-    ids = torch.randint(0, model.shape.vocab, (300,)).tolist()
+    gen = torch.Generator().manual_seed(2)  # fixed ids: a near-tie argmax must not flake
+    ids = torch.randint(0, model.shape.vocab, (300,), generator=gen).tolist()
     full_kv = KVStore(model.shape, 1, 512, CUDA, torch.bfloat16)
     full = model.forward_step([Segment(full_kv.allocate(), ids, 0, True)], full_kv)
     kv = KVStore(model.shape, 1, 512, CUDA, torch.bfloat16)
