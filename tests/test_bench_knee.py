@@ -1,0 +1,45 @@
+"""bench/bench_knee.py: sustainable rates from closed-loop sweeps (issue 30, item 4)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_knee as knee  # noqa: E402
+
+
+def row(clients: int, measured: float, simulated: float, isl: str = "1024") -> dict:
+    return {
+        "kind": "closed-loop",
+        "gpu": "H200",
+        "model": "m",
+        "engine": "vLLM",
+        "parallel": "TP1",
+        "isl": isl,
+        "osl": "128",
+        "concurrency": str(clients),
+        "e2e_measured_mean": str(measured),
+        "e2e_predicted_mean": str(simulated),
+    }
+
+
+def test_a_flattened_sweep_is_scored_and_a_rising_one_is_not():
+    # measured rates c / E2E: 4, 8, 9.6, 10 req/s (flat at the end); simulated 10% faster
+    flat = [row(c, c / r, c / (1.1 * r)) for c, r in ((4, 4), (16, 8), (48, 9.6), (64, 10))]
+    rising = [row(c, c / r, c / r, "2048") for c, r in ((4, 2), (16, 6), (64, 12))]
+    found = knee.sweeps(flat + rising + [row(8, 1, 1, "4096")])  # 1 point: not a sweep
+    assert len(found) == 2
+    scored = {key[4]: knee.knee(points) for key, points in found.items()}
+    assert scored["1024"]["decided"] and scored["1024"]["measured_rps"] == pytest.approx(10)
+    assert scored["1024"]["error"] == pytest.approx(0.1)
+    assert not scored["2048"]["decided"]  # 6 -> 12 req/s at the last step: no knee yet
+
+
+def test_rows_that_are_not_closed_loop_or_not_finite_are_left_out():
+    bad = [dict(row(c, 1.0, 1.0), kind="trace") for c in (1, 2, 3)]
+    bad += [row(c, float("nan"), 1.0) for c in (1, 2, 3)]
+    assert knee.sweeps(bad) == {}
