@@ -33,6 +33,10 @@ class Step:
     cached: dict[int, int] = field(default_factory=dict)  # cache hits of requests admitted now
     preempted: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
+    # Speculative decoding: request id -> (draft tokens scheduled, of them padding, accepted),
+    # and every unfinished scheduled request's computed tokens after the step (rollback shown).
+    spec: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    computed: dict[int, int] = field(default_factory=dict)
 
 
 def run_steps(
@@ -82,10 +86,23 @@ def run_steps(
         step.preempted = preempted
         if batch is None:
             continue
+        accepted_before = {}
         for req, n, _offset, _decode in batch.items:
             step.scheduled[req.request_id] = n
             if req.pending_cached:
                 step.cached[req.request_id] = req.pending_cached
+            accepted_before[req] = req.spec_accepted
         engine.complete(batch, float(k), float(k + 1), timing)
         step.finished = [r.request_id for r, *_ in batch.items if r.finish_s == k + 1]
+        for req, drafts in batch.spec.items():
+            padding = drafts if req in batch.padded else 0
+            step.spec[req.request_id] = (
+                drafts,
+                padding,
+                req.spec_accepted - accepted_before[req],
+            )
+        if engine.speculator is not None:
+            step.computed = {
+                r.request_id: r.num_computed for r, *_ in batch.items if not r.is_finished
+            }
     return steps, {r.request_id: r.num_generated for r in requests}

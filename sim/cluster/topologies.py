@@ -40,7 +40,9 @@ from sim.core.kv import KVCache
 from sim.core.prefix_cache import PrefixCachingKV, sharing
 from sim.core.recorder import TraceRecorder
 from sim.core.request import Request, RequestSpec, RequestState
+from sim.core.speculation import acceptance_summary
 from sim.core.trace import RunResult
+from sim.cost.draft_cost import DraftCost
 from sim.cost.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
 from sim.cost.kernel_tables import kernel_times
 from sim.cost.profiles import resolve_profile
@@ -61,7 +63,9 @@ class Cluster:
         self.clock = clock or SimulatedClock()
         # Take runs of decode-only steps at once (sim/fastforward/steps.py; the same trace, faster)
         # unless asked for step by step or the clock must see every step (the live one).
-        self.fast = not step_by_step and fast_forward_ok(self.clock)
+        # Speculative decoding emits several tokens a step: runs of decode steps assume one.
+        speculative = getattr(config.knobs, "speculative", "")
+        self.fast = not step_by_step and fast_forward_ok(self.clock) and not speculative
         self.next_arrival_s = math.inf  # the client's next arrival (colocated runs stop there)
         hw, eng, topo = config.hardware, config.engine, config.topology
         self.env = Environment()
@@ -171,6 +175,11 @@ class Cluster:
         else:
             w = Worker(self.env, engine, role, cost, swap_s, c.hardware.tensor_parallel)
         w.clock = self.clock
+        knobs = policy.knobs
+        if getattr(knobs, "speculative", "") and isinstance(cost, StepCostModel):
+            w.draft = DraftCost.for_method(
+                knobs.speculative, knobs.num_speculative_tokens, cost, knobs.draft_model
+            )
         w.fast = self.fast and self.lockstep is None  # a group's steps are taken one by one
         w.gpu_name = gpu.name
         self.workers.append(w)
@@ -347,12 +356,25 @@ class Cluster:
             "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
             "kernel_source": getattr(self.cost, "kernel_source", "roofline"),
+            **self._speculation(requests),
             # disaggregated: who prefilled where, and why (sim/cluster/deciders.py Decision)
             **(
                 {"decisions": [dataclasses.asdict(d) for d in self.decisions]}
                 if self.decisions
                 else {}
             ),
+        }
+
+    def _speculation(self, requests: list[Request]) -> dict:
+        """Run totals of speculative decoding (empty when it is off)."""
+        if not any(w.engine.speculator is not None for w in self.workers):
+            return {}
+        return {
+            "speculation": acceptance_summary(
+                sum(r.spec_drafted for r in requests),
+                sum(r.spec_accepted for r in requests),
+                sum(r.spec_verifies for r in requests),
+            )
         }
 
 

@@ -40,6 +40,16 @@ class SimulatedClock:
             batch.prefill_chunks, batch.num_decodes, batch.decode_context_tokens
         )
         swap_s = (batch.swap_in_tokens + batch.swap_out_tokens) * worker.swap_s_per_token
+        if worker.draft is not None:  # speculative decoding: the drafter's passes after it
+            d = worker.draft.timing(batch)
+            return StepTiming(
+                c.seconds + swap_s + d.seconds,
+                c.compute_s + d.compute_s,
+                c.memory_s + d.memory_s,
+                c.overhead_s,
+                c.comm_s + d.comm_s,
+                swap_s,
+            )
         return StepTiming(
             c.seconds + swap_s, c.compute_s, c.memory_s, c.overhead_s, c.comm_s, swap_s
         )
@@ -92,6 +102,7 @@ class Worker:
         self.on_step = None  # callback(worker) after each step
         self.inbox: deque[tuple[Request, Worker]] = deque()  # D: (request, its P) awaiting blocks
         self.gpu_name = ""
+        self.draft = None  # speculative decoding: sim.cost.draft_cost.DraftCost (None: free/off)
         self.clock: SimulatedClock = SimulatedClock()  # the Cluster sets the run's clock
         # Event speed (sim/fastforward/steps.py): runs of decode steps taken at once, unless the
         # Cluster

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from sim.core.kv import KVCache
 from sim.core.recorder import KIND_CODE, RECOMPUTE, SLOWED, TraceRecorder
 from sim.core.request import Request, RequestState
+from sim.core.speculation import settle_verify, speculator_for
 
 if TYPE_CHECKING:
     from sim.policies.base import Policy
@@ -32,7 +33,15 @@ CACHED = KIND_CODE["cached"]
 class StepPlan:
     """What a policy has chosen so far for the step being formed: request -> tokens."""
 
-    __slots__ = ("items", "num_tokens", "preempted", "swap_in_tokens", "swap_out_tokens")
+    __slots__ = (
+        "items",
+        "num_tokens",
+        "preempted",
+        "swap_in_tokens",
+        "swap_out_tokens",
+        "spec",
+        "padded",
+    )
 
     def __init__(self) -> None:
         self.items: dict[Request, int] = {}  # insertion-ordered; identity-hashed requests
@@ -40,6 +49,10 @@ class StepPlan:
         self.preempted = 0
         self.swap_in_tokens = 0
         self.swap_out_tokens = 0
+        # Speculative decoding: draft tokens scheduled per request (among its items' tokens),
+        # and the requests whose drafts are only padding (vLLM's -1 placeholders).
+        self.spec: dict[Request, int] = {}
+        self.padded: set[Request] = set()
 
     def add(self, req: Request, tokens: int) -> None:
         self.items[req] = self.items.get(req, 0) + tokens
@@ -47,6 +60,8 @@ class StepPlan:
 
     def remove(self, req: Request) -> None:
         self.num_tokens -= self.items.pop(req)
+        self.spec.pop(req, None)  # scheduled_spec_decode_tokens.pop (scheduler.py 957)
+        self.padded.discard(req)
 
 
 @dataclass(slots=True)
@@ -65,6 +80,11 @@ class Batch:
     swap_out_tokens: int = 0  # KV tokens copied device -> host (preempted by swapping)
     preempted: int = 0
     stalled: list[Request] = field(default_factory=list)
+    # Speculative decoding: draft tokens each verifying request's item carries (its item's
+    # tokens = 1 + drafts, all sampled: a chunk whose `samples` is that count) and the requests
+    # whose drafts are padding.
+    spec: dict[Request, int] = field(default_factory=dict)
+    padded: set[Request] = field(default_factory=set)
 
     @property
     def prefill_tokens(self) -> int:
@@ -113,6 +133,9 @@ class Engine:
         self.retry_now = False  # the last schedule() preempted but ran nothing: ask again now
         self._admit_counter = 0
         self._now = 0.0
+        # Speculative decoding (sim/core/speculation.py): who proposes drafts and accepts them;
+        # None = off. The policy schedules the drafts, `complete` settles them.
+        self.speculator = speculator_for(policy.knobs)
 
     # ---- what drivers call ------------------------------------------------------------------
 
@@ -231,12 +254,15 @@ class Engine:
         """The Batch of a step whose plan is complete (and not empty)."""
         items, chunks = [], []
         num_decodes = decode_ctx = 0
+        spec = plan.spec
         for req, n in plan.items.items():
             is_decode = n == 1 and req.is_decoding
             items.append((req, n, req.num_computed, is_decode))
             if is_decode:
                 num_decodes += 1
                 decode_ctx += req.num_computed
+            elif spec and req in spec:  # a verify: logits at every one of its positions
+                chunks.append((n, req.num_computed, n))
             else:
                 samples = req.num_computed + n == req.num_tokens
                 chunks.append((n, req.num_computed, samples))
@@ -256,6 +282,8 @@ class Engine:
             plan.swap_out_tokens,
             plan.preempted,
             stalled,
+            spec,
+            plan.padded,
         )
 
     def complete(self, batch: Batch, start_s: float, end_s: float, timing: StepTiming) -> list:
@@ -267,7 +295,16 @@ class Engine:
         wid = self._worker_code
         slowed = SLOWED if batch.prefill_chunks else 0  # decodes sharing a step with a prefill
         handoffs, hands_off = [], self.hands_off
+        speculator, spec = self.speculator, batch.spec
         for req, n, offset, is_decode in batch.items:
+            if spec and req in spec:  # a verify step: drafts accepted, rejected, rolled back
+                settle_verify(self, req, n, spec[req], req in batch.padded, start_s, end_s, step)
+                if req.num_generated >= req.output_tokens:
+                    self._finish(req, end_s)
+                else:
+                    req.spec_drafts = speculator.propose(req)
+                req.spec_samples += 1
+                continue
             if is_decode:
                 if req.pending_cached:  # resumed: the cache held all but its newest token
                     add(req, wid, CACHED, start_s, end_s, req.pending_cached, 0, step)
@@ -302,6 +339,10 @@ class Engine:
                 req.first_token_s = end_s
             if req.num_generated >= req.output_tokens:
                 self._finish(req, end_s)
+            elif speculator is not None:  # the drafter proposes for its next step
+                req.spec_drafts = speculator.propose(req)
+            if speculator is not None:
+                req.spec_samples += 1
         for req in batch.stalled:
             if req.state is RequestState.RUNNING:
                 add(req, wid, STALL, start_s, end_s, 0, 0, step)
@@ -369,12 +410,18 @@ class Engine:
         self.running.append(req)
 
     def admit_with_cache(
-        self, req: Request, tokens: int, hits=(), full_sequence_must_fit: bool = False
+        self,
+        req: Request,
+        tokens: int,
+        hits=(),
+        full_sequence_must_fit: bool = False,
+        lookahead: int = 0,
     ) -> bool:
         """Admit `req` with `tokens` to compute this step after the prefix-cache `hits` (block
-        ids from `kv.lookup`). False, with nothing changed, if its blocks do not fit."""
+        ids from `kv.lookup`), with `lookahead` KV slots past them for a drafter. False, with
+        nothing changed, if its blocks do not fit."""
         hit_tokens = len(hits) * self.kv.block_size
-        if not self.kv.allocate_slots(req, tokens, hits, full_sequence_must_fit):
+        if not self.kv.allocate_slots(req, tokens, hits, full_sequence_must_fit, lookahead):
             return False
         req.sync_phase()  # a resumed request whose cache hit leaves one token is a decode
         if hit_tokens:
@@ -392,19 +439,22 @@ class Engine:
         """Blocks for a request's whole life at once (static batching)."""
         return self.kv.grow(req, total_tokens)
 
-    def allocate_or_preempt(self, req: Request, tokens: int, plan: StepPlan) -> bool:
+    def allocate_or_preempt(
+        self, req: Request, tokens: int, plan: StepPlan, lookahead: int = 0
+    ) -> bool:
         """Like `allocate`, preempting victims until it fits. False if `req` itself was preempted.
 
         This is vLLM's rule: a RUNNING request that cannot grow evicts the last-admitted request
-        (or the policy's lowest-priority one); if that is itself, it stops.
+        (or the policy's lowest-priority one); if that is itself, it stops. `lookahead`: KV slots
+        a drafter needs past the step's tokens (vLLM's `num_lookahead_tokens`).
         """
         kv = self.kv
         total = req.num_computed + tokens
-        if total <= req.blocks * kv.block_size and (
+        if total + lookahead <= req.blocks * kv.block_size and (
             not kv.caching or total // kv.block_size <= req.num_cached_blocks
         ):
             return True  # fast path: its last block has room, and fills no block to cache
-        while not kv.grow(req, req.num_computed + tokens):
+        while not kv.grow(req, total, lookahead):
             victim = self.policy.pick_victim(self.running)
             self.preempt(victim, plan)
             if victim is req:
@@ -416,6 +466,7 @@ class Engine:
         if victim in plan.items:
             plan.remove(victim)  # its tokens go back to the step's budget (vLLM V1 does this)
         self.running.remove(victim)
+        victim.spec_drafts = 0  # _preempt_request drops its drafts (scheduler.py 1823)
         victim.preemptions += 1
         plan.preempted += 1
         tokens = victim.num_computed

@@ -46,9 +46,10 @@ class KVCache:
         """Blocks `req` must still get so that it can hold `total_tokens` tokens."""
         return max(0, self.blocks_for(total_tokens) - req.blocks)
 
-    def grow(self, req: Request, total_tokens: int) -> bool:
-        """Give `req` the blocks to hold `total_tokens` tokens; False (and no change) if short."""
-        extra = self.extra_blocks(req, total_tokens)
+    def grow(self, req: Request, total_tokens: int, lookahead: int = 0) -> bool:
+        """Give `req` the blocks to hold `total_tokens` tokens (and `lookahead` slots past them
+        for a drafter's KV); False (and no change) if short."""
+        extra = self.extra_blocks(req, total_tokens + lookahead)
         if extra > self.free_blocks:
             return False
         self.free_blocks -= extra
@@ -75,10 +76,16 @@ class KVCache:
         return []
 
     def allocate_slots(
-        self, req: Request, new_tokens: int, hits=(), full_sequence_must_fit: bool = False
+        self,
+        req: Request,
+        new_tokens: int,
+        hits=(),
+        full_sequence_must_fit: bool = False,
+        lookahead: int = 0,
     ) -> bool:
-        """Blocks for `new_tokens` more tokens; with `full_sequence_must_fit`, only if the whole
-        request (prompt + tokens generated so far) fits (vLLM 0.33's admission check)."""
+        """Blocks for `new_tokens` more tokens (+ `lookahead` slots); with
+        `full_sequence_must_fit`, only if the whole request (prompt + tokens generated so far)
+        fits (vLLM 0.33's admission check)."""
         if full_sequence_must_fit and self.extra_blocks(req, req.num_tokens) > self.free_blocks:
             return False
-        return self.grow(req, req.num_computed + new_tokens)
+        return self.grow(req, req.num_computed + new_tokens, lookahead)

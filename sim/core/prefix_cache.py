@@ -250,15 +250,17 @@ class PrefixCachingKV(KVCache):
         new_tokens: int,
         hits: Sequence[int] = (),
         full_sequence_must_fit: bool = False,
+        lookahead: int = 0,
     ) -> bool:
         """vLLM's `KVCacheManager.allocate_slots` for admission: adopt `hits`, add blocks for
-        `new_tokens` more tokens; with `full_sequence_must_fit`, only if the WHOLE request fits."""
+        `new_tokens` more tokens (+ `lookahead` slots for a drafter, never cached); with
+        `full_sequence_must_fit`, only if the WHOLE request fits."""
         if not hits:  # (the usual case: the checks below, without the hits' terms)
             if full_sequence_must_fit and (
                 -(-req.num_tokens // self.block_size) - req.blocks > self.free_blocks
             ):
                 return False
-            return self.grow(req, req.num_computed + new_tokens)
+            return self.grow(req, req.num_computed + new_tokens, lookahead)
         ref = self.ref
         evictable = sum(1 for b in hits if ref[b] == 0)  # touching them takes them off free
         held = req.blocks + len(hits)
@@ -267,7 +269,7 @@ class PrefixCachingKV(KVCache):
             need = max(self.blocks_for(req.num_tokens) - held, 0) + evictable
             if need > self.free_blocks:
                 return False
-        need = max(self.blocks_for(computed + new_tokens) - held, 0) + evictable
+        need = max(self.blocks_for(computed + new_tokens + lookahead) - held, 0) + evictable
         if need > self.free_blocks:
             return False
         if hits:  # it holds nothing yet (a new or a recomputing request)
@@ -276,11 +278,12 @@ class PrefixCachingKV(KVCache):
             req.blocks += len(hits)
             req.num_cached_blocks = len(req.block_ids)
         req.num_computed = computed
-        return self.grow(req, computed + new_tokens)
+        return self.grow(req, computed + new_tokens, lookahead)
 
-    def grow(self, req: Request, total_tokens: int) -> bool:
-        """Blocks for `total_tokens` tokens; newly filled blocks enter the cache. False if short."""
-        extra = -(-total_tokens // self.block_size) - req.blocks
+    def grow(self, req: Request, total_tokens: int, lookahead: int = 0) -> bool:
+        """Blocks for `total_tokens` tokens and `lookahead` slots past them; newly filled blocks
+        (of the `total_tokens`) enter the cache. False if short."""
+        extra = -(-(total_tokens + lookahead) // self.block_size) - req.blocks
         if extra > 0:
             if extra > self.free_blocks:
                 return False

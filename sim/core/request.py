@@ -160,6 +160,11 @@ class Request:
         "kv_holding",
         "cache_keys",
         "incoming",
+        "spec_drafts",
+        "spec_samples",
+        "spec_drafted",
+        "spec_accepted",
+        "spec_verifies",
     )
 
     def __init__(self, spec: RequestSpec) -> None:
@@ -204,6 +209,14 @@ class Request:
         # Disaggregated decode side: its prompt KV arrived from a P worker and sits in blocks it
         # holds while it waits to be admitted (vLLM's KV-holding waiting requests).
         self.kv_holding = False
+        # Speculative decoding (sim/core/speculation.py): draft tokens proposed for its next
+        # step (vLLM's len(spec_token_ids)), its sampling events so far (the draws' index), and
+        # totals: drafts verified, drafts accepted, verify steps.
+        self.spec_drafts = 0
+        self.spec_samples = 0
+        self.spec_drafted = 0
+        self.spec_accepted = 0
+        self.spec_verifies = 0
 
     @property
     def num_tokens(self) -> int:

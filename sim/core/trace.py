@@ -19,6 +19,9 @@ segments  the Gantt: one row per contiguous stretch of one kind for one request
   computed (they came from the cache) and it overlaps that step's `prefill` segment in time.
   slowed = a decode that shared its step with another request's prefill chunk. recompute = a
   prefill that recomputes KV lost to a preemption.
+  Speculative decoding: a verify step of 1 + d tokens (d drafts, a accepted) is drawn as an
+  `accepted` stretch (tokens = a + 1: the accepted drafts and the target's own token) followed by
+  a `rejected` one (tokens = d - a), splitting the step's time in that ratio.
 
 steps     one row per engine step (one model forward pass) per worker
   worker, step, start_s, end_s, prefill_tokens, decode_tokens, batch_size, num_prefills,
@@ -37,7 +40,17 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-SEGMENT_KINDS = ("queued", "prefill", "decode", "stall", "kv_transfer", "preempted", "cached")
+SEGMENT_KINDS = (
+    "queued",
+    "prefill",
+    "decode",
+    "stall",
+    "kv_transfer",
+    "preempted",
+    "cached",
+    "accepted",
+    "rejected",
+)
 
 REQUEST_COLUMNS = (
     "request_id",

@@ -324,7 +324,7 @@ class StepCostModel:
         """The step's operators at 100% efficiency (slower than step_cost; for calibration)."""
         m, f, f_lin, b = self.model, self._flop_s, self._lin_flop_s, self._byte_s
         kv = m.kv_bytes_per_token * m.kv_replication(self.tensor_parallel)
-        chunks = [(int(c), int(s), bool(smp)) for c, s, smp in prefill_chunks]
+        chunks = [(int(c), int(s), int(smp)) for c, s, smp in prefill_chunks]
         tokens = num_decodes + sum(c for c, _, _ in chunks)
         sampled = num_decodes + sum(smp for _, _, smp in chunks)
         if tokens <= 0:

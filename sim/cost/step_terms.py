@@ -26,7 +26,9 @@ SAMPLE_BYTES_PER_LOGIT = 16
 # the FLOPs of 64. Rows per expert, tokens.
 MOE_BLOCK_ROWS = 64
 
-Chunk = tuple[int, int, bool]  # (tokens, offset = tokens already in KV, samples = last chunk)
+# (tokens, offset = tokens already in KV, samples = positions sent to the lm_head: True/1 for a
+# prompt's last chunk, every position (= tokens) for a speculative verify)
+Chunk = tuple[int, int, int]
 
 
 @dataclass(frozen=True, slots=True)

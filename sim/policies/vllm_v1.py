@@ -22,113 +22,29 @@ So several prompts share a step (the leftover budget starts the next prompt as a
 and a long prompt first in line takes the whole budget step after step: prefill-queue blocking
 (C7). `long_prefill_token_threshold` below the budget is V1's fast lane.
 
-What vLLM does and this does not: speculative decoding, encoder inputs, LoRA limits, pipeline
-parallelism and async scheduling (async_scheduling=False is the reference). The step sequence is
-checked against the real scheduler in tests/test_vllm_differential.py.
+Speculative decoding (`speculative=ngram|draft|eagle`): a running request's drafts are scheduled
+with it (1 + drafts tokens, cut by the budget), KV slots are reserved `num_lookahead_tokens` past
+them, a draft model takes one more input row per request (`draft_slots`), and a waiting request
+with one token to go is padded to 1 + k (1308-1330). The engine rolls rejected drafts back
+(sim/core/engine.py, `complete`); sim/core/speculation.py says who accepts what.
+
+What vLLM does and this does not: encoder inputs, LoRA limits, pipeline parallelism, dynamic
+speculation lengths and async scheduling (async_scheduling=False is the reference). The step
+sequence is checked against the real scheduler in tests/test_vllm_differential.py, with
+speculation in tests/test_vllm_spec_differential.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import ClassVar
-
 from sim.core.request import RequestState
-from sim.policies import base, register
-from sim.policies.base import Knobs, Policy
-
-GIB = 1024**3
-MAX_MODEL_LEN = 131072  # Llama-3.1's context, the catalog models' max_model_len
-
-
-def vllm_batch_defaults(gpu_name: str, mem_gb: float) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for a GPU.
-
-    vllm/engine/arg_utils.py, `EngineArgs.get_batch_defaults` (OPENAI_API_SERVER column):
-    >= 160 GiB (B200, B300): 16384 / 1024; >= 70 GiB and not an A100 (H100, H200): 8192 / 1024;
-    otherwise (A100, L40S, RTX 4090, ...): 2048 / 256. (The offline `LLM` class uses larger
-    budgets; PD Lab models a server.)
-    """
-    mem = mem_gb * 1e9
-    if mem >= 160 * GIB:
-        return 16384, 1024
-    if mem >= 70 * GIB and "a100" not in gpu_name.lower():
-        return 8192, 1024
-    return 2048, 256
-
-
-@dataclass(frozen=True)
-class VllmEngineKnobs(Knobs):
-    """vLLM V1's scheduler settings shared by `vllm` and `short-first` (vLLM's names)."""
-
-    max_num_batched_tokens: int = 0  # token budget per step; 0 = vLLM's default for the GPU
-    max_num_seqs: int = 0  # running requests at most; 0 = vLLM's default for the GPU
-    long_prefill_token_threshold: int = 0  # cap on one request's tokens per step (0 = none)
-    enable_chunked_prefill: bool = True  # False: a prompt that does not fit whole waits
-    enable_prefix_caching: bool = True  # vLLM V1's default
-    scheduler_reserve_full_isl: bool = True  # admit only if the whole prompt's KV fits
-
-    MEANINGS: ClassVar[Mapping[str, str]] = {
-        "max_num_batched_tokens": base.STEP_BUDGET,  # without chunking: see meaning()
-        "max_num_seqs": base.MAX_SEQS,
-        "long_prefill_token_threshold": "a cap on one request's prefill tokens per step",
-        "enable_chunked_prefill": "chunked prefill on or off",
-        "enable_prefix_caching": base.PREFIX_CACHING,
-        "scheduler_reserve_full_isl": "admission reserving KV for the whole prompt",
-    }
-
-    @classmethod
-    def meaning(cls, name, values):
-        if name == "max_num_batched_tokens" and not values["enable_chunked_prefill"]:
-            return base.WHOLE_PROMPT_BUDGET  # vLLM then needs it >= max_model_len
-        return super().meaning(name, values)
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold"):
-            if getattr(self, name) < 0:
-                raise ValueError(
-                    f"{name} must be >= 0 (0 = vLLM's default), got {getattr(self, name)}"
-                )
-        if 0 < self.max_num_batched_tokens < self.max_num_seqs:
-            # vllm/config/scheduler.py refuses it too.
-            raise ValueError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
-                f"max_num_seqs ({self.max_num_seqs})"
-            )
-
-    def for_gpu(self, gpu_name: str, mem_gb: float) -> VllmEngineKnobs:
-        """These knobs with 0 ("vLLM's default") replaced by what vLLM picks on that GPU.
-
-        vllm/engine/arg_utils.py `_set_default_max_num_seqs_and_batched_tokens_args`
-        (3151-3240): without chunked prefill the default budget is at least max_model_len; a
-        default max_num_seqs never exceeds the budget.
-        """
-        tokens, seqs = vllm_batch_defaults(gpu_name, mem_gb)
-        if not self.max_num_batched_tokens and not self.enable_chunked_prefill:
-            tokens = max(tokens, MAX_MODEL_LEN)
-        budget = self.max_num_batched_tokens or tokens
-        return replace(
-            self,
-            max_num_batched_tokens=budget,
-            max_num_seqs=self.max_num_seqs or min(seqs, budget),
-        )
-
-
-@dataclass(frozen=True)
-class VllmKnobs(VllmEngineKnobs):
-    scheduling_policy: str = "fcfs"  # fcfs | priority (lower priority value first)
-
-    MEANINGS: ClassVar[Mapping[str, str]] = {
-        **VllmEngineKnobs.MEANINGS,
-        "scheduling_policy": "vLLM's order of the waiting queue",
-    }
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.scheduling_policy not in ("fcfs", "priority"):
-            raise ValueError(
-                f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}"
-            )
+from sim.policies import register
+from sim.policies.base import Policy
+from sim.policies.vllm_v1_knobs import (  # noqa: F401 (re-exported: their old home)
+    MAX_MODEL_LEN,
+    VllmEngineKnobs,
+    VllmKnobs,
+    vllm_batch_defaults,
+)
 
 
 @register
@@ -188,39 +104,64 @@ class Vllm(Policy):
         vLLM counts `token_budget` down as it schedules and gives a preempted request's tokens
         back (scheduler.py 954); here `plan.num_tokens` counts up and `engine.preempt` takes a
         victim's tokens out of the plan, so the budget left is always max - plan.num_tokens.
+        With speculation a draft model takes `draft_slots` more input rows per request
+        (`input_budget`, 722/797/847/1003); drafts ride along as extra tokens (below).
         """
-        max_num_scheduled_tokens = self.knobs.max_num_batched_tokens
+        k = self.knobs
+        max_num_scheduled_tokens = k.max_num_batched_tokens
         long_prefill_token_threshold = self.long_prefill_threshold(engine)
+        draft_slots, lookahead = k.draft_slots, k.num_lookahead_tokens
+        prefill_scheduled = False  # 1003: a running request continued its prefill
 
         # First, schedule the RUNNING requests (793-1040), in admission order.
         for request in list(engine.running):
             token_budget = max_num_scheduled_tokens - plan.num_tokens
             if token_budget <= 0:
                 break  # budget gone: the rest of the running list stalls this step
+            input_budget = token_budget - draft_slots * len(plan.items)
+            if input_budget <= draft_slots:
+                break  # 797
             if request.state is not RequestState.RUNNING:
                 continue  # preempted by an earlier request of this loop
-            num_new_tokens = request.remaining  # num_tokens - num_computed_tokens: 1 to decode
+            # num_tokens_with_spec - num_computed_tokens: 1 to decode, + its drafts to verify
+            num_new_tokens = request.remaining + request.spec_drafts
             if 0 < long_prefill_token_threshold < num_new_tokens:
                 num_new_tokens = long_prefill_token_threshold
-            num_new_tokens = min(num_new_tokens, token_budget)
+            num_new_tokens = min(num_new_tokens, token_budget, input_budget - draft_slots)
             # allocate_slots, preempting until it fits (912-1000): the last running request
             # (FCFS) or the worst by (priority, arrival); False if it preempted itself.
-            if not engine.allocate_or_preempt(request, num_new_tokens, plan):
+            if not engine.allocate_or_preempt(request, num_new_tokens, plan, lookahead):
                 if self.by_priority:
                     continue  # it was the worst running request; better ones may still fit
                 break  # FCFS: it preempted itself, nothing after it can run
+            prefill_scheduled |= request.remaining > 1  # `request.is_prefill_chunk`
             plan.add(request, num_new_tokens)
+            if request.spec_drafts:  # 1010-1025: the drafts that fit ride along
+                num_scheduled_spec_tokens = num_new_tokens - request.remaining
+                if num_scheduled_spec_tokens > 0:
+                    plan.spec[request] = min(num_scheduled_spec_tokens, request.spec_drafts)
+                request.spec_drafts = 0  # new ones come after this step
 
         # Next, schedule the WAITING requests, unless this step preempted someone (1049).
         if not plan.preempted:
-            self.schedule_waiting(engine, plan, now, long_prefill_token_threshold)
+            self.schedule_waiting(
+                engine, plan, now, long_prefill_token_threshold, prefill_scheduled
+            )
 
-    def schedule_waiting(self, engine, plan, now, long_prefill_token_threshold):
+    def schedule_waiting(
+        self, engine, plan, now, long_prefill_token_threshold, prefill_scheduled=False
+    ):
         """The WAITING loop (scheduler.py 1049-1560), after the running one preempted nobody."""
         k = self.knobs
         max_num_scheduled_tokens = k.max_num_batched_tokens
+        draft_slots, num_spec_tokens = k.draft_slots, k.num_spec_tokens
         kv, block_size = engine.kv, engine.kv.block_size
+        running_scheduled = bool(plan.items)  # `scheduled_running_reqs` (none are added here)
         while engine.waiting and plan.num_tokens < max_num_scheduled_tokens:
+            token_budget = max_num_scheduled_tokens - plan.num_tokens
+            input_budget = token_budget - draft_slots * len(plan.items)
+            if input_budget <= draft_slots:
+                break  # 1068
             if len(engine.running) >= k.max_num_seqs:
                 break
             request = self.next_waiting(engine, now)
@@ -230,14 +171,31 @@ class Vllm(Policy):
             )
             num_computed_tokens = request.num_computed + len(new_computed_blocks) * block_size
             num_new_tokens = request.num_tokens - num_computed_tokens
+            request_token_budget = min(token_budget, input_budget - draft_slots)  # 1295
+            padded = False
+            if (  # 1308-1330: one token to go is padded to 1 + k (a uniform decode batch)
+                num_spec_tokens
+                and num_new_tokens == 1
+                and not prefill_scheduled
+                and (running_scheduled or num_computed_tokens > 0)
+            ):
+                if 1 + num_spec_tokens > request_token_budget:
+                    break  # "Prefer to not schedule than schedule un-padded."
+                num_new_tokens, padded = 1 + num_spec_tokens, True
             if 0 < long_prefill_token_threshold < num_new_tokens:
                 num_new_tokens = long_prefill_token_threshold
-            token_budget = max_num_scheduled_tokens - plan.num_tokens
-            if not k.enable_chunked_prefill and num_new_tokens > token_budget:
+            if not k.enable_chunked_prefill and num_new_tokens > request_token_budget:
                 break  # without chunking a prompt runs whole or waits (1338)
-            num_new_tokens = min(num_new_tokens, token_budget)
+            num_new_tokens = min(num_new_tokens, request_token_budget)
             if not engine.admit_with_cache(
-                request, num_new_tokens, new_computed_blocks, k.scheduler_reserve_full_isl
+                request,
+                num_new_tokens,
+                new_computed_blocks,
+                k.scheduler_reserve_full_isl,
+                k.num_lookahead_tokens,
             ):
                 break  # head of line: the first request whose blocks do not fit stops admission
             plan.add(request, num_new_tokens)
+            if padded:  # 1578-1582: k placeholder drafts (-1), all rejected
+                plan.spec[request] = num_spec_tokens
+                plan.padded.add(request)
