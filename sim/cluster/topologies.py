@@ -395,7 +395,8 @@ def simulate(
     cluster = Cluster(config, cost_model, clock, step_by_step)
     caches = [w.engine.kv for w in cluster.workers if w.engine.kv.caching]
     if caches:  # the workload is known: blocks nobody else holds need no name in the cache
-        shareable = sharing(requests, config.engine.block_size)
+        lookahead = caches[0].hash_lookahead  # (every worker runs the same policy's knobs)
+        shareable = sharing(requests, config.engine.block_size, lookahead)
         for kv in caches:
             kv.shareable = shareable
     live: list[Request] = []

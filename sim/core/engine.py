@@ -136,6 +136,8 @@ class Engine:
         # Speculative decoding (sim/core/speculation.py): who proposes drafts and accepts them;
         # None = off. The policy schedules the drafts, `complete` settles them.
         self.speculator = speculator_for(policy.knobs)
+        if kv.caching:  # EAGLE: each block's hash covers the token after it (vllm/config/vllm.py)
+            kv.hash_lookahead = getattr(policy.knobs, "num_hash_lookahead_tokens", 0)
 
     # ---- what drivers call ------------------------------------------------------------------
 

@@ -58,6 +58,9 @@ class PrefixCachingKV(KVCache):
 
     def __init__(self, capacity_tokens: int, block_size: int = 16) -> None:
         super().__init__(capacity_tokens, block_size)
+        # Tokens after each block its hash covers too (vLLM's num_hash_lookahead_tokens: 1 under
+        # EAGLE, whose drafter reads one token ahead; the engine sets it from the policy's knobs).
+        self.hash_lookahead = 0
         n = self.num_blocks
         # Keyed blocks (someone may hit them): an id each, its reference count and its key.
         self.ref = [0] * n
@@ -192,7 +195,7 @@ class PrefixCachingKV(KVCache):
     def _cache_full_blocks(self, req: Request, tokens: int) -> None:
         """Register the request's blocks that `tokens` computed tokens fill (cache_full_blocks)."""
         bs = self.block_size
-        held = req.prompt_tokens + req.num_generated  # req.num_tokens
+        held = req.prompt_tokens + req.num_generated - self.hash_lookahead  # req.num_tokens
         full = (tokens if tokens < held else held) // bs  # hashes exist for full blocks only
         start = req.num_cached_blocks
         if full <= start:
@@ -202,7 +205,7 @@ class PrefixCachingKV(KVCache):
         spec = req.spec
         if spec.hash_ids or spec.prefix_tokens:
             if self.shareable is None:
-                shared = min(full, spec.shared_blocks(bs))
+                shared = min(full, spec.shared_blocks(bs, self.hash_lookahead))
             else:
                 shared = min(full, self.shareable.get(req.request_id, 0))
             if shared > start:
@@ -213,9 +216,11 @@ class PrefixCachingKV(KVCache):
         """The keys of `req`'s first `stop` blocks, kept on the request while it needs them."""
         keys = req.cache_keys
         if keys is None:
-            keys = req.cache_keys = req.spec.block_keys(0, stop, self.block_size)
-        elif len(keys) < stop:
-            keys += req.spec.block_keys(len(keys), stop, self.block_size)  # (the request's own)
+            keys = req.cache_keys = req.spec.block_keys(
+                0, stop, self.block_size, self.hash_lookahead
+            )
+        elif len(keys) < stop:  # (the request's own)
+            keys += req.spec.block_keys(len(keys), stop, self.block_size, self.hash_lookahead)
         return keys
 
     # ---- what the engine calls ----------------------------------------------------------------
@@ -340,7 +345,7 @@ class PrefixCachingKV(KVCache):
         req.cache_keys = None
 
 
-def sharing(specs, block_size: int) -> dict[int, int]:
+def sharing(specs, block_size: int, lookahead: int = 0) -> dict[int, int]:
     """request id -> its first blocks whose keys another request of `specs` has too.
 
     A block whose key no other request has can only be hit by its own request, after a
@@ -361,9 +366,9 @@ def sharing(specs, block_size: int) -> dict[int, int]:
                 end = min(
                     s.prompt_tokens, len(s.hash_ids) * HASH_BLOCK, (shared[-1] + 1) * HASH_BLOCK
                 )
-                blocks = end // block_size
+                blocks = max(0, end - lookahead) // block_size
         if s.prefix_tokens and group_use[s.prefix_group] > 1:
-            blocks = max(blocks, s.prefix_tokens // block_size)
+            blocks = max(blocks, max(0, s.prefix_tokens - lookahead) // block_size)
         if blocks:
             out[s.request_id] = blocks
     return out

@@ -59,14 +59,17 @@ class RequestSpec:
                 "which requests share those tokens"
             )
 
-    def shared_blocks(self, block_size: int) -> int:
+    def shared_blocks(self, block_size: int, lookahead: int = 0) -> int:
         """How many leading blocks have keys other requests may share ("m" or "g" ones)."""
         hashed = 0
         if self.hash_ids:
-            hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
-        return max(hashed, self.prefix_tokens // block_size)
+            hashed = (
+                max(0, min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) - lookahead)
+                // block_size
+            )
+        return max(hashed, max(0, self.prefix_tokens - lookahead) // block_size)
 
-    def block_keys(self, start: int, stop: int, block_size: int) -> list[int]:
+    def block_keys(self, start: int, stop: int, block_size: int, lookahead: int = 0) -> list[int]:
         """The keys of KV blocks start..stop-1, a run at a time. A block's key identifies its
         tokens AND those of every block before it.
 
@@ -78,20 +81,28 @@ class RequestSpec:
         - otherwise the tokens are this request's own: ("r", request_id, i).
         It is packed into one int, `pack_key`, because the prefix cache hashes every block's key
         several times in its life and an int hashes for free (a tuple re-hashes its items).
+
+        `lookahead`: tokens after each block that its hash covers too (vLLM's
+        `num_hash_lookahead_tokens`, 1 under EAGLE with prefix caching: kv_cache_utils.py
+        953-977): a block is shared only if the token after it is as well, and a Mooncake block
+        is named by the hash id holding that token (which identifies at least as much).
         """
         keys: list[int] = []
         m_end = start
+        la = lookahead
         if self.hash_ids:  # blocks ending inside the hashed part of the prompt
-            hashed = min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) // block_size
+            hashed = (
+                max(0, min(self.prompt_tokens, len(self.hash_ids) * HASH_BLOCK) - la) // block_size
+            )
             m_end = max(start, min(stop, hashed))
             i = start
             while i < m_end:  # one hash id covers the blocks ending in its 512 tokens
-                h = ((i + 1) * block_size - 1) // HASH_BLOCK
-                last = min(m_end, ((h + 1) * HASH_BLOCK) // block_size)  # blocks ending in h
+                h = ((i + 1) * block_size - 1 + la) // HASH_BLOCK
+                last = min(m_end, ((h + 1) * HASH_BLOCK - la) // block_size)  # ending in h
                 base = pack_key(KEY_HASHED, self.hash_ids[h], 0)
                 keys += range(base + (i << 2), base + (last << 2), 4)
                 i = last
-        g_end = max(m_end, min(stop, self.prefix_tokens // block_size))
+        g_end = max(m_end, min(stop, max(0, self.prefix_tokens - la) // block_size))
         if g_end > m_end:
             base = pack_key(KEY_GROUP, _group_id(self.prefix_group), 0)
             keys += range(base + (m_end << 2), base + (g_end << 2), 4)

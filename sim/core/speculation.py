@@ -1,10 +1,12 @@
 """Speculative decoding: which drafted tokens the target model accepts (vLLM V1's bookkeeping).
 
 How vLLM 0.33 V1 runs it (vllm/v1/core/sched/scheduler.py, synchronous scheduling):
-- After a step, the drafter proposes up to k tokens for every request that sampled in it
+- After a step, the drafter proposes k tokens for every request that sampled in it
   (`EngineCore.post_step` -> `Scheduler.update_draft_token_ids`, 2862-2885: ignored for a request
-  still mid-prefill). n-gram (prompt lookup) proposes only when the last tokens reappear earlier
-  in the text; a draft model or an EAGLE head always proposes k.
+  still mid-prefill). With 0.33's default V2 model runner the drafts stay on the GPU and the
+  scheduler gets k placeholders for every request (vllm/v1/worker/gpu/spec_decode/utils.py
+  82-89), so every decoding request verifies k draft rows each step, whatever the method:
+  n-gram lookup that finds no earlier match fills its rows with drafts that all fail.
 - The next step schedules `num_tokens_with_spec - num_computed_tokens` = 1 + drafts tokens for it
   (793-1040): the target model VERIFIES the drafts in one forward pass, computing logits at all
   1 + drafts positions.
@@ -37,8 +39,9 @@ METHODS = ("ngram", "draft", "eagle")  # --set speculative=...; "" = off
 class AcceptanceTable:
     """Per-position acceptance of one drafter: `rates[i]` = share of verify steps in which draft
     position i+1 was accepted (vLLM's `spec_decode_num_accepted_tokens_per_pos / num_drafts`, so
-    non-increasing: position i+1 is accepted only if position i was). `propose` = share of steps
-    after which the drafter proposes at all (n-gram finds no match in the rest)."""
+    non-increasing: position i+1 is accepted only if position i was), among the steps where the
+    drafter found drafts; `propose` = the share of steps where it did (n-gram lookup finds no
+    match in the rest, and all k rows fail)."""
 
     name: str
     rates: tuple[float, ...]
@@ -132,7 +135,8 @@ class DrawnSpeculator:
     Draw j of a request (its j-th sampling event, `req.spec_samples`) is a pure function of
     (seed, request id, j), so the same draws can be handed to the real scheduler
     (`draws_for`): one uniform u decides the accepted count (positions whose rate exceeds u, the
-    rates being non-increasing), another whether the drafter proposes after that event.
+    rates being non-increasing), another whether the drafter found drafts at all. It always
+    proposes k (vLLM's V2 model runner, above).
     """
 
     def __init__(self, table: AcceptanceTable, k: int, seed: int = 0) -> None:
@@ -143,8 +147,8 @@ class DrawnSpeculator:
         """(accepted drafts if k were verified, drafts proposed) of draw j of a request."""
         rng = random.Random(f"{self.seed}/{request_id}/{j}")
         u, v = rng.random(), rng.random()
-        accepted = sum(1 for r in self._rates if r > u)
-        return accepted, (self.k if v < self.table.propose else 0)
+        accepted = sum(1 for r in self._rates if r > u) if v < self.table.propose else 0
+        return accepted, self.k
 
     def accepted(self, req: Request, drafts: int) -> int:
         return min(self.draw(req.request_id, req.spec_samples)[0], drafts)

@@ -77,6 +77,7 @@ class VllmEngineKnobs(Knobs):
     num_spec_tokens: ClassVar[int] = 0
     num_lookahead_tokens: ClassVar[int] = 0
     draft_slots: ClassVar[int] = 0
+    num_hash_lookahead_tokens: ClassVar[int] = 0
 
     def for_gpu(self, gpu_name: str, mem_gb: float) -> VllmEngineKnobs:
         """These knobs with 0 ("vLLM's default") replaced by what vLLM picks on that GPU.
@@ -148,6 +149,14 @@ class VllmKnobs(VllmEngineKnobs):
         (`VllmConfig.num_lookahead_tokens`, vllm/config/vllm.py 626-653): k for a draft model or
         EAGLE, 0 for n-gram (it has no KV)."""
         return self.num_speculative_tokens if self.speculative in ("draft", "eagle") else 0
+
+    @property
+    def num_hash_lookahead_tokens(self) -> int:
+        """Tokens after each KV block that its prefix-cache hash covers
+        (`VllmConfig.num_hash_lookahead_tokens`, vllm/config/vllm.py 678-692): 1 under EAGLE
+        with prefix caching (its drafter reads the next token), else 0. It also turns off
+        EAGLE's older rule of dropping the last hit block (scheduler.py 345)."""
+        return 1 if self.speculative == "eagle" and self.enable_prefix_caching else 0
 
     @property
     def draft_slots(self) -> int:
