@@ -20,10 +20,13 @@ Input::
                            "scheduler_reserve_full_isl": true,  # V1 only
                            "max_num_partial_prefills": 1,    # V0 only
                            "max_long_partial_prefills": 1,   # V0 only
-                           "num_cpu_blocks": 0},             # V0 only
+                           "num_cpu_blocks": 0,              # V0 only
+                           "speculative": {"method": "ngram",   # V1 only, optional
+                                           "num_speculative_tokens": 3}},
                 "requests": [{"id": "0", "arrival_step": 0, "arrival_time": 0.0,
                               "priority": 0, "prompt_token_ids": [1, 2, 3],
-                              "max_tokens": 4}],
+                              "max_tokens": 4,
+                              "spec": [[0, 3], [2, 3]]}],  # V1 only, optional
                 "max_steps": 20000}]}
 
 - ``num_gpu_blocks`` goes to vLLM as is. V1's pool keeps block 0 as its null block, so N
@@ -35,6 +38,31 @@ Input::
   ``max_tokens`` tokens.
 - With chunked prefill off, both engines require ``max_num_batched_tokens >=
   max_model_len``: lower ``max_model_len`` in such a case.
+
+Speculative decoding (V1 only; without ``speculative`` nothing below applies and the
+``spec`` lists are ignored):
+
+- ``speculative`` builds the ``SpeculativeConfig`` that ``vllm serve --speculative-config
+  '{"method": ..., "num_speculative_tokens": k}'`` gives: ``"ngram"`` (method ngram;
+  optional ``prompt_lookup_min``/``prompt_lookup_max``, scheduler-neutral, default 5/5),
+  ``"draft"`` (method draft_model) and ``"eagle"`` (method eagle), the last two with the
+  local tiny Llama as draft (EAGLE wraps its config: ``EagleLlamaForCausalLM``). Only the
+  method and k reach the scheduler (``Scheduler.num_spec_tokens``,
+  ``num_lookahead_tokens``, ``num_prefill_lookahead``, ``num_hash_lookahead_tokens``,
+  ``use_eagle``, ``use_eagle_block_drop``, ``spec.max_num_new_slots_for_drafting``).
+  With EAGLE and prefix caching, block hashes cover one token past each block (the
+  driver builds the request hasher with ``num_hash_lookahead_tokens`` as EngineCore
+  does). The loop is the synchronous one (``async_scheduling=False``).
+- A request's ``spec`` is ``[[accepted_j, drafts_j], ...]`` indexed by its SAMPLING
+  EVENTS j: the steps after whose ``schedule()`` its ``num_computed_tokens >=
+  num_tokens`` (a partial prefill chunk is no event). At event j the fake runner returns
+  ``1 + a`` tokens (id 7) for it, ``a = min(accepted_j, real drafts scheduled)``, the
+  real drafts being ``scheduled_spec_decode_tokens[id]`` without its ``-1`` padding
+  (padding is never accepted); ``update_from_output`` then rolls ``num_computed_tokens``
+  back by the rejected drafts. Then, as ``EngineCore.post_step`` does after a step that
+  scheduled tokens, ``update_draft_token_ids`` receives ``min(drafts_j, k)`` drafts (id 8)
+  for it, and ``[]`` for the batch's requests that did not sample. Past the end of the
+  list (or without one) an event is ``[0, 0]``: nothing accepted, no drafts proposed.
 
 Output::
 
@@ -51,7 +79,15 @@ Output::
 - ``cached``: for requests admitted (or resumed after a preemption) this step, the tokens
   the prefix cache supplied.
 - ``preempted``: ids preempted while this step was scheduled; ``finished``: ids whose last
-  token came at the end of this step; ``outputs``: tokens produced per request.
+  token came at the end of this step; ``outputs``: tokens produced per request (exactly
+  ``max_tokens``: a stop trims accepted drafts past it).
+- With ``speculative`` only, two more keys per step: ``spec``: request id ->
+  ``[num_scheduled_spec_tokens, num_padding, num_accepted]`` for the requests with
+  ``scheduled_spec_decode_tokens`` this step (their length with the ``-1`` padding, the
+  padding, the accepted drafts; the step's ``scheduled`` count includes all of them);
+  ``computed``: request id -> its ``num_computed_tokens`` after ``update_from_output``
+  (after the rollback of rejected drafts) for every request scheduled this step that the
+  scheduler still holds (finished ones are gone).
 """
 
 from __future__ import annotations

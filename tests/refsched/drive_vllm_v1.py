@@ -27,7 +27,17 @@ What is driven, by path inside the installed wheel (``site-packages/vllm/``):
   ``StructuredOutputManager``.
 - ``config/``: ``VllmConfig``, ``ModelConfig`` (a tiny hand-written Llama
   ``config.json``, ``skip_tokenizer_init=True``), ``SchedulerConfig``, ``CacheConfig``,
-  ``DeviceConfig(device="cpu")``.
+  ``ParallelConfig``, ``DeviceConfig(device="cpu")`` and, for speculative decoding,
+  ``SpeculativeConfig`` built exactly as ``EngineArgs.create_speculative_config``
+  (``engine/arg_utils.py``) builds it from ``--speculative-config``.
+
+Speculative decoding (``config["speculative"]``) mirrors the synchronous engine loop,
+``EngineCore.step`` then ``EngineCore.post_step`` (``v1/engine/core.py``):
+``schedule()``, a fake ``ModelRunnerOutput`` whose ``sampled_token_ids`` hold ``1 + a``
+tokens for a request that verified ``a`` drafts, ``update_from_output()`` (which rolls
+``num_computed_tokens`` back by the rejected drafts), then, when the step scheduled any
+token, ``update_draft_token_ids(DraftTokenIds(...))`` with the next drafts for every
+request of the batch (``v1/outputs.py``).
 
 This mirrors vLLM's own unit-test helpers ``tests/v1/core/utils.py::create_scheduler``
 and ``create_requests`` in the vllm-project/vllm repository.
@@ -42,6 +52,11 @@ from protocol import serve  # tests/refsched/protocol.py (this folder is on sys.
 
 ENGINE = "vllm 0.33.0 V1"
 SAMPLED_TOKEN = 7  # every generated token; ignore_eos=True so only max_tokens stops
+DRAFT_TOKEN = 8  # every proposed draft token (-1 is vLLM's padding draft, never accepted)
+# Protocol name -> SpeculativeConfig.method (config/speculative.py). The two drafters
+# with a model are given the tiny Llama itself: EAGLE wraps its config in an EAGLEConfig
+# (architecture EagleLlamaForCausalLM), as it does for any non-EAGLE checkpoint.
+SPEC_METHODS = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle"}
 TINY_MODEL = Path(__file__).resolve().parent / "tiny_llama"
 
 
@@ -51,7 +66,9 @@ def _imports():
         CacheConfig,
         DeviceConfig,
         ModelConfig,
+        ParallelConfig,
         SchedulerConfig,
+        SpeculativeConfig,
         VllmConfig,
     )
     from vllm.sampling_params import SamplingParams
@@ -63,7 +80,7 @@ def _imports():
         KVCacheConfig,
         KVCacheGroupSpec,
     )
-    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
     from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
@@ -73,7 +90,9 @@ def _imports():
         "CacheConfig": CacheConfig,
         "DeviceConfig": DeviceConfig,
         "ModelConfig": ModelConfig,
+        "ParallelConfig": ParallelConfig,
         "SchedulerConfig": SchedulerConfig,
+        "SpeculativeConfig": SpeculativeConfig,
         "VllmConfig": VllmConfig,
         "SamplingParams": SamplingParams,
         "sha256": sha256,
@@ -82,6 +101,7 @@ def _imports():
         "FullAttentionSpec": FullAttentionSpec,
         "KVCacheConfig": KVCacheConfig,
         "KVCacheGroupSpec": KVCacheGroupSpec,
+        "DraftTokenIds": DraftTokenIds,
         "ModelRunnerOutput": ModelRunnerOutput,
         "Request": Request,
         "StructuredOutputManager": StructuredOutputManager,
@@ -114,11 +134,16 @@ def build_scheduler(v, cfg: dict):
         block_size=block_size,
         enable_prefix_caching=bool(cfg.get("enable_prefix_caching", False)),
     )
+    parallel_config = v["ParallelConfig"]()
     vllm_config = v["VllmConfig"](
         scheduler_config=scheduler_config,
         model_config=model_config,
         cache_config=cache_config,
+        parallel_config=parallel_config,
         device_config=v["DeviceConfig"](device="cpu"),
+        speculative_config=build_speculative_config(
+            v, cfg.get("speculative"), model_config, parallel_config
+        ),
     )
     # Passed AS IS: the pool reserves block 0 as its null block, so num_blocks - 1 are
     # usable (v1/core/block_pool.py); the caller compensates if it wants N usable.
@@ -148,6 +173,31 @@ def build_scheduler(v, cfg: dict):
     return scheduler, block_size
 
 
+def build_speculative_config(v, spec_cfg: dict | None, model_config, parallel_config):
+    """The SpeculativeConfig that ``vllm serve --speculative-config '{"method": ...,
+    "num_speculative_tokens": k}'`` gives (EngineArgs.create_speculative_config passes the
+    dict plus the target's model and parallel configs), or None without ``speculative``."""
+    if not spec_cfg:
+        return None
+    method = str(spec_cfg.get("method", ""))
+    if method not in SPEC_METHODS:
+        raise ValueError(f"unknown speculative method {method!r}: use one of {list(SPEC_METHODS)}")
+    kwargs: dict = {
+        "method": SPEC_METHODS[method],
+        "num_speculative_tokens": int(spec_cfg["num_speculative_tokens"]),
+        "target_model_config": model_config,
+        "target_parallel_config": parallel_config,
+    }
+    if method == "ngram":
+        # Scheduler-neutral; vLLM defaults both to 5 when neither is given.
+        for key in ("prompt_lookup_min", "prompt_lookup_max"):
+            if spec_cfg.get(key) is not None:
+                kwargs[key] = int(spec_cfg[key])
+    else:
+        kwargs["model"] = str(TINY_MODEL)
+    return v["SpeculativeConfig"](**kwargs)
+
+
 def make_request(v, spec: dict, block_hasher):
     return v["Request"](
         request_id=str(spec["id"]),
@@ -160,10 +210,27 @@ def make_request(v, spec: dict, block_hasher):
     )
 
 
+def _spec_plan(spec: dict) -> list[tuple[int, int]]:
+    """A request's ``spec`` list: ``[accepted_j, drafts_j]`` per sampling event j."""
+    plan = []
+    for pair in spec.get("spec") or []:
+        accepted, drafts = pair
+        if int(accepted) < 0 or int(drafts) < 0:
+            raise ValueError(f"request {spec['id']}: negative spec entry {pair}")
+        plan.append((int(accepted), int(drafts)))
+    return plan
+
+
 def run_case(v, case: dict) -> dict:
     cfg = case.get("config", {})
     scheduler, block_size = build_scheduler(v, cfg)
-    block_hasher = v["get_request_block_hasher"](block_size, v["sha256"])
+    # EngineCore builds the hasher with vllm_config.num_hash_lookahead_tokens (EAGLE with
+    # prefix caching: each block hash also covers the token after the block).
+    block_hasher = v["get_request_block_hasher"](
+        block_size, v["sha256"], scheduler.vllm_config.num_hash_lookahead_tokens
+    )
+    use_spec = scheduler.vllm_config.speculative_config is not None
+    num_spec_tokens = int(scheduler.num_spec_tokens)
     pending = sorted(
         enumerate(case["requests"]), key=lambda p: (int(p[1].get("arrival_step", 0)), p[0])
     )
@@ -171,6 +238,8 @@ def run_case(v, case: dict) -> dict:
     ids = [str(spec["id"]) for spec in case["requests"]]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate request ids")
+    plans = {str(spec["id"]): _spec_plan(spec) for spec in case["requests"]}
+    events = {rid: 0 for rid in ids}  # sampling events so far, per request
     outputs = {rid: 0 for rid in ids}
     unfinished = set(ids)
     steps: list[dict] = []
@@ -202,12 +271,31 @@ def run_case(v, case: dict) -> dict:
         preempted = sorted(out.preempted_req_ids)
 
         # Fake model run: every request whose prompt (and earlier outputs) is now fully
-        # computed samples one token; a partial prefill chunk samples none.
+        # computed samples (a sampling event); a partial prefill chunk samples none.
+        # With drafts scheduled (SchedulerOutput.scheduled_spec_decode_tokens: the real
+        # drafts, cut to the token budget, or [-1] * k padding for a new 1-token
+        # request), the rejection sampler returns the a accepted drafts plus one token.
         req_ids = list(out.num_scheduled_tokens)
-        sampled = []
+        sampled: list[list[int]] = []
+        samples: dict[str, tuple[int, int]] = {}  # rid -> (accepted, drafts) of event j
+        spec_info: dict[str, list[int]] = {}
         for rid in req_ids:
             req = scheduler.requests[rid]
-            sampled.append([SAMPLED_TOKEN] if req.num_computed_tokens >= req.num_tokens else [])
+            spec_tokens = out.scheduled_spec_decode_tokens.get(rid) or []
+            num_padding = sum(1 for t in spec_tokens if t == -1)
+            if req.num_computed_tokens < req.num_tokens:
+                sampled.append([])
+                if spec_tokens:
+                    spec_info[rid] = [len(spec_tokens), num_padding, 0]
+                continue
+            plan = plans[rid]
+            accepted, drafts = plan[events[rid]] if events[rid] < len(plan) else (0, 0)
+            events[rid] += 1
+            accepted = min(accepted, len(spec_tokens) - num_padding)
+            samples[rid] = (accepted, drafts)
+            sampled.append([SAMPLED_TOKEN] * (1 + accepted))
+            if spec_tokens:
+                spec_info[rid] = [len(spec_tokens), num_padding, accepted]
         runner_out = v["ModelRunnerOutput"](
             req_ids=req_ids,
             req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
@@ -221,9 +309,30 @@ def run_case(v, case: dict) -> dict:
                 if o.finish_reason is not None:
                     finished.append(o.request_id)
                     unfinished.discard(o.request_id)
-        steps.append(
-            {"scheduled": scheduled, "cached": cached, "preempted": preempted, "finished": finished}
-        )
+        record = {
+            "scheduled": scheduled,
+            "cached": cached,
+            "preempted": preempted,
+            "finished": finished,
+        }
+        if use_spec:
+            # EngineCore.post_step (sync scheduling): after a step that ran the model,
+            # the drafter's proposals for every request of the batch. A drafter never
+            # proposes more than k; drafts for a prefill chunk are ignored by
+            # update_draft_token_ids (and those for finished requests skipped).
+            if out.total_num_scheduled_tokens > 0:
+                draft_ids = [
+                    [DRAFT_TOKEN] * min(samples[rid][1], num_spec_tokens) if rid in samples else []
+                    for rid in req_ids
+                ]
+                scheduler.update_draft_token_ids(v["DraftTokenIds"](req_ids, draft_ids))
+            record["spec"] = spec_info
+            record["computed"] = {
+                rid: int(scheduler.requests[rid].num_computed_tokens)
+                for rid in req_ids
+                if rid in scheduler.requests
+            }
+        steps.append(record)
     return {"name": case.get("name", ""), "error": None, "steps": steps, "outputs": outputs}
 
 
