@@ -132,10 +132,15 @@ SUMMARY_VIEW = [
 CACHE_VIEW = "prefix_cache_hit_rate"  # after SUMMARY_VIEW, when the policy keeps a prefix cache
 
 
+SPEC_VIEW = ["spec_acceptance_rate", "spec_tokens_per_verify"]  # with speculative decoding on
+
+
 def _summary_view(config: SimConfig) -> list[str]:
-    """The summary keys to print: SUMMARY_VIEW, plus the cache hit rate with prefix caching on."""
-    caching = make_policy(config.policy, config.knobs).prefix_caching
-    return [*SUMMARY_VIEW, CACHE_VIEW] if caching else SUMMARY_VIEW
+    """The summary keys to print: SUMMARY_VIEW, plus the cache hit rate with prefix caching on
+    and the drafts' acceptance with speculative decoding on."""
+    policy = make_policy(config.policy, config.knobs)
+    view = [*SUMMARY_VIEW, CACHE_VIEW] if policy.prefix_caching else list(SUMMARY_VIEW)
+    return view + SPEC_VIEW if getattr(policy.knobs, "speculative", "") else view
 
 
 def print_table(frame: pd.DataFrame, limit: int = 40) -> None:

@@ -512,6 +512,12 @@ def summarize(run: RunResult, ttft_s: float | None = None, tpot_s: float | None 
             _sum(req["cached_tokens"]), _sum(req["prompt_tokens"])
         )
 
+    # Speculative decoding: accepted share of the verified drafts, tokens per verify step.
+    spec = run.meta.get("speculation")
+    if spec:
+        out["spec_acceptance_rate"] = float(spec["acceptance_rate"])
+        out["spec_tokens_per_verify"] = float(spec["tokens_per_verify"])
+
     # SLO attainment (share of ALL requests).
     slo = _resolve_slo(run.meta, ttft_s, tpot_s)
     if slo is not None:
