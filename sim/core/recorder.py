@@ -42,6 +42,18 @@ STEP_DTYPES = {
 }
 
 
+def stuck_reason(req: Request) -> str:
+    """Why a request the engine never rejected did not finish: the run ended with no step able
+    to move it (e.g. vLLM V0 with swap: a lone request swapped out that can never come back
+    above the watermark; the real engine would spin on it forever)."""
+    if req.state is RequestState.FINISHED:
+        return ""
+    return (
+        f"never finished: the run ended with it {req.state.value} and no step could move it "
+        "(too little KV cache for it: raise kv_capacity_tokens)"
+    )
+
+
 class TraceRecorder:
     """Collects segment and step rows for one run (all workers)."""
 
@@ -395,7 +407,7 @@ class TraceRecorder:
                     r.preemptions,
                     ">".join(r.workers),
                     "finished" if finished else "rejected",
-                    r.reject_reason,
+                    r.reject_reason or (stuck_reason(r) if final else ""),
                     r.cached_tokens,
                 )
             )
