@@ -189,3 +189,26 @@ def test_a_decode_worker_reserves_its_own_blocks_while_the_prefill_worker_holds_
     assert req.num_computed == 499  # vLLM: the last prompt token is computed again on D
     d.abort(req, 2.0, "aborted: the client disconnected")
     assert d.kv.free_blocks == 100 and req.reject_reason.startswith("aborted")
+
+
+def test_a_request_no_step_can_move_says_why():
+    """vLLM V0 with swap: a lone request that outgrows the cache swaps itself out and never fits
+    back above the watermark (the real engine spins on it). The run ends; the request must say
+    why it did not finish (a property test found it without one)."""
+    from sim.cluster.topologies import simulate
+    from sim.config import SimConfig, with_overrides
+    from sim.core.request import RequestSpec
+
+    config = with_overrides(
+        SimConfig(policy="prefill-first"),
+        {
+            "max_num_batched_tokens": 8192,
+            "max_num_seqs": 1,
+            "kv_capacity_tokens": 3000,
+            "preemption_mode": "swap",
+            "swap_space_gb": 1.0,
+        },
+    )
+    row = simulate([RequestSpec(0, 0.0, 2779, 200)], config).requests.iloc[0]
+    assert row.status == "rejected"
+    assert row.reject_reason.startswith("never finished: the run ended with it swapped")
