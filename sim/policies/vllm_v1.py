@@ -175,6 +175,7 @@ class Vllm(Policy):
             padded = False
             if (  # 1308-1330: one token to go is padded to 1 + k (a uniform decode batch)
                 num_spec_tokens
+                and not engine.hands_off  # (a prefill worker samples nothing of its own)
                 and num_new_tokens == 1
                 and not prefill_scheduled
                 and (running_scheduled or num_computed_tokens > 0)
