@@ -317,3 +317,62 @@ def test_title_and_readout_sit_on_two_lines_and_compact_fits_a_projector():
     assert fig.layout.height <= gl.COMPACT_PX
     readout, title = fig.layout.annotations[0], fig.layout.annotations[3]
     assert title.yshift - readout.yshift >= gl.READOUT_PX  # never printed over each other
+
+
+# ---- speculative decoding: a verify step's accepted and rejected parts ----
+
+
+@pytest.fixture(scope="module")
+def spec_run():
+    """Four requests verifying EAGLE drafts under vLLM V1 (k = 3, the EAGLE-3 Llama table)."""
+    from sim.config import with_overrides
+    from sim.scenarios import requests_from_rows
+
+    rows = [(0.002 * i, 256, 24) for i in range(4)]
+    config = with_overrides(SimConfig(), {"speculative": "eagle"})
+    return simulate(requests_from_rows(rows), config)
+
+
+def test_verify_colours_stand_apart_from_every_other_phase():
+    others = {p: c for p, c in COLORS.items() if p not in ("accepted", "rejected")}
+    for kind in ("accepted", "rejected"):
+        assert COLORS[kind] not in others.values() and COLORS[kind] != CURSOR
+    assert COLORS["accepted"] != COLORS["rejected"]
+    assert gf.TRACE_PHASES.index("accepted") < gf.TRACE_PHASES.index("rejected")
+    assert {"accepted", "rejected"} <= set(gf.RUNNING_KINDS)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_speculative_verify_steps_are_drawn_and_in_the_legend(spec_run, lang):
+    fig = timeline_figure([("spec", spec_run)], lang=lang)
+    traces = {tr.legendgroup: tr for tr in bar_traces(fig)}
+    segs = spec_run.segments
+    for kind in ("accepted", "rejected"):
+        tr = traces[kind]
+        assert len(tr.x) == (segs.kind == kind).sum() > 0  # one bar per segment
+        assert tr.showlegend and tr.name == t(f"gantt.phase.{kind}", lang)
+        assert tr.marker.color == COLORS[kind]
+        assert t(f"gantt.hover.phase.{kind}", lang) in tr.hovertemplate
+        assert t(f"gantt.hover.tokens_{kind}", lang) in tr.hovertemplate  # "tokens accepted: n"
+    assert traces["rejected"].marker.pattern.shape  # hatched: not only a hue
+    assert traces["accepted"].name != traces["decode"].name
+    spec = spec_run.meta["speculation"]  # accepted parts hold the kept drafts + 1 per verify
+    assert traces["accepted"].customdata[:, 2].sum() == spec["accepted"] + spec["verify_steps"]
+    assert traces["rejected"].customdata[:, 2].sum() == spec["drafted"] - spec["accepted"]
+
+
+def test_speculative_timeline_plays_and_counts_a_verifying_request_once(spec_run):
+    fig = timeline_figure([("spec", spec_run)], num_frames=20)
+    assert choose_design(sum(len(tr.x) for tr in bar_traces(fig))) == "clip"
+    kinds = [tr.legendgroup for tr in bar_traces(fig)]
+    first, last = fig.frames[0], fig.frames[-1]
+    for k in (kinds.index("accepted"), kinds.index("rejected")):
+        assert np.asarray(first.data[k].x, dtype=float).sum() == 0  # grows from nothing ...
+        np.testing.assert_array_equal(  # ... to the full chart
+            np.asarray(last.data[k].x), np.asarray(bar_traces(fig)[k].x)
+        )
+    segs = spec_run.segments
+    verify = segs[segs.kind.isin(["accepted", "rejected"])]
+    times = np.linspace(verify.start_s.min(), verify.end_s.max(), 50, endpoint=False)
+    running = gf.readout(spec_run, times).running
+    assert running.max() <= len(spec_run.requests) and running.min() > 0

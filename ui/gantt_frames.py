@@ -14,7 +14,8 @@ Notable features
   (frames x bars) array, so a bar grows from nothing to its full length as the cursor passes.
 - `readout` answers "what is happening at time t?" for every frame with `np.searchsorted` over
   sorted arrays (O((segments + frames) log n), no Python loop over segments):
-  queue = segments of kind queued/preempted covering t, running = prefill/decode/stall covering t,
+  queue = segments of kind queued/preempted covering t, running = prefill/decode/stall (and a
+  speculative verify step's accepted/rejected parts) covering t,
   KV in use = sum over workers of kv_used_tokens of the worker's latest step started at or
   before t (the step-function convention of `sim.runs.metrics.kv_use_over_time`), divided by the sum
   of the workers' capacities, tokens = output tokens emitted at or before t over all requests.
@@ -34,20 +35,26 @@ import pandas as pd
 from sim.core.trace import RunResult
 
 # Drawn phases in drawing order (later = on top). "decode_slowed" is a decode segment with
-# slowed=True, drawn blue with a hatch. "cached" spans the same step as the prefill chunk it
-# preceded, so it is drawn last, as a thin band over that orange bar.
+# slowed=True, drawn blue with a hatch. "accepted" and "rejected" are the two parts of a
+# speculative verify step (sim/core/trace.py): the tokens kept, then the drafts thrown away.
+# "cached" spans the same step as the prefill chunk it preceded, so it is drawn last, as a thin
+# band over that orange bar.
 TRACE_PHASES = (
     "queued",
     "prefill",
     "decode",
     "decode_slowed",
+    "accepted",
+    "rejected",
     "stall",
     "kv_transfer",
     "preempted",
     "cached",
 )
 WAITING_KINDS = ("queued", "preempted")  # counted in the queue length
-RUNNING_KINDS = ("prefill", "decode", "stall")  # counted in the running batch
+# counted in the running batch (a verify step's accepted and rejected parts are back to back,
+# half-open: the request counts once)
+RUNNING_KINDS = ("prefill", "decode", "accepted", "rejected", "stall")
 
 
 @dataclass(frozen=True)

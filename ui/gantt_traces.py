@@ -10,10 +10,17 @@ import numpy as np
 from ui import gantt_frames as gf
 from ui.gantt_frames import TRACE_PHASES
 from ui.i18n import t
-from ui.theme import CACHED_PATTERN, COLORS, OUTLINE, SLOWED_PATTERN
+from ui.theme import CACHED_PATTERN, COLORS, OUTLINE, REJECTED_PATTERN, SLOWED_PATTERN
 
-STEP_PHASES = ("prefill", "decode", "decode_slowed", "stall")  # segments that span engine steps
-TOKEN_PHASES = ("prefill", "decode", "decode_slowed", "kv_transfer", "cached")  # tokens shown
+# segments that span engine steps
+STEP_PHASES = ("prefill", "decode", "decode_slowed", "accepted", "rejected", "stall")
+TOKEN_PHASES = ("prefill", "decode", "decode_slowed", "kv_transfer", "cached")  # "tokens: n"
+# A verify step's parts say what their tokens are: accepted (drafts kept + the target's own
+# token) or rejected (drafts computed, then rolled back).
+SPEC_TOKEN_LINES = {
+    "accepted": "gantt.hover.tokens_accepted",
+    "rejected": "gantt.hover.tokens_rejected",
+}
 
 
 def _marker(phase: str) -> dict:
@@ -21,6 +28,10 @@ def _marker(phase: str) -> dict:
     if phase == "decode_slowed":
         pattern = {"shape": SLOWED_PATTERN, "fillmode": "replace", "solidity": 0.55, "size": 7}
         return {"color": COLORS["decode"], "pattern": pattern, "line": {"width": 0}}
+    if phase == "rejected":
+        pattern = {"shape": REJECTED_PATTERN, "fillmode": "overlay", "fgcolor": "#FFFFFF"}
+        pattern |= {"solidity": 0.25, "size": 6}
+        return {"color": COLORS["rejected"], "pattern": pattern, "line": {"width": 0}}
     if phase == "stall":
         return {"color": COLORS["stall"], "line": {"color": OUTLINE, "width": 1}}
     if phase == "cached":
@@ -52,6 +63,8 @@ def _hovertemplate(phase: str, lang: str) -> str:
         lines.append(t("gantt.hover.steps", lang))
     if phase in TOKEN_PHASES:
         lines.append(t("gantt.hover.tokens", lang))
+    if phase in SPEC_TOKEN_LINES:
+        lines.append(t(SPEC_TOKEN_LINES[phase], lang))
     lines.append(t("gantt.hover.time", lang))
     return "<br>".join(lines) + "<extra></extra>"
 
