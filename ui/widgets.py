@@ -16,7 +16,8 @@ What stays here is how a page shows text and tables:
 - `config_error` turns a config the simulator rejects into `st.error` with what to change, so the
   page stays usable.
 - `show_code`, `formula`: the source a lesson demonstrates, a formula with its caption.
-- `runs_table`, `goodput_table`: the headline numbers of some runs, column names translated;
+- `runs_table`, `goodput_table`: the headline numbers of some runs, column names translated
+  (with speculative decoding, the drafts' acceptance rate and tokens per verify step too);
   `number_table` shows any table of numbers, formatted in the browser.
 - `parse_knobs` reads typed knobs (a `model=` only from the catalog or an upload:
   ui/model_upload.check_model).
@@ -117,6 +118,7 @@ __all__ = [
     "parse_knobs",
     "runs_table",
     "show_code",
+    "spec_figures",
 ]
 
 
@@ -150,12 +152,26 @@ def formula(latex: str, caption_key: str | None = None) -> None:
         st.caption(translator()(caption_key))
 
 
+SPEC_COLUMNS = ("acceptance_rate", "tokens_per_verify")  # of run.meta["speculation"]
+
+
+def spec_figures(run) -> dict[str, float | None]:
+    """The acceptance rate and tokens per verify step of a run with speculative decoding
+    (run.meta["speculation"], sim/core/speculation.py acceptance_summary); None without it."""
+    spec = run.meta.get("speculation") or {}
+    return {key: spec.get(key) for key in SPEC_COLUMNS}
+
+
 def runs_table(runs, columns: Sequence[str] | None = None):
-    """One row per run: the headline numbers a lesson compares (translated column names)."""
+    """One row per run: the headline numbers a lesson compares (translated column names).
+    Where a run speculates, two more columns: the share of drafts accepted and the tokens a
+    verify step yields (empty for the runs that do not)."""
     import pandas as pd
 
     from sim.runs.metrics import summarize
 
+    runs = list(runs)
+    speculating = any("speculation" in run.meta for _, run in runs)
     T = translator()
     keys = columns or (
         "ttft_p50_s",
@@ -170,6 +186,9 @@ def runs_table(runs, columns: Sequence[str] | None = None):
     for label, run in runs:
         s = getattr(run, "summary_cache", None) or summarize(run)
         rows[label] = {T(f"metric.{k}"): s.get(k) for k in keys}
+        if speculating:
+            for k, value in spec_figures(run).items():
+                rows[label][T(f"metric.spec_{k}")] = value
         slo = slo or (s.get("slo_ttft_s"), s.get("slo_tpot_s"))
     frame = pd.DataFrame.from_dict(rows, orient="index")
     number_table(frame)
