@@ -34,6 +34,7 @@ LESSONS = [  # (file, url path, title key, icon)
     ("app_pages/long_prompts.py", "long-prompts", "nav.long_prompts", "📜"),
     ("app_pages/memory.py", "memory", "nav.memory", "🧠"),
     ("app_pages/prefix_caching.py", "prefix-caching", "nav.prefix_caching", "♻️"),
+    ("app_pages/speculative.py", "speculative-decoding", "nav.speculative", "🎯"),
     ("app_pages/disaggregation.py", "disaggregation", "nav.disaggregation", "🔀"),
     ("app_pages/playground.py", "playground", "nav.playground", "🧪"),
     ("app_pages/live.py", "live", "nav.live", "🔬"),

@@ -13,6 +13,8 @@ Notable features
   `chunk_tradeoff_table`) and `goodput_curves`.
 - Run figures (`ui.charts_run`, C10c, C11, C12): `kv_use`, `worker_utilisation_bars`,
   `tokens_in_window_bars`.
+- Speculative decoding (`ui.charts_spec`): `spec_tpot_chart` and `spec_ratio_chart`, TPOT with
+  and without speculation against the batch size, the crossover marked.
 - Fidelity (`ui.charts_fidelity`): `fidelity_table` and `fidelity_scatter`, the simulator's
   errors against public measurements of real servers (`load_report` reads them).
 - The modules are split by topic to stay short; this one only re-exports them.
@@ -34,6 +36,7 @@ from ui.charts_load import (
 )
 from ui.charts_roofline import gemm_efficiency, has_measured_gemms, roofline, roofline_points
 from ui.charts_run import kv_use, tokens_in_window_bars, worker_utilisation_bars
+from ui.charts_spec import spec_ratio_chart, spec_tpot_chart
 from ui.charts_steps import cost_model, step_time_vs_batch, step_time_vs_prompt
 
 __all__ = [
@@ -52,6 +55,8 @@ __all__ = [
     "roofline",
     "roofline_points",
     "saturation_concurrency",
+    "spec_ratio_chart",
+    "spec_tpot_chart",
     "step_time_vs_batch",
     "step_time_vs_prompt",
     "throughput_vs_concurrency",

@@ -315,3 +315,137 @@ def preset_configs(preset: DisaggPreset) -> dict:
 
     d = DISAGG
     return disagg_configs(preset, d["p"], d["d"], LINKS_GB_S[d["link"]], d["dgpu"], d["protocol"])
+
+
+# ---- Speculative decoding: when it pays ------------------------------------------------------
+SPECULATIVE = {
+    "method": "eagle",
+    "k": 3,
+    "accept": "eagle3-llama3.1-8b",  # a table of sim/core/speculation.py TABLES, or "geometric"
+    "alpha": 0.7,  # "geometric": each draft accepted with this probability, given the ones before
+    "gpu": "H100-SXM",
+    "model": "Llama-3.1-8B",
+}
+SPEC_ACCEPT = ("eagle3-llama3.1-8b", "eagle3-qwen3-8b", "eagle3-gpt-oss-20b", "geometric")
+SPEC_BATCHES = (1, 8, 32, 64, 128, 256, 512)  # requests decoding together (the chart's x)
+SPEC_PROMPT, SPEC_OUTPUT = 256, 48  # tokens per request of the batch sweep
+SPEC_HIGH, SPEC_LOW = 0.9, 0.5  # per-draft acceptance of the chart's two reference curves
+SPEC_TIMELINE = {"requests": 4, "prompt": 256, "output": 24, "gap_s": 0.002}
+SPEC_CURVES = ("high", "chosen", "low")  # the chart's speculative curves, top to bottom
+
+
+def geometric_rates(alpha: float, k: int) -> str:
+    """vLLM's per-position rates when each draft is accepted with probability `alpha` once the
+    ones before it were: alpha, alpha², ..., alpha^k (as `spec_acceptance` writes rates)."""
+    return ",".join(f"{alpha**i:.6g}" for i in range(1, k + 1))
+
+
+def spec_acceptance(accept: str, alpha: float, k: int) -> str:
+    """The `spec_acceptance` knob: a table's name, or the geometric rates of `alpha`."""
+    return geometric_rates(alpha, k) if accept == "geometric" else accept
+
+
+def spec_knobs(method: str, k: int, acceptance: str) -> dict:
+    return {"speculative": method, "num_speculative_tokens": k, "spec_acceptance": acceptance}
+
+
+def spec_curves(accept: str, alpha: float, k: int) -> list[tuple[str, str]]:
+    """(curve id, spec_acceptance) of the chart's speculative curves: a high and a low
+    geometric rate around the visitor's choice (a curve equal to the choice is left out)."""
+    chosen = spec_acceptance(accept, alpha, k)
+    curves = [
+        ("high", geometric_rates(SPEC_HIGH, k)),
+        ("chosen", chosen),
+        ("low", geometric_rates(SPEC_LOW, k)),
+    ]
+    return [(cid, acc) for cid, acc in curves if cid == "chosen" or acc != chosen]
+
+
+def spec_batches(gpu: str, model: str, k: int) -> tuple[int, ...]:
+    """The sweep's batch sizes whose KV (prompt + answer + k lookahead slots, per request) fits
+    on the GPU; ValueError where the model itself does not fit."""
+    from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens
+
+    capacity = kv_capacity_tokens(get_gpu(gpu), get_model(model))
+    per_request = SPEC_PROMPT + SPEC_OUTPUT + k + 16  # + a KV block's rounding
+    return tuple(b for b in SPEC_BATCHES if b * per_request <= capacity)
+
+
+def spec_batch_spec(batch: int, gpu: str, model: str, knobs: dict) -> tuple:
+    """(workload, config): `batch` requests arriving together, all prompts prefilled in ONE
+    step (a token budget of batch x prompt), so their TPOT counts decode (verify) steps only."""
+    workload = requests_from_rows([(0.0, SPEC_PROMPT, SPEC_OUTPUT)] * batch)
+    config = with_overrides(
+        SimConfig(),
+        {
+            "gpu": gpu,
+            "model": model,
+            "max_num_seqs": batch,
+            "max_num_batched_tokens": max(batch * SPEC_PROMPT, 2048),
+            **knobs,
+        },
+    )
+    return workload, config
+
+
+def spec_sweep_specs(method, k, accept, alpha, gpu, model) -> list:
+    """(curve id, batch, workload, config) of every point of the chart: speculation off ("off")
+    and each curve of `spec_curves`, at each batch size of `spec_batches`."""
+    curves = [("off", {})] + [
+        (cid, spec_knobs(method, k, acc)) for cid, acc in spec_curves(accept, alpha, k)
+    ]
+    return [
+        (cid, batch, *spec_batch_spec(batch, gpu, model, knobs))
+        for cid, knobs in curves
+        for batch in spec_batches(gpu, model, k)
+    ]
+
+
+def spec_table(specs, runs) -> list[dict]:
+    """One row per speculative point: its mean TPOT, the same batch's TPOT without speculation,
+    their ratio (< 1: speculation pays), and the run's acceptance figures."""
+    tpot = {}
+    for (cid, batch, _, _), run in zip(specs, runs, strict=True):
+        tpot[cid, batch] = (float(run.requests.tpot_s.mean()), run.meta.get("speculation") or {})
+    rows = []
+    for (cid, batch), (seconds, spec) in tpot.items():
+        if cid == "off":
+            continue
+        off = tpot["off", batch][0]
+        rows.append(
+            {
+                "curve": cid,
+                "batch": batch,
+                "tpot_off_ms": 1000 * off,
+                "tpot_on_ms": 1000 * seconds,
+                "ratio": seconds / off,
+                "acceptance_rate": spec.get("acceptance_rate"),
+                "tokens_per_verify": spec.get("tokens_per_verify"),
+            }
+        )
+    return rows
+
+
+def crossover_batch(batches, ratios) -> float | None:
+    """The batch size at which speculation stops paying: where the ratio first reaches 1,
+    interpolated on log2(batch); None if it stays below 1 (and the first batch if it never was)."""
+    import math
+
+    pairs = list(zip(batches, ratios, strict=True))
+    if pairs and pairs[0][1] >= 1:
+        return float(pairs[0][0])
+    for (b0, r0), (b1, r1) in zip(pairs[:-1], pairs[1:], strict=True):
+        if r0 < 1 <= r1:
+            x0, x1 = math.log2(b0), math.log2(b1)
+            return float(2 ** (x0 + (1 - r0) * (x1 - x0) / (r1 - r0)))
+    return None
+
+
+def spec_timeline_specs(method, k, accept, alpha, gpu, model) -> list:
+    """A few requests arriving together, speculation off and on (vLLM's default budget)."""
+    d = SPEC_TIMELINE
+    rows = [(i * d["gap_s"], d["prompt"], d["output"]) for i in range(d["requests"])]
+    workload = requests_from_rows(rows)
+    base = with_overrides(SimConfig(), {"gpu": gpu, "model": model})
+    on = with_overrides(base, spec_knobs(method, k, spec_acceptance(accept, alpha, k)))
+    return [("off", workload, base), ("on", workload, on)]

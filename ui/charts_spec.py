@@ -1,0 +1,184 @@
+"""Speculative decoding figures: TPOT against the batch size, speculation off and on.
+
+- `spec_tpot_chart`: mean TPOT (ms) per batch size, speculation off (dashed) and each
+  speculative curve.
+- `spec_ratio_chart`: TPOT with speculation / TPOT without, per batch size: below 1 speculation
+  pays, above 1 it costs. Where a curve crosses 1 a diamond marks the crossover (interpolated on
+  log2 of the batch, `ui.lesson_setups.crossover_batch`). The live page's measured rows draw on
+  the same chart.
+
+Tables come in as DataFrames with the columns of `ui.lesson_setups.spec_table` (curve, batch,
+tpot_off_ms, tpot_on_ms, ratio); `labels` names each curve id in the page's language. Pure: no
+streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ui.charts_base import INK, finite, styled
+from ui.i18n import t
+from ui.lesson_setups import crossover_batch
+from ui.theme import COLORS, FONT_SIZE
+
+CURVE_COLORS = {
+    "high": "#17BECF",  # teal
+    "chosen": COLORS["accepted"],  # the visitor's choice, in the accepted tokens' dark blue
+    "low": "#8C564B",  # brown
+    "live": "#9467BD",  # purple: measured on the live model
+}
+CURVE_DASH = {"live": "dot"}
+PAYS_FILL = "rgba(44, 160, 44, 0.08)"  # below 1: speculation pays (pale green)
+COSTS_FILL = "rgba(178, 24, 43, 0.07)"  # above 1: it costs (pale red)
+
+
+def _log_axis(batches) -> dict:
+    """A log x axis over the batch sizes, a tick at each."""
+    ticks = sorted({int(b) for b in batches})
+    lo, hi = min(ticks), max(ticks)
+    return {
+        "type": "log",
+        "tickvals": ticks,
+        "ticktext": [str(b) for b in ticks],
+        "range": [math.log10(lo) - 0.12, math.log10(hi) + 0.12],
+    }
+
+
+def _curves(table: pd.DataFrame):
+    """(curve id, its rows sorted by batch), in the order the table lists the curves."""
+    for cid in dict.fromkeys(table["curve"]):
+        yield cid, table[table["curve"] == cid].sort_values("batch")
+
+
+def _line(cid: str, highlight: str | None) -> dict:
+    width = 5 if cid == highlight else 3
+    return {"color": CURVE_COLORS.get(cid, INK), "width": width, "dash": CURVE_DASH.get(cid)}
+
+
+def spec_tpot_chart(
+    table: pd.DataFrame, labels: dict[str, str], lang: str = "en", highlight: str | None = None
+) -> go.Figure:
+    """Mean TPOT (ms) vs requests per step: speculation off, and each speculative curve."""
+    fig = go.Figure()
+    off = table.drop_duplicates("batch").sort_values("batch")
+    fig.add_trace(
+        go.Scatter(
+            x=finite(off["batch"]),
+            y=finite(off["tpot_off_ms"]),
+            name=labels["off"],
+            mode="lines+markers",
+            line={"color": INK, "width": 3, "dash": "dash"},
+            marker={"size": 8},
+            hovertemplate=t("charts.spec.hover_tpot", lang) + "<extra>%{fullData.name}</extra>",
+        )
+    )
+    for cid, rows in _curves(table):
+        fig.add_trace(
+            go.Scatter(
+                x=finite(rows["batch"]),
+                y=finite(rows["tpot_on_ms"]),
+                name=labels[cid],
+                mode="lines+markers",
+                line=_line(cid, highlight),
+                marker={"size": 9},
+                hovertemplate=t("charts.spec.hover_tpot", lang) + "<extra>%{fullData.name}</extra>",
+            )
+        )
+    styled(fig, t("charts.spec.tpot_title", lang), height=520)
+    fig.update_xaxes(title_text=t("charts.spec.axis_batch", lang), **_log_axis(table["batch"]))
+    fig.update_yaxes(title_text=t("charts.spec.axis_tpot", lang), rangemode="tozero")
+    return fig
+
+
+def spec_ratio_chart(
+    table: pd.DataFrame,
+    labels: dict[str, str],
+    lang: str = "en",
+    highlight: str | None = None,
+    title_key: str = "charts.spec.ratio_title",
+) -> go.Figure:
+    """TPOT on / TPOT off vs requests per step; 1 = speculation off; crossovers marked."""
+    fig = go.Figure()
+    ratios = finite(table["ratio"])
+    top = max(1.35, float(ratios.max()) * 1.08)
+    bottom = min(0.0, float(ratios.min()))
+    for y0, y1, fill, key, ypos in (
+        (bottom, 1.0, PAYS_FILL, "charts.spec.pays", 0.02),
+        (1.0, top, COSTS_FILL, "charts.spec.costs", 0.98),
+    ):
+        fig.add_shape(
+            type="rect",
+            xref="paper",
+            yref="y",
+            x0=0,
+            x1=1,
+            y0=y0,
+            y1=y1,
+            fillcolor=fill,
+            line_width=0,
+            layer="below",
+        )
+        fig.add_annotation(
+            x=0.99,
+            xref="paper",
+            xanchor="right",
+            y=ypos,
+            yref="paper",
+            yanchor="bottom" if ypos < 0.5 else "top",
+            text=f"<b>{t(key, lang)}</b>",
+            showarrow=False,
+            font={"size": FONT_SIZE - 1, "color": INK},
+        )
+    fig.add_hline(y=1.0, line={"color": INK, "width": 2, "dash": "dash"})
+    crossings = []
+    for cid, rows in _curves(table):
+        batches, curve = rows["batch"].tolist(), rows["ratio"].tolist()
+        fig.add_trace(
+            go.Scatter(
+                x=finite(batches),
+                y=finite(curve),
+                name=labels[cid],
+                mode="lines+markers",
+                line=_line(cid, highlight),
+                marker={"size": 9},
+                hovertemplate=t("charts.spec.hover_ratio", lang)
+                + "<extra>%{fullData.name}</extra>",
+            )
+        )
+        at = crossover_batch(batches, curve)
+        if at is not None and at > min(batches):
+            crossings.append((cid, at))
+    for i, (cid, at) in enumerate(crossings):
+        fig.add_trace(
+            go.Scatter(
+                x=[at],
+                y=[1.0],
+                mode="markers",
+                marker={
+                    "symbol": "diamond",
+                    "size": 16,
+                    "color": CURVE_COLORS.get(cid, INK),
+                    "line": {"color": "#FFFFFF", "width": 2},
+                },
+                showlegend=False,
+                hovertemplate=t("charts.spec.crossover", lang, batch=at) + "<extra></extra>",
+            )
+        )
+        fig.add_annotation(
+            x=math.log10(at),
+            y=1.0,
+            text=t("charts.spec.crossover", lang, batch=at),
+            showarrow=True,
+            arrowhead=0,
+            ax=0,
+            ay=-44 - 30 * i,  # one above the other when several curves cross
+            bgcolor="rgba(255,255,255,0.9)",
+            font={"size": FONT_SIZE - 1, "color": CURVE_COLORS.get(cid, INK)},
+        )
+    styled(fig, t(title_key, lang), height=520)
+    fig.update_xaxes(title_text=t("charts.spec.axis_batch", lang), **_log_axis(table["batch"]))
+    fig.update_yaxes(title_text=t("charts.spec.axis_ratio", lang), range=[bottom, top])
+    return fig
