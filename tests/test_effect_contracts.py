@@ -28,6 +28,7 @@ def test_every_lesson_page_has_a_contract():
         "memory",
         "prefix-caching",
         "disaggregation",
+        "speculative-decoding",
     }
     tabs = {c.page for c in effects.CONTRACTS}
     assert {
@@ -71,3 +72,18 @@ def test_the_new_sections_show_nothing_where_their_knob_says_so():
     zero = effects.deciders(0)
     assert zero["remote_llm-d-prefix"] == zero["remote_always"]
     assert not holds["disaggregation/deciders"](zero)
+
+
+def test_the_speculative_crossover_moves_with_the_acceptance():
+    """Issue 31: the acceptance rate moves the crossover. With high rates (0.9 per draft) the
+    chart's low curve is the only one to cross; with rates as low as 0.3 per draft the visitor's
+    own curve crosses too, at a smaller batch than the 0.5 curve, and the contract fails."""
+    holds = {c.page: c.holds for c in effects.CONTRACTS}["speculative-decoding/crossover"]
+    figures = effects.speculative(accept="geometric", alpha=0.3)
+    assert figures["ratio_last_chosen"] > figures["ratio_last_low"] > 1
+    assert figures["crossover_chosen"] < figures["crossover_low"]
+    assert not holds(figures)
+    rows = [(1, 0.5), (64, 0.8), (128, 1.2), (256, 1.3)]
+    assert ls.crossover_batch(*zip(*rows, strict=True)) == pytest.approx(2 ** (6 + 0.5))
+    assert ls.crossover_batch([1, 8], [0.5, 0.9]) is None
+    assert ls.crossover_batch([1, 8], [1.1, 1.2]) == 1.0

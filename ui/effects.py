@@ -170,6 +170,31 @@ def deciders(non_cached: int = ls.DECIDE["non_cached"]) -> dict:
     return out
 
 
+def speculative(**params) -> dict:
+    """TPOT with speculation / without, at the sweep's smallest and largest batch, for the
+    visitor's default acceptance ("chosen": vLLM's EAGLE-3 Llama-3.1-8B table) and the low
+    reference rate; and where each stops paying (NaN: it never does)."""
+    d = {**ls.SPECULATIVE, **params}
+    specs = ls.spec_sweep_specs(d["method"], d["k"], d["accept"], d["alpha"], d["gpu"], d["model"])
+    rows = ls.spec_table(specs, [simulate(list(wl), cfg) for _, _, wl, cfg in specs])
+    ratio = {(r["curve"], r["batch"]): r["ratio"] for r in rows}
+    batches = sorted({r["batch"] for r in rows})
+    first, last = batches[0], batches[-1]
+    crossing = {}
+    for cid in ("chosen", "low"):
+        at = ls.crossover_batch(batches, [ratio[cid, b] for b in batches])
+        crossing[cid] = float("nan") if at is None else at
+    return {
+        "ratio_first_chosen": ratio["chosen", first],
+        "ratio_last_chosen": ratio["chosen", last],
+        "ratio_first_low": ratio["low", first],
+        "ratio_last_low": ratio["low", last],
+        "crossover_chosen": crossing["chosen"],
+        "crossover_low": crossing["low"],
+        "batches": (first, last),
+    }
+
+
 def _ratio(a, b) -> float:
     return float(a) / float(b) if b else np.inf
 
@@ -260,6 +285,19 @@ CONTRACTS = (
         lambda f: (
             0 < f["hit_rate_default"] < f[f"hit_rate_{max(ls.EVICT_SIZES)}"]
             and f[f"hit_rate_{min(ls.EVICT_SIZES)}"] < f["hit_rate_default"]
+        ),
+    ),
+    Contract(
+        "speculative-decoding/crossover",
+        "at batch 1 speculation cuts TPOT >= 1.5x with vLLM's EAGLE-3 rates and cuts it with "
+        "the low rates too; at the largest batch the low rates make TPOT worse (a crossover "
+        "between) while the EAGLE-3 rates still do better than the low ones",
+        speculative,
+        lambda f: (
+            f["batches"][0] == 1
+            and f["ratio_first_chosen"] <= 1 / 1.5
+            and f["ratio_first_low"] < 1 < f["ratio_last_low"]
+            and f["ratio_last_chosen"] < f["ratio_last_low"]
         ),
     ),
     Contract(
