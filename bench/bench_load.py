@@ -48,6 +48,7 @@ LESSONS = [
     "long-prompts",
     "memory",
     "prefix-caching",
+    "speculative-decoding",
     "disaggregation",
 ]
 ARGS = [

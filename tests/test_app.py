@@ -6,6 +6,7 @@ Browser behaviour (Play, scrubbing, screenshots) is in tests/e2e/.
 
 import json
 
+import numpy as np
 import pytest
 from apptest_page import open_page
 from streamlit.testing.v1 import AppTest
@@ -40,6 +41,10 @@ PAGES = {  # page file -> (title key, extreme query params)
     "app_pages/prefix_caching.py": (
         "prefix.title",
         {"system": "8000", "rate": "16.0", "trace_rate": "0.5", "kv": "12000"},
+    ),
+    "app_pages/speculative.py": (
+        "spec.title",
+        {"method": "draft", "k": "7", "accept": "geometric", "alpha": "0.05", "gpu": "L4"},
     ),
     "app_pages/disaggregation.py": (
         "disagg.title",
@@ -245,3 +250,78 @@ def test_the_trust_section_names_what_it_is_known_to_miss_on_that_gpu(lang):
     assert known in [c.value for c in h200.caption]
     h100 = open_page("app_pages/prefill_decode.py", {"gpu": "H100-SXM", "lang": lang})
     assert not any("H200" in c.value for c in h100.caption)
+
+
+# ---- Speculative decoding: when it pays ----
+
+SPEC_PAGE = "app_pages/speculative.py"
+SPEC_FIXTURE = __import__("conftest").ROOT / "tests" / "data" / "spec_crossover_cpu.json"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_speculative_page_draws_verify_steps_the_crossover_and_the_acceptance(lang):
+    at = open_page(SPEC_PAGE, {"lang": lang})
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    timeline, ratio, tpot = figures(at)[:3]
+    legend = {tr.get("name") for tr in timeline["data"] if tr.get("showlegend")}
+    assert {t("gantt.phase.accepted", lang), t("gantt.phase.rejected", lang)} <= legend
+    assert timeline["frames"]  # the animated Gantt
+    crossing = t("charts.spec.crossover", lang, batch=0).split("0")[0]  # "crossover ≈ "
+    notes = [a["text"] for a in ratio["layout"]["annotations"]]
+    assert sum(crossing in n for n in notes) == 1  # only the low rates cross, near 88
+    assert len([tr for tr in tpot["data"] if tr.get("mode") == "lines+markers"]) == 4
+    table = at.dataframe[0].value  # speculation off and on: the on row has the acceptance
+    rate = table[t("metric.spec_acceptance_rate", lang)]
+    assert np.isnan(rate.iloc[0]) and 0.3 < rate.iloc[1] < 0.8
+    assert table[t("metric.spec_tokens_per_verify", lang)].iloc[1] > 2
+    assert t("spec.live_missing", lang) in captions(at)  # no live measurement in the checkout
+
+
+def test_speculative_page_widgets_change_the_runs():
+    base = open_page(SPEC_PAGE).dataframe[0].value
+    ngram = open_page(SPEC_PAGE, {"method": "ngram", "k": "5"}).dataframe[0].value
+    assert base.iloc[0].equals(ngram.iloc[0])  # speculation off: the same run
+    assert not base.iloc[1].equals(ngram.iloc[1])
+    low = open_page(SPEC_PAGE, {"accept": "geometric", "alpha": "0.2"})
+    assert t("spec.alpha", "en") in [s.label for s in low.slider]
+    assert low.dataframe[0].value[t("metric.spec_acceptance_rate", "en")].iloc[1] < 0.3
+
+
+def test_speculative_page_says_what_to_change_for_a_model_that_does_not_fit():
+    at = open_page(SPEC_PAGE, {"model": "Llama-3.3-70B", "gpu": "L4"})
+    assert not at.exception
+    assert at.error and "tensor_parallel" in at.error[0].value
+
+
+def array(values) -> np.ndarray:
+    """A figure's numbers: a list, or plotly's base64 typed array {"bdata", "dtype"}."""
+    if isinstance(values, dict):
+        import base64
+
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values, dtype=float)
+
+
+def test_speculative_page_draws_the_live_measurement_where_one_was_recorded(monkeypatch):
+    from ui import spec_live
+
+    monkeypatch.setattr(spec_live, "LIVE_PATH", SPEC_FIXTURE)
+    at = open_page(SPEC_PAGE)
+    assert not at.exception and not at.error
+    live = figures(at)[-1]
+    assert live["layout"]["title"]["text"] == t("charts.spec.live_title", "en")
+    (curve,) = [tr for tr in live["data"] if tr.get("mode") == "lines+markers"]
+    assert array(curve["y"]) == pytest.approx([11 / 20, 18 / 24, 52 / 40])
+    assert "SmolLM2-135M" in curve["name"]
+    assert any("CPU, 2 cores" in c for c in captions(at).splitlines())
+
+
+def test_speculative_page_warns_about_a_malformed_live_file(monkeypatch, tmp_path):
+    from ui import spec_live
+
+    bad = tmp_path / "spec.json"
+    bad.write_text('{"model": "m", "device": "d", "k": 3, "command": "c", "rows": [{"batch": 1}]}')
+    monkeypatch.setattr(spec_live, "LIVE_PATH", bad)
+    at = open_page(SPEC_PAGE)
+    assert not at.exception and not at.error
+    assert at.warning and "tpot_off_ms" in at.warning[0].value

@@ -510,3 +510,80 @@ def test_a_colocated_instance_is_named_in_words_not_by_its_id(lang):
     role = t("charts.role.colocated", lang)
     assert line.name == t("charts.worker", lang, name=t("charts.instance", lang, n=0), role=role)
     assert "I0" not in line.name
+
+
+# ---- speculative decoding: TPOT on / off against the batch size ----
+
+
+def _spec_table(lang: str = "en") -> tuple[pd.DataFrame, dict[str, str]]:
+    """Hand numbers shaped like the lesson's sweep: "chosen" keeps paying, "low" crosses
+    between 64 and 128 (ratio 0.8 -> 1.2: at 2^(6 + 0.5) on log2 of the batch)."""
+    rows = []
+    for curve, ratios in (("chosen", (0.5, 0.6, 0.9)), ("low", (0.7, 0.8, 1.2))):
+        for batch, ratio, off in zip((1, 64, 128), ratios, (6.0, 10.0, 13.0), strict=True):
+            rows.append(
+                {
+                    "curve": curve,
+                    "batch": batch,
+                    "tpot_off_ms": off,
+                    "tpot_on_ms": off * ratio,
+                    "ratio": ratio,
+                }
+            )
+    labels = {
+        "off": t("spec.curve.off", lang),
+        "chosen": t("option.spec_accept.eagle3-llama3.1-8b", lang),
+        "low": t("spec.curve.low", lang, alpha=0.5),
+    }
+    return pd.DataFrame(rows), labels
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_spec_ratio_chart_marks_the_crossover_of_the_curve_that_crosses(lang):
+    table, labels = _spec_table(lang)
+    fig = charts.spec_ratio_chart(table, labels, lang, highlight="chosen")
+    lines = [tr for tr in fig.data if tr.mode == "lines+markers"]
+    assert [tr.name for tr in lines] == [labels["chosen"], labels["low"]]
+    assert list(lines[1].y) == [0.7, 0.8, 1.2]
+    assert lines[0].line.width > lines[1].line.width  # the visitor's choice stands out
+    (diamond,) = [tr for tr in fig.data if tr.mode == "markers"]
+    assert diamond.x[0] == pytest.approx(2**6.5) and diamond.y[0] == 1.0
+    text = t("charts.spec.crossover", lang, batch=2**6.5)
+    assert [a.text for a in fig.layout.annotations].count(text) == 1
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 64, 128]
+    assert fig.layout.title.text == t("charts.spec.ratio_title", lang)
+    assert fig.layout.yaxis.range[0] <= 0.5 and fig.layout.yaxis.range[1] > 1.2
+
+
+def test_spec_tpot_chart_draws_off_once_and_each_curve():
+    table, labels = _spec_table()
+    fig = charts.spec_tpot_chart(table, labels, "en", highlight="chosen")
+    assert [tr.name for tr in fig.data] == [labels["off"], labels["chosen"], labels["low"]]
+    assert list(fig.data[0].y) == [6.0, 10.0, 13.0]  # speculation off: one line, dashed
+    assert fig.data[0].line.dash == "dash"
+    assert list(fig.data[2].y) == pytest.approx([4.2, 8.0, 15.6])
+
+
+def test_live_measurement_is_read_checked_and_tabled(tmp_path):
+    from ui import spec_live
+
+    fixture = Path(__file__).parent / "data" / "spec_crossover_cpu.json"
+    data = spec_live.load_live(fixture)
+    assert data["k"] == 3 and [r["batch"] for r in data["rows"]] == [1, 4, 16]
+    table = spec_live.live_table(data)
+    assert set(table.curve) == {"live"}
+    assert table.ratio.tolist() == pytest.approx([0.55, 0.75, 1.3])
+    assert spec_live.load_live(tmp_path / "absent.json") is None
+    bad = tmp_path / "bad.json"
+    for text, word in (
+        ("not json", "JSON"),
+        ("[]", "object"),
+        ('{"model": "m", "device": "d", "k": 0, "command": "c", "rows": []}', "k must"),
+        ('{"model": "m", "device": "d", "k": 3, "command": "c", "rows": []}', "rows"),
+        (json.dumps({**data, "rows": [{**data["rows"][0], "tpot_on_ms": float("nan")}]}), "on"),
+        (json.dumps({**data, "rows": [{**data["rows"][0], "batch": 1.5}]}), "batch"),
+    ):
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=word):
+            spec_live.load_live(bad)
+    assert spec_live.plain_name("<b>x</b>\nmodel") == "‹b›x‹/b› model"

@@ -59,7 +59,7 @@ def test_a_fresh_server_warms_every_lesson_and_then_serves_a_class_quickly():
     try:
         run_async(warmup.visit(url, "home"))
         deadline, busy = time.time() + 120, float("inf")
-        while time.time() < deadline:  # the warm-up visits 18 views; wait until they are done
+        while time.time() < deadline:  # the warm-up visits 20 views; wait until they are done
             before = cpu_s(proc.pid)
             time.sleep(3)
             busy = cpu_s(proc.pid) - before

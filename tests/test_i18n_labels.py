@@ -106,6 +106,8 @@ PAGES = {  # page -> query params that show as much simulator-made text as the p
     "app_pages/memory.py": {},
     "app_pages/memory.py?swap": {"mode": "swap"},
     "app_pages/prefix_caching.py": {},
+    "app_pages/speculative.py": {},
+    "app_pages/speculative.py?options": {"method": "ngram", "accept": "geometric", "alpha": "0.3"},
     "app_pages/disaggregation.py": {"sweep": "true", "rate": "4.0"},
     "app_pages/playground.py": {"k": "3", "n": "40", "sweep": "true"},
     "app_pages/live.py": {},

@@ -238,11 +238,12 @@ def test_the_figure_readers_see_what_a_visitor_sees():
 def korean_figures() -> dict[str, dict]:
     """The Gantt timelines of lesson runs that show every phase (KV transfer, preemption,
     slowed decode, prefix-cache hits) and every figure builder of ui.charts, in Korean."""
-    from test_charts import _chunk_table, _concurrency_table, _sweeps
+    from test_charts import _chunk_table, _concurrency_table, _spec_table, _sweeps
 
     from sim.cluster.topologies import simulate
     from sim.scenarios import get_scenario
     from ui import charts
+    from ui import lesson_setups as ls
     from ui.gantt import timeline_figure
     from ui.labels import sim_label
 
@@ -259,6 +260,11 @@ def korean_figures() -> dict[str, dict]:
         list(runs("pc1", "caching on")),
     )
     gpu, model = "H100-SXM", "Llama-3.1-8B"
+    # speculative decoding: a verify step's accepted and rejected parts, and the lesson's charts
+    choice = ("eagle", 3, "eagle3-llama3.1-8b", 0.7, gpu, model)
+    spec = [(lab, simulate(list(wl), cfg)) for lab, wl, cfg in ls.spec_timeline_specs(*choice)]
+
+    spec_table, spec_labels = _spec_table("ko")
     sweeps = {sim_label(label, "ko"): sweep for label, sweep in _sweeps().items()}
     figures = {
         "timeline c12": timeline_figure(c12, lang="ko"),
@@ -274,6 +280,9 @@ def korean_figures() -> dict[str, dict]:
         "chunk trade-off": charts.chunk_tradeoff(_chunk_table(), "ko"),
         "goodput": charts.goodput_curves(sweeps, "ko"),
         "fidelity": charts.fidelity_scatter(None, "ko"),
+        "timeline speculative": timeline_figure(spec, lang="ko"),
+        "spec ratio": charts.spec_ratio_chart(spec_table, spec_labels, "ko", "chosen"),
+        "spec tpot": charts.spec_tpot_chart(spec_table, spec_labels, "ko", "chosen"),
     }
     return {name: json.loads(fig.to_json()) for name, fig in figures.items()}
 

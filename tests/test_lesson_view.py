@@ -21,6 +21,7 @@ LESSONS = [
     "app_pages/long_prompts.py",
     "app_pages/memory.py",
     "app_pages/prefix_caching.py",
+    "app_pages/speculative.py",
     "app_pages/disaggregation.py",
     "app_pages/playground.py",
 ]

@@ -32,6 +32,7 @@ PAGES = [
     "long-prompts",
     "memory",
     "prefix-caching",
+    "speculative-decoding",
     "disaggregation",
     "playground",
     "live",

@@ -29,6 +29,7 @@ PAGES = (
     "long-prompts",
     "memory",
     "prefix-caching",
+    "speculative-decoding",
     "disaggregation",
     "playground",
 )

@@ -13,6 +13,7 @@ PAGES = [
     "long-prompts",
     "memory",
     "prefix-caching",
+    "speculative-decoding",
     "disaggregation",
     "playground",
 ]
@@ -24,6 +25,7 @@ TITLES = {
     "long-prompts": "long.title",
     "memory": "memory.title",
     "prefix-caching": "prefix.title",
+    "speculative-decoding": "spec.title",
     "disaggregation": "disagg.title",
     "playground": "play.title",
 }
