@@ -66,7 +66,7 @@ w.timeline_of(specs, key="spec_tl")
 st.caption(T("spec.legend"))
 w.runs_table(
     [(label, run) for (label, _, _), run in zip(specs, timeline_runs, strict=True)],
-    ("ttft_p50_s", "tpot_p50_s", "max_itl_s", "output_tokens_per_s"),
+    ("ttft_p50_s", "tpot_p50_s", "output_tokens_per_s"),
 )
 
 # ---- the batch sweep: TPOT on / off against the batch size ------------------------------------
@@ -94,9 +94,7 @@ curve_labels = {
     "chosen": chosen_label,
     "low": T("spec.curve.low", alpha=ls.SPEC_LOW),
 }
-left, right = st.columns(2)
-w.cached_chart(charts.spec_ratio_chart, table, curve_labels, lang=L, highlight="chosen", where=left)
-w.cached_chart(charts.spec_tpot_chart, table, curve_labels, lang=L, highlight="chosen", where=right)
+w.cached_chart(charts.spec_ratio_chart, table, curve_labels, lang=L, highlight="chosen")
 
 first = table[(table.curve == "chosen") & (table.batch == table.batch.min())].iloc[0]
 lines = [
@@ -125,6 +123,7 @@ left_out = [b for b in ls.SPEC_BATCHES if b not in set(table.batch)]
 if left_out:
     st.caption(T("spec.kv_cut", batches=", ".join(map(str, left_out)), gpu=gpu, model=model))
 with st.expander(T("spec.numbers")):
+    w.cached_chart(charts.spec_tpot_chart, table, curve_labels, lang=L, highlight="chosen")
     numbers = table.assign(curve=table.curve.map(curve_labels))
     w.number_table(numbers.rename(columns=lambda c: T(f"spec.col.{c}")), digits=2, hide_index=True)
 
@@ -149,7 +148,7 @@ else:
         spec_live.live_table(live),
         {"live": T("spec.curve.live", model=spec_live.plain_name(live["model"]))},
         lang=L,
-        title_key="charts.spec.live_title",
+        title_key="spec.live_chart_title",
     )
     st.caption(
         T(

@@ -330,7 +330,7 @@ SPEC_ACCEPT = ("eagle3-llama3.1-8b", "eagle3-qwen3-8b", "eagle3-gpt-oss-20b", "g
 SPEC_BATCHES = (1, 8, 32, 64, 128, 256, 512)  # requests decoding together (the chart's x)
 SPEC_PROMPT, SPEC_OUTPUT = 256, 48  # tokens per request of the batch sweep
 SPEC_HIGH, SPEC_LOW = 0.9, 0.5  # per-draft acceptance of the chart's two reference curves
-SPEC_TIMELINE = {"requests": 4, "prompt": 256, "output": 24, "gap_s": 0.002}
+SPEC_TIMELINE = {"requests": 4, "prompt": 256, "output": 24, "gap_s": 0.0}
 SPEC_CURVES = ("high", "chosen", "low")  # the chart's speculative curves, top to bottom
 
 

@@ -29,6 +29,7 @@ What stays here is how a page shows text and tables:
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 
 import streamlit as st
@@ -155,17 +156,17 @@ def formula(latex: str, caption_key: str | None = None) -> None:
 SPEC_COLUMNS = ("acceptance_rate", "tokens_per_verify")  # of run.meta["speculation"]
 
 
-def spec_figures(run) -> dict[str, float | None]:
+def spec_figures(run) -> dict[str, float]:
     """The acceptance rate and tokens per verify step of a run with speculative decoding
-    (run.meta["speculation"], sim/core/speculation.py acceptance_summary); None without it."""
+    (run.meta["speculation"], sim/core/speculation.py acceptance_summary); NaN without it."""
     spec = run.meta.get("speculation") or {}
-    return {key: spec.get(key) for key in SPEC_COLUMNS}
+    return {key: float(spec.get(key, math.nan)) for key in SPEC_COLUMNS}
 
 
 def runs_table(runs, columns: Sequence[str] | None = None):
     """One row per run: the headline numbers a lesson compares (translated column names).
     Where a run speculates, two more columns: the share of drafts accepted and the tokens a
-    verify step yields (empty for the runs that do not)."""
+    verify step yields ("–" for the runs that do not: st.dataframe would print "None")."""
     import pandas as pd
 
     from sim.runs.metrics import summarize
@@ -182,16 +183,18 @@ def runs_table(runs, columns: Sequence[str] | None = None):
         "output_tokens_per_s",
         "slo_attainment",
     )
+    mixed = speculating and not all("speculation" in run.meta for _, run in runs)
+    spec_names = [T(f"metric.spec_{k}") for k in SPEC_COLUMNS] if speculating else []
     rows, slo = {}, None
     for label, run in runs:
         s = getattr(run, "summary_cache", None) or summarize(run)
         rows[label] = {T(f"metric.{k}"): s.get(k) for k in keys}
-        if speculating:
-            for k, value in spec_figures(run).items():
-                rows[label][T(f"metric.spec_{k}")] = value
+        for name, value in zip(spec_names, spec_figures(run).values(), strict=False):
+            rows[label][name] = ("–" if math.isnan(value) else f"{value:.3f}") if mixed else value
         slo = slo or (s.get("slo_ttft_s"), s.get("slo_tpot_s"))
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    number_table(frame)
+    right = st.column_config.TextColumn(alignment="right")  # numbers as text, beside "–"
+    number_table(frame, column_config={name: right for name in spec_names} if mixed else {})
     if "slo_attainment" in keys and slo and slo[0] is not None:  # define "SLO met" where shown
         st.caption(T("common.slo_defined", ttft=slo[0], tpot=slo[1]))
     return frame
@@ -205,6 +208,7 @@ def number_table(frame, digits: int = 3, where=None, **kwargs) -> None:
     visitor (a tenth of a warm lesson view), and the table is sent as numbers either way."""
     fmt = st.column_config.NumberColumn(format=f"%.{digits}f")
     config = {col: fmt for col in frame.columns if frame[col].dtype.kind == "f"}
+    config |= kwargs.pop("column_config", None) or {}  # the caller's, for its other columns
     (where or st).dataframe(frame, column_config=config, width="stretch", **kwargs)
 
 
