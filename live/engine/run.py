@@ -98,6 +98,15 @@ def _cuda(device: str) -> bool:
     return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
+def store_capacity(config: SimConfig, slots: int, max_len: int) -> int:
+    """KV tokens the engine accounts for `slots` store rows of `max_len`: each request's rows in
+    whole blocks, plus one block for an engine that keeps one to itself (vLLM's null block).
+    Exactly `slots * max_len` rejected a lone request whose length is not a whole number of
+    blocks under vllm (139 tokens: 8 whole blocks, 7 usable)."""
+    block = config.engine.block_size
+    return slots * -(-max_len // block) * block + block
+
+
 def without_prefix_cache(config: SimConfig) -> SimConfig:
     """The config with prefix caching off: the live engine keeps every request's KV in a store of
     its own (live/model/kvstore.py), so it cannot serve one request's prompt from another's blocks.
@@ -148,7 +157,9 @@ def run_live(
         )
     slots = len(requests)
     if not config.engine.kv_capacity_tokens:  # the engine's block accounting = the real stores
-        config = with_overrides(config, {"kv_capacity_tokens": slots * max_len})
+        config = with_overrides(
+            config, {"kv_capacity_tokens": store_capacity(config, slots, max_len)}
+        )
 
     def make_runner(worker: str) -> ModelRunner:
         store = KVStore(net.shape, slots, max_len, dev, dtype)
