@@ -15,6 +15,9 @@ What it measures (SmolLM2-135M, real weights, the live engine = sim's vLLM V1 po
   drafts, vLLM's `num_accepted_tokens_per_pos / num_drafts`) and the propose share (lookups that
   found a match / sampling events after which the request went on). The last two are what a
   `sim.core.speculation.AcceptanceTable` holds.
+- Why it pays or not: the decode phase (every step after the prompts: decodes, or verifies of
+  1 + drafts rows each) with and without speculation, which emit the same tokens: how many
+  fewer steps speculation takes, and how much more each of its steps costs.
 - Every speculative run's tokens are checked against the plain run's (greedy: identical).
 
 Run: .venv/bin/python bench/bench_live_spec.py [--batches 1,2,4,8,16] [--repeats 3]
@@ -82,9 +85,16 @@ def workloads(tokenizer, batch: int, out_tokens: int) -> list[tuple[list[Request
     return out
 
 
-def one_run(groups, config) -> tuple[float, list[dict], list[dict]]:
-    """(median TPOT over every request of the groups, each run's speculation, generated ids)."""
-    tpots, stats, ids = [], [], []
+def decode_steps(samples) -> list[float]:
+    """Seconds of the steps after the prompts: decodes and verifies only (a verify chunk sends
+    every one of its tokens to the lm_head: samples == tokens)."""
+    return [s[-1] for s in samples if all(n > 1 and smp == n for n, _off, smp in s[1])]
+
+
+def one_run(groups, config) -> tuple[float, list[dict], list[dict], list[float]]:
+    """(median TPOT over every request of the groups, each run's speculation, generated ids,
+    decode/verify step seconds)."""
+    tpots, stats, ids, steps = [], [], [], []
     for requests, typed in groups:
         run, info = run_live(requests, config, LiveOptions(model="SmolLM2-135M"), typed=typed)
         if (run.requests.status != "finished").any():
@@ -92,7 +102,8 @@ def one_run(groups, config) -> tuple[float, list[dict], list[dict]]:
         tpots += run.requests.tpot_s.tolist()
         stats.append(run.meta.get("speculation", {}).get("measured", {}))
         ids.append(info["generated"])
-    return statistics.median(tpots), stats, ids
+        steps += decode_steps(info["samples"])
+    return statistics.median(tpots), stats, ids, steps
 
 
 def merge(stats: list[dict]) -> dict:
@@ -136,6 +147,7 @@ def main() -> None:
     for b in batches:
         groups = workloads(tokenizer, b, args.out_tokens)
         plain_t, spec_t, ratios, stats = [], [], [], []
+        step_s = {"plain": [], "spec": []}  # decode-phase step seconds, all repeats
         for rep in range(args.repeats):
             order = ("plain", "spec") if rep % 2 == 0 else ("spec", "plain")
             got = {}
@@ -147,6 +159,8 @@ def main() -> None:
             spec_t.append(got["spec"][0])
             ratios.append(got["spec"][0] / got["plain"][0])
             stats += got["spec"][1]
+            for name in ("plain", "spec"):
+                step_s[name] += got[name][3]
         s = merge(stats)
         pooled += stats
         row = {
@@ -155,6 +169,11 @@ def main() -> None:
             "tpot_spec_ms": 1000 * statistics.median(spec_t),
             "tpot_ratio_spec_over_plain": statistics.median(ratios),
             "ratios": ratios,
+            # the decode phase (same tokens emitted in both): how many steps, what each cost
+            "decode_steps_plain": len(step_s["plain"]),
+            "decode_steps_spec": len(step_s["spec"]),
+            "decode_s_plain": sum(step_s["plain"]),
+            "decode_s_spec": sum(step_s["spec"]),
             **s,
         }
         rows.append(row)
@@ -166,6 +185,14 @@ def main() -> None:
             f"{', '.join(f'{r:.2f}' for r in ratios)})  acceptance {s['acceptance_rate']:.2f}  "
             f"tokens/verify {s['tokens_per_verify']:.2f}  per position {pos}  propose share "
             f"{s['propose_share']:.2f}",
+            flush=True,
+        )
+        n0, n1 = row["decode_steps_plain"], row["decode_steps_spec"]
+        t0, t1 = row["decode_s_plain"], row["decode_s_spec"]
+        print(
+            f"      decode phase: plain {n0} steps {t0:.1f} s ({1000 * t0 / n0:.1f} ms/step), "
+            f"spec {n1} steps {t1:.1f} s ({1000 * t1 / n1:.1f} ms/step): {n0 / n1:.2f}x fewer "
+            f"steps, each {t1 / n1 / (t0 / n0):.2f}x the cost, time spec/plain {t1 / t0:.2f}",
             flush=True,
         )
     total = merge(pooled)

@@ -232,3 +232,149 @@ def test_ngram_speculation_writes_exactly_what_greedy_decoding_writes(monkeypatc
     assert "speculation" not in plain.meta
     verifies = [c for _w, chunks, *_ in spec_info["samples"] for c in chunks if c[2] == c[0] > 1]
     assert len(verifies) >= summary["verify_steps"]
+
+
+# ---- the Live page ----
+
+SPEC_META = {
+    "drafted": 30,
+    "accepted": 24,
+    "verify_steps": 10,
+    "acceptance_rate": 0.8,
+    "tokens_per_verify": 3.4,
+    "measured": {
+        "k": 3,
+        "lookups": 40,
+        "proposed": 10,
+        "propose_share": 0.25,
+        "verify_steps": 10,
+        "drafted": 30,
+        "accepted": 24,
+        "acceptance_rate": 0.8,
+        "tokens_per_verify": 3.4,
+        "per_position": [0.9, 0.8, 0.7],
+        "drafts_hist": [0, 0, 0, 10],
+    },
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_page_puts_measured_acceptance_beside_the_simulated(lang):
+    from ui.i18n import t
+    from ui.live_spec import caption, metrics, spec_overrides
+
+    T = lambda key, **fmt: t(key, lang, **fmt)  # noqa: E731
+    sim_meta = {
+        "config": {"speculative": "ngram", "spec_acceptance": "", "num_speculative_tokens": 3},
+        "speculation": {**SPEC_META, "acceptance_rate": 0.5, "tokens_per_verify": 2.6},
+    }
+    live_meta = {"speculation": SPEC_META}
+    (_, acc_value, acc_sim, _), (_, tpv_value, tpv_sim, _) = metrics(live_meta, sim_meta, T)
+    assert (acc_value, tpv_value) == ("80%", "3.40")
+    assert acc_sim == T("live_spec.acceptance_sim", pct=0.5) and "50%" in acc_sim
+    assert "2.60" in tpv_sim
+    text = caption(live_meta, sim_meta, T)
+    assert "0.90, 0.80, 0.70" in text and "eagle3-llama3.1-8b" in text
+    assert "`spec_acceptance=0.90,0.80,0.70@0.25`" in text  # a knob the simulator accepts
+    with_measured = with_overrides(
+        SimConfig(policy="vllm"), {"speculative": "ngram", "spec_acceptance": "0.90,0.80,0.70@0.25"}
+    )
+    assert with_measured.knobs.spec_acceptance
+    assert metrics({}, sim_meta, T) == [] and caption({}, sim_meta, T) == ""
+    assert spec_overrides("ngram", SimConfig(policy="vllm").knobs) == {"speculative": "ngram"}
+    assert spec_overrides("ngram", SimConfig(policy="prefill-first").knobs) == {}
+    assert spec_overrides("off", SimConfig(policy="vllm").knobs) == {}
+
+
+def open_live(params: dict):
+    from apptest_page import open_page
+
+    return open_page("app_pages/live.py", params, timeout=400)
+
+
+def test_the_live_page_says_which_policies_speculate():
+    from ui.i18n import t
+
+    at = open_live({"model": "smollm2-135m-shape", "wl": "three", "spec": "ngram"})
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    captions = [c.value for c in at.caption]
+    assert t("live_spec.note", "en", policies="vllm") in captions
+    assert t("live_spec.not_applied", "en", policies="prefill-first") in captions
+
+
+def test_ngram_on_a_disaggregated_live_run_is_refused_before_the_run_button():
+    at = open_live({"model": "smollm2-135m-shape", "spec": "ngram", "topo": "disaggregated"})
+    assert not at.exception, at.exception
+    assert len(at.error) == 1 and "colocated" in at.error[0].value
+    assert not at.button
+
+
+@pytest.mark.skipif(not HAS_SMOLLM2, reason="SmolLM2 weights not installed")
+def test_the_live_page_measures_ngram_acceptance_on_smollm2():
+    from ui.i18n import t
+
+    at = open_live({"wl": "three", "vs": "none", "spec": "ngram", "lang": "ko"})
+    at.button[0].click().run(timeout=400)  # calibration (~30 s, once per process) + one run
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    shown = {m.label: m for m in at.metric}
+    accepted = shown[t("live_spec.acceptance", "ko")]
+    assert 0 < float(accepted.value.rstrip("%")) <= 100  # the three workload copies its prompt
+    assert accepted.delta.startswith(t("live_spec.acceptance_sim", "ko", pct=0.5)[:6])
+    assert float(shown[t("live_spec.tpv", "ko")].value) > 1
+    assert any("spec_acceptance=" in c.value for c in at.caption)
+
+
+def test_live_serve_speculates_and_stops_at_an_end_inside_a_verify():
+    """`live serve --set speculative=ngram` (tiny random weights, which soon repeat themselves,
+    so lookups match): the same tokens as without it, and an end of sequence that a verify
+    accepted among several tokens ends the answer right there (not at the step's last token)."""
+    import queue
+    import time
+
+    from live.serve.engine import ServeEngine, ServeLimits
+
+    def answer(engine, prompt, max_tokens, **kw):
+        events: queue.Queue = queue.Queue()
+        engine.submit(prompt, max_tokens, events.put, **kw)
+        out, deadline = [], time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                event = events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if event[0] == "token":
+                out.append(event)
+                if event[3] is not None:
+                    return [e[1] for e in out], [e[2] for e in out], event[3]
+        raise AssertionError(f"no answer: {out}")
+
+    limits = ServeLimits(max_num_requests=2, max_model_len=128)
+    prompt = [5, 6, 7] * 4
+    engines = {
+        name: ServeEngine(with_overrides(SimConfig(), knobs), LiveOptions(model="tiny"), limits)
+        for name, knobs in (("plain", {}), ("spec", {"speculative": "ngram"}))
+    }
+    for engine in engines.values():
+        engine.start()
+    try:
+        plain, _, _ = answer(engines["plain"], prompt, 40)
+        spec, times, reason = answer(engines["spec"], prompt, 40)
+        assert spec == plain and reason == "length"
+        runner = engines["spec"].clock.runner(engines["spec"].workers[0].name)
+        assert runner.speculator.stats.accepted > 0
+        # a token a verify emitted with the next one (same step), the first end it may take
+        inside = next(i for i in range(5, 39) if times[i] == times[i + 1])
+        engines["spec"].eos_ids = frozenset({plain[inside]})
+        stopped, _, reason = answer(engines["spec"], prompt, 40, min_tokens=inside + 1)
+        assert stopped == plain[: inside + 1] and reason == "stop"
+    finally:
+        for engine in engines.values():
+            engine.stop()
+    with pytest.raises(ValueError, match="colocated"):
+        ServeEngine(
+            with_overrides(SimConfig(), {"speculative": "ngram", "topology": "disaggregated"}),
+            LiveOptions(model="tiny"),
+            limits,
+        )
