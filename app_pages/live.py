@@ -7,9 +7,11 @@ import time
 import streamlit as st
 
 from live.engine.compare import longest_stall_s
+from live.engine.speculation import check_live_speculation
 from sim.config import SimConfig, with_overrides
 from sim.core.request import RequestSpec
 from sim.runs.budget import BudgetExceeded, num_workers, simulate_within
+from ui import live_spec
 from ui import widgets as w
 from ui.gate import Gate
 from ui.labels import live_error_column, request_row
@@ -75,6 +77,10 @@ def show(result: dict, recorded=None) -> None:
                 T("live.percent", pct=r.medians["tpot_median_err_pct"]),
                 help=T("live.err_help"),
             )
+            if spec := live_spec.metrics(r.live.meta, r.predicted.meta, T):  # speculation on
+                for box, (label, value, delta, hint) in zip(st.columns(3), spec, strict=False):
+                    box.metric(label, value, delta, delta_color="off", delta_arrow="off", help=hint)
+                st.caption(live_spec.caption(r.live.meta, r.predicted.meta, T))
     tabs = st.tabs([T("live.errors", policy=r.policy) for r in runs])
     for tab, r in zip(tabs, runs, strict=True):
         table = r.errors.rename(columns=lambda c: live_error_column(c, w.lang()))  # words
@@ -244,9 +250,20 @@ with c4:
 with c5:
     model = w.select("model", T("live.model.llama"), MODELS, MODELS[0])
 policies = [policy] + ([versus] if versus not in ("none", policy) else [])
-knobs_text = st.text_input(
-    T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
-)
+s1, s2 = st.columns([1, 3])
+with s1:  # vLLM's n-gram speculation, run for real (live/engine/speculation.py)
+    speculative = w.select(
+        "spec",
+        T("live_spec.select"),
+        live_spec.METHODS,
+        "off",
+        help=T("live_spec.select_help"),
+        shown=lambda method: T(f"live_spec.option.{method}"),
+    )
+with s2:
+    knobs_text = st.text_input(
+        T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
+    )
 st.caption(
     T(f"live.about_{workload_name}")
     + " "
@@ -277,13 +294,17 @@ else:
 
 def live_config(name: str) -> SimConfig:
     small_chunks = CHUNKS.get(name, {})
-    config = with_overrides(SimConfig(policy=name), {"topology": topology, **small_chunks, **knobs})
+    spec = live_spec.spec_overrides(speculative, SimConfig(policy=name).knobs)
+    config = with_overrides(
+        SimConfig(policy=name), {"topology": topology, **small_chunks, **spec, **knobs}
+    )
     # One model, one run at a time: one instance, or one prefill and one decode worker. Knobs
     # must not turn it into 8 routed instances (each a KV store and a model runner).
     if config.topology.topology != topology or num_workers(config) != (
         2 if topology == "disaggregated" else 1
     ):
         raise ValueError(T("live.one_instance"))
+    check_live_speculation(config)  # a method or topology the live engine cannot speculate in
     return config
 
 
@@ -312,6 +333,12 @@ try:
 except ValueError as err:  # BudgetExceeded too
     w.config_error(err)
     st.stop()
+speculating = [c.policy for c in configs if getattr(c.knobs, "speculative", "")]
+if speculating:
+    st.caption(T("live_spec.note", policies=", ".join(speculating)))
+    if len(speculating) < len(configs):
+        others = ", ".join(c.policy for c in configs if c.policy not in speculating)
+        st.caption(T("live_spec.not_applied", policies=others))
 
 if not st.button(T("live.run"), type="primary"):
     if "live_result" not in st.session_state:

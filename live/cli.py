@@ -73,6 +73,14 @@ def cmd_run(args) -> None:
         f"topology {config.topology.topology}"
     )
     print_table(run.requests[REQUEST_VIEW].set_index("request_id"))
+    if measured := run.meta.get("speculation", {}).get("measured"):
+        rates = ", ".join(f"{r:.2f}" for r in measured["per_position"])
+        print(
+            f"n-gram speculation (k={measured['k']}): {measured['accepted']} of "
+            f"{measured['drafted']} drafts accepted ({measured['acceptance_rate']:.0%}), "
+            f"{measured['tokens_per_verify']:.2f} tokens per verify, per position {rates}; "
+            f"drafts proposed after {measured['propose_share']:.0%} of sampling steps"
+        )
     for rid, text in info["texts"].items():
         print(f"  R{rid}: …{info['prompt_text'][rid][-40:]!r} -> {text!r}")
 

@@ -147,3 +147,10 @@ def test_live_cli_prints_the_measured_json_and_refuses_bad_input(capsys):
     assert main(["fidelity", "--model", "tiny", "--scenario", "chat"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "measured, not predicted" in err and "steps measured" not in err
+
+
+def test_a_lone_request_fits_the_stores_block_accounting():
+    """139 tokens under vllm: whole blocks per store row plus vLLM's null block (it was
+    rejected when the engine was given exactly slots x max_len tokens)."""
+    live, _info = run_live([RequestSpec(0, 0.0, 91, 48)], SimConfig(policy="vllm"), TINY)
+    assert live.requests.status.tolist() == ["finished"]

@@ -11,7 +11,10 @@ Notable features
   device every step still runs alone (one CPU thread, or the one GPU); each worker's steps are
   placed on its own clock, as if each worker had its own share of the device.
 - Every step is recorded (batch shape + seconds) for calibrating the simulator
-  (live/engine/calibrate.py).
+  (live/engine/calibrate.py). A speculative verify is a chunk whose `samples` is its token count
+  (every position goes to the lm_head), priced so by the calibrated cost model.
+- Speculative decoding: the engine's speculator (sim's seeded draws) is replaced by the live
+  one (`speculate`): n-gram lookups and greedy verifies really run on the worker's model.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class MeasuredClock:
 
     def step_timing(self, worker: Worker, batch: Batch) -> StepTiming:
         runner = self.runner(worker.name)
+        if worker.engine.speculator is not runner.speculator:  # (first step: install it)
+            self.speculate(worker, runner)
         for req, _n, _offset, _decode in batch.items:
             if req.request_id not in runner._tokens:  # first step of this request here
                 runner.add_prompt(req.request_id, self.prompt_ids[req.request_id])
@@ -77,6 +82,16 @@ class MeasuredClock:
             )
             memory_s = (seconds - c.overhead_s) * c.memory_s / busy if seconds > c.overhead_s else 0
         return StepTiming(seconds, compute_s, memory_s, seconds - compute_s - memory_s)
+
+    @staticmethod
+    def speculate(worker: Worker, runner) -> None:
+        """Speculative decoding on the model: the engine's drawn speculator (sim) gives way to
+        real n-gram lookups and greedy verifies on this worker's runner
+        (live/engine/speculation.py), before the worker's first step settles."""
+        from live.engine.speculation import live_speculator
+
+        spec = live_speculator(worker.engine.policy.knobs, runner.kv.max_len)
+        runner.speculator = worker.engine.speculator = spec
 
     def transfer_s(self, req: Request, p: Worker, d: Worker, model, topology) -> float:
         """Really copy the prompt's KV from the P worker's store into the D worker's, timed."""

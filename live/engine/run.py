@@ -98,6 +98,15 @@ def _cuda(device: str) -> bool:
     return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
+def store_capacity(config: SimConfig, slots: int, max_len: int) -> int:
+    """KV tokens the engine accounts for `slots` store rows of `max_len`: each request's rows in
+    whole blocks, plus one block for an engine that keeps one to itself (vLLM's null block).
+    Exactly `slots * max_len` rejected a lone request whose length is not a whole number of
+    blocks under vllm (139 tokens: 8 whole blocks, 7 usable)."""
+    block = config.engine.block_size
+    return slots * -(-max_len // block) * block + block
+
+
 def without_prefix_cache(config: SimConfig) -> SimConfig:
     """The config with prefix caching off: the live engine keeps every request's KV in a store of
     its own (live/model/kvstore.py), so it cannot serve one request's prompt from another's blocks.
@@ -128,6 +137,7 @@ def run_live(
     """Serve `requests` with `config`'s policy and topology on a real model; measured tables."""
     from live.engine.clock import MeasuredClock
     from live.engine.runner import ModelRunner
+    from live.engine.speculation import check_live_speculation, merged_summary
     from live.model.kvstore import KVStore
 
     check_size(requests, MAX_TOTAL_TOKENS_CUDA if _cuda(options.device) else MAX_TOTAL_TOKENS)
@@ -136,6 +146,7 @@ def run_live(
         raise ValueError(
             "the live engine preempts by recompute only (as vLLM V1); set preemption_mode=recompute"
         )
+    check_live_speculation(config)
     net, tokenizer, dev, dtype = load(options.model, options.device)
     ids = prompt_ids(requests, tokenizer, net.shape.vocab, options.seed)
     ids.update(typed or {})
@@ -146,7 +157,9 @@ def run_live(
         )
     slots = len(requests)
     if not config.engine.kv_capacity_tokens:  # the engine's block accounting = the real stores
-        config = with_overrides(config, {"kv_capacity_tokens": slots * max_len})
+        config = with_overrides(
+            config, {"kv_capacity_tokens": store_capacity(config, slots, max_len)}
+        )
 
     def make_runner(worker: str) -> ModelRunner:
         store = KVStore(net.shape, slots, max_len, dev, dtype)
@@ -169,15 +182,19 @@ def run_live(
     if dev.type == "cuda":  # allocations that had to free the cache and retry: slow steps
         info["alloc_retries"] = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0) - retries
     run.meta.update({"live_model": options.model, "device": info, "model": options.model})
-    texts = {}
-    if tokenizer is not None:
-        for r in requests:
-            holders = [rn for rn in clock.runners.values() if r.request_id in rn._tokens]
-            if holders:
-                out = max((rn.generated(r.request_id) for rn in holders), key=len)
-                texts[r.request_id] = tokenizer.decode(out)
+    generated, texts = {}, {}
+    for r in requests:
+        holders = [rn for rn in clock.runners.values() if r.request_id in rn._tokens]
+        if holders:
+            generated[r.request_id] = max((rn.generated(r.request_id) for rn in holders), key=len)
+            if tokenizer is not None:
+                texts[r.request_id] = tokenizer.decode(generated[r.request_id])
+    speculators = [rn.speculator for rn in clock.runners.values() if rn.speculator is not None]
+    if speculators:  # what the n-gram drafter and the verifies measured (all workers together)
+        run.meta.setdefault("speculation", {})["measured"] = merged_summary(speculators)
     return run, {
         "samples": clock.samples,
+        "generated": generated,
         "transfers": clock.transfers,
         "texts": texts,
         "prompt_text": {k: tokenizer.decode(v) for k, v in ids.items()}

@@ -35,6 +35,7 @@ from live.model.kvstore import KVStore
 from live.model.llama import LlamaModel, Segment, default_attention
 from sim.core.engine import Batch
 
+PAD_ID = 0  # input id of a padding row (vLLM's -1 draft placeholders)
 DEFAULT_CPU_THREADS = 1  # measured: 2 threads on the 2-core box were slower and noisier
 WARM_CHUNKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)  # CUDA warm-up: chunk size classes
 
@@ -96,6 +97,9 @@ class ModelRunner:
         self._slot: dict[int, int] = {}  # request id -> KV slot
         self._cached: dict[int, int] = {}  # request id -> positions held in its slot
         self._swapped: dict[int, tuple[Tensor, Tensor]] = {}  # request id -> host K, V
+        # Speculative decoding: live/engine/speculation.py's NgramSpeculator (None: off); the
+        # MeasuredClock installs it as the worker's engine speculator too.
+        self.speculator = None
 
     def device_info(self) -> dict[str, str | int]:
         """Device, dtype, CPU threads and torch version, for reports and the UI."""
@@ -128,36 +132,111 @@ class ModelRunner:
         return self._tokens[request_id][self._prompt_len[request_id] :]
 
     def execute(self, batch: Batch) -> tuple[dict[int, int], float]:
-        """Run one step: (request id -> sampled token id, measured seconds)."""
+        """Run one step: (request id -> last token sampled, measured seconds).
+
+        A verify item (speculative decoding, `batch.spec`) feeds the request's last sampled
+        token and its drafts, greedy-verifies them (`_settle`) and appends 1 + accepted tokens;
+        after the step the drafter looks up drafts for every request that sampled and goes on.
+        """
         graph_key = None
         if self.graphs is not None:  # capture a new bucket's graph before the clock starts
             graph_key = self._graph_key(batch)
             if graph_key is not None:
                 self.graphs.prepare(graph_key)
+        spec = getattr(batch, "spec", None) or {}
+        padded = getattr(batch, "padded", None) or ()
         start = time.perf_counter()
+        # sampling: (request, rows sampled, drafts verified, known rows of a padded verify)
         segments, sampling = [], []
         for req, n, offset, _is_decode in batch.items:  # 1 token = decode for the model anyway
             rid = req.request_id
             if rid not in self._tokens:
                 raise KeyError(f"request {rid}: call add_prompt() before its first step")
             toks = self._tokens[rid]
+            if rid not in self._slot:
+                self._slot[rid] = self.kv.allocate()
+            if req in spec:
+                ids = self._verify_input(req, n, offset, spec[req], req in padded)
+                segments.append(Segment(self._slot[rid], ids, offset, True, sample_all=True))
+                known = len(toks) - offset if req in padded else 0
+                sampling.append((req, len(ids), 0 if known else spec[req], known))
+                continue
             if offset + n > min(len(toks), self.kv.max_len):
                 raise ValueError(
                     f"request {rid}: step wants tokens up to {offset + n}, but it has "
                     f"{len(toks)} tokens and the KV store holds {self.kv.max_len} per request"
                 )
-            if rid not in self._slot:
-                self._slot[rid] = self.kv.allocate()
             sample = offset + n == len(toks)
             segments.append(Segment(self._slot[rid], toks[offset : offset + n], offset, sample))
             if sample:
-                sampling.append(rid)
+                sampling.append((req, 1, 0, 0))
             self._cached[rid] = offset + n
         next_ids = self.forward_sample(segments, graph_key)
+        sampled, row = {}, 0
+        for req, rows, drafts, known in sampling:
+            targets = next_ids[row : row + rows]
+            row += rows
+            new = self._settle(req, targets, drafts, known) if rows > 1 else targets
+            toks = self._tokens[req.request_id]
+            toks.extend(new)
+            if rows > 1:  # a verify: the KV of its rejected rows is stale, written over later
+                self._cached[req.request_id] = len(toks) - 1
+            sampled[req.request_id] = new[-1]
+            if self.speculator is not None:  # the drafter, inside the step (as vLLM's)
+                self._propose(req, len(new))
         seconds = time.perf_counter() - start
-        for rid, tok in zip(sampling, next_ids, strict=True):
-            self._tokens[rid].append(tok)
-        return dict(zip(sampling, next_ids, strict=True)), seconds
+        return sampled, seconds
+
+    def _verify_input(self, req, n: int, offset: int, drafts: int, padded: bool) -> list[int]:
+        """The input ids of a verify: the last sampled token, then its drafts. A padded one
+        (vLLM's -1 placeholders, scheduler.py 1578-1582) has the known tokens, then padding rows
+        (never accepted; only as many as the KV store has room for)."""
+        rid, toks = req.request_id, self._tokens[req.request_id]
+        if padded:
+            known = toks[offset:]
+            if not 1 <= len(known) <= n:
+                raise ValueError(f"request {rid}: padded verify of {n} at {offset}, {len(toks)}")
+            rows = min(n, self.kv.max_len - offset)
+            return known + [PAD_ID] * (rows - len(known))
+        if self.speculator is None:
+            raise ValueError(f"request {rid}: a verify step, but this runner has no speculator")
+        if offset != len(toks) - 1 or n != 1 + drafts or offset + n > self.kv.max_len:
+            raise ValueError(
+                f"request {rid}: a verify of {n} tokens at {offset} needs offset = its "
+                f"{len(toks)} tokens - 1 and room in the KV store ({self.kv.max_len})"
+            )
+        return [toks[-1], *self.speculator.draft_ids(rid, drafts)]
+
+    def _settle(self, req, targets: list[int], drafts: int, known: int) -> list[int]:
+        """A verify's new tokens from the target's greedy choices at each of its rows.
+
+        Greedy rejection sampling: draft i is accepted if the target's own choice after the
+        input before it (row i-1) equals it, the first mismatch ends the run, and the target's
+        choice at the last accepted row is the bonus (or corrected) token: 1 + accepted tokens.
+        A padded verify (`known` rows of real tokens, then padding) has no real drafts: the
+        token after its known ones only. Trimmed to what the request still needs (vLLM's
+        `_update_request_with_output` stops at its length).
+        """
+        rid = req.request_id
+        if known:  # padded: the row of its last known token samples
+            new = [targets[known - 1]]
+        else:
+            proposed = self.speculator.draft_ids(rid, drafts)
+            accepted = 0
+            while accepted < drafts and targets[accepted] == proposed[accepted]:
+                accepted += 1
+            self.speculator.verified(rid, drafts, accepted)
+            new = targets[: accepted + 1]
+        left = getattr(req, "output_tokens", len(new)) - getattr(req, "num_generated", 0)
+        return new[: max(1, left)]
+
+    def _propose(self, req, emitted: int) -> None:
+        """n-gram lookup for a request that sampled and has tokens left to write."""
+        left = req.output_tokens - req.num_generated - emitted
+        if left > 0:
+            self.speculator.lookup(req.request_id, self._tokens[req.request_id])
+        else:  # it finishes here: no drafts (its verify's result stays for the engine)
+            self.speculator.drafts.pop(req.request_id, None)
 
     def forward_sample(self, segments: list[Segment], graph_key=None) -> list[int]:
         """The device part of a step: greedy ids of the sampling segments, read on the host."""
@@ -185,6 +264,8 @@ class ModelRunner:
             self.kv.free(slot)
         self._cached.pop(request_id, None)
         self._swapped.pop(request_id, None)
+        if self.speculator is not None:
+            self.speculator.forget(request_id)
         if forget:
             self._tokens.pop(request_id, None)
             self._prompt_len.pop(request_id, None)

@@ -124,7 +124,7 @@ class StepLayout:
     dec_slots: Tensor  # (B,) int64, sorted
     dec_offsets: Tensor  # (B,) int64: where each decode's K/V goes
     dec_groups: tuple[DecodeGroup, ...]  # consecutive runs of the decode rows
-    sample_rows: Tensor  # (S,) rows whose logits are computed, in segment order
+    sample_rows: Tensor  # (S,) rows whose logits are computed, in segment order (all of a verify)
 
     @classmethod
     def build(
@@ -146,14 +146,14 @@ class StepLayout:
             raise ValueError("every segment needs at least one token")
         ids: list[int] = []
         pos: list[int] = []
-        last_row = [0] * len(segments)
+        first_row = [0] * len(segments)
         spans = []
         for i in prefill_idx + decode_idx:
             s, start = segments[i], len(ids)
             n = len(s.token_ids)
             ids.extend(s.token_ids)
             pos.extend(range(s.offset, s.offset + n))
-            last_row[i] = start + n - 1
+            first_row[i] = start
             if n > 1:
                 mask = chunk_mask(s.offset, n, shape.group, device)
                 spans.append(PrefillSpan(s.slot, start, n, s.offset, mask))
@@ -164,7 +164,15 @@ class StepLayout:
             _decode_group(g.start, slots[g.start : g.stop], contexts[g.start : g.stop], device)
             for g in decode_groups(slots, contexts, call_keys)
         )
-        sample_rows = [last_row[i] for i, s in enumerate(segments) if s.sample]
+        sample_rows = [  # a verify (sample_all) samples every row, any other its last
+            row
+            for i, s in enumerate(segments)
+            if s.sample
+            for row in range(
+                first_row[i] + (0 if s.sample_all else len(s.token_ids) - 1),
+                first_row[i] + len(s.token_ids),
+            )
+        ]
         return cls(
             _long(ids, device),
             _long(pos, device),

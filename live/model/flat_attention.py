@@ -62,7 +62,7 @@ class FlatLayout:
     positions: Tensor  # (P + R,) int64: offset + i per request; 0 on idle rows
     write_pos: Tensor  # (R,) int64: where each decode row's K/V goes (max_len on idle rows)
     lengths: Tensor  # (R,) int64: keys each decode row attends to (1 on idle rows)
-    sample_rows: Tensor  # (S,) rows whose logits are computed, in segment order
+    sample_rows: Tensor  # (S,) rows whose logits are computed, in segment order (all of a verify)
     prefills: tuple[PrefillSpan, ...]
     num_prefill_rows: int  # P
     rows: int  # R
@@ -104,8 +104,12 @@ class FlatLayout:
         c = ctx if ctx is not None else longest
         if c < longest:
             raise ValueError(f"decode view of {c} keys is shorter than a context of {longest}")
-        last = {slot: start + n - 1 for slot, start, n, _ in spans}  # a chunk samples its last row
-        sample = [last.get(s.slot, p + s.slot) for s in segments if s.sample]
+        first = {slot: (start, n) for slot, start, n, _ in spans}
+        sample = []  # a chunk samples its last row, a verify (sample_all) every row
+        for s in segments:
+            if s.sample:
+                start, n = first.get(s.slot, (p + s.slot, 1))
+                sample.extend(range(start if s.sample_all else start + n - 1, start + n))
         full = len(decode) == r and all(n == c for n in lengths) and rows is None
         sizes = {"p": p, "r": r, "ctx": c, "s": len(sample), "spans": tuple(spans), "full": full}
         return ids + dec_ids + pos + dec_pos + write + lengths + sample, sizes

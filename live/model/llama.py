@@ -20,6 +20,9 @@ Notable features
 - K/V are written to the KVStore before attention reads them (a token attends to itself).
 - Logits only for rows that sample: the last token of a chunk that completes its prompt, and
   every decode. For a small model the lm_head (hidden x vocab) is the largest single matmul.
+  A speculative verify ([last token] + drafts, `Segment.sample_all`) is a chunk at a decode's
+  position whose every row samples: the attention layouts run it as a chunk over its cached
+  prefix (lower-right causal mask), so each draft sees the ones before it.
 - RoPE in the Hugging Face "rotate_half" layout; GGUF weights are un-permuted to it on load.
 - `use_column_major_weights()` (the runner calls it on CPU) stores every matmul weight
   transposed in memory, same shape: MKL then multiplies without a transpose and its small-batch
@@ -101,6 +104,9 @@ class Segment:
     token_ids: Sequence[int]
     offset: int  # tokens of this request already in the KV store
     sample: bool  # compute logits for the last token (it completes the request's known tokens)
+    # A speculative verify: logits at EVERY position (with `sample`), the target's choice after
+    # each input token (live/engine/runner.py checks the drafts against them)
+    sample_all: bool = False
 
 
 def rope_tables(shape: ModelShape, device: Device = None) -> Tensor:

@@ -162,6 +162,7 @@ class ServeEngine:
         from live.engine.clock import MeasuredClock
         from live.engine.run import load, without_prefix_cache
         from live.engine.runner import ModelRunner
+        from live.engine.speculation import check_live_speculation
         from live.model.kvstore import KVStore
         from live.serve.text import codec_for
 
@@ -170,6 +171,7 @@ class ServeEngine:
                 "the live engine preempts by recompute only (as vLLM V1); "
                 "set preemption_mode=recompute"
             )
+        check_live_speculation(config)
         net, tokenizer, dev, dtype = load(options.model, options.device)
         if limits.max_model_len > net.shape.max_len:
             raise ValueError(
@@ -396,15 +398,14 @@ class ServeEngine:
             for req, *_ in batch.items:  # end of sequence: finish it at this token
                 handle = self.handles.get(req.request_id)
                 generated = runner.generated(req.request_id)
-                if handle is None or len(generated) <= req.num_generated:
+                if handle is None or handle.ignore_eos or len(generated) <= req.num_generated:
                     continue  # no token sampled for it in this step
-                if (
-                    not handle.ignore_eos
-                    and generated[-1] in self.eos_ids
-                    and req.num_generated + 1 >= handle.min_tokens
-                ):
-                    req.output_tokens = req.num_generated + 1
-                    handle.finish_reason = "stop"
+                # (a speculative verify may have sampled several: the first end counts)
+                for i in range(req.num_generated, len(generated)):
+                    if generated[i] in self.eos_ids and i + 1 >= handle.min_tokens:
+                        req.output_tokens = i + 1
+                        handle.finish_reason = "stop"
+                        break
             handoffs = engine.complete(batch, start, end, timing)
             self.clock.after_step(worker, batch)
             if self.metrics is not None:
