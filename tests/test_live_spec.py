@@ -26,6 +26,7 @@ from live.engine.run import LiveOptions, load, run_live  # noqa: E402
 from live.engine.speculation import (  # noqa: E402
     NgramSpeculator,
     check_live_speculation,
+    ngram_draft,
     ngram_propose,
 )
 from live.model.kvstore import KVStore  # noqa: E402
@@ -81,6 +82,46 @@ def test_ngram_propose_answers_as_vllms_own_kernel():
         assert ngram_propose(toks, lo, hi, k, limit) == want, (toks, lo, hi, k, limit)
         found += bool(want)
     assert found > 500  # the cases that draft were exercised too
+
+
+def test_ngram_draft_is_vllms_default_gpu_drafter():
+    """vLLM 0.33's V2-runner kernel: longest n, then the RIGHTMOST earlier match; k drafts, the
+    last token filling slots no match gives (all k when none)."""
+    assert ngram_draft([1, 2, 3, 1, 2, 4, 1, 2], 2, 2, 1, 100) == ([4], 1)  # V1: [3]
+    assert ngram_draft([1, 2, 5, 6, 7, 1, 2], 2, 2, 3, 100) == ([5, 6, 7], 3)
+    assert ngram_draft([5, 6, 5, 6], 2, 2, 3, 100) == ([5, 6, 6], 2)  # text ends: filled
+    assert ngram_draft([1, 2, 3, 4], 2, 3, 3, 100) == ([4, 4, 4], 0)  # no match
+    assert ngram_draft([7], 1, 1, 3, 100) == ([7, 7, 7], 0)
+    assert ngram_draft([1, 2, 5, 6, 7, 1, 2], 2, 2, 3, 8) == ([5], 1)  # one row left
+    assert ngram_draft([1, 2, 5, 6, 7, 1, 2], 2, 2, 3, 7) == ([], 0)
+    assert ngram_draft([9, 1, 2, 3, 4, 1, 2, 8, 9, 1, 2], 1, 3, 2, 100) == ([3, 4], 2)  # n=3
+
+
+def test_ngram_draft_agrees_with_the_v1_proposer_where_the_match_is_unique():
+    """Where the longest n-gram occurs once before the end (no tie to break), both runners'
+    drafters find it: the V2 port's matched drafts are the V1 port's (checked against vLLM's own
+    numba kernel above)."""
+    rng, compared = random.Random(1), 0
+    for _ in range(3000):
+        toks = [rng.randrange(rng.choice([3, 5, 50])) for _ in range(rng.randint(2, 60))]
+        lo = rng.randint(1, 4)
+        hi, k = rng.randint(lo, 6), rng.randint(1, 5)
+        v1 = ngram_propose(toks, lo, hi, k, 1000)
+        drafts, matched = ngram_draft(toks, lo, hi, k, 1000)
+        assert len(drafts) == k and all(d == toks[-1] for d in drafts[matched:])
+        n = next(
+            (
+                n
+                for n in range(min(hi, len(toks) - 1), lo - 1, -1)
+                if any(toks[p : p + n] == toks[-n:] for p in range(len(toks) - n))
+            ),
+            0,
+        )
+        hits = [p for p in range(len(toks) - n) if toks[p : p + n] == toks[-n:]] if n else []
+        if len(hits) == 1:
+            assert drafts[:matched] == v1, (toks, lo, hi, k)
+            compared += 1
+    assert compared > 300
 
 
 SHAPE = ModelShape(3, 128, 8, 2, 32, 256, 512, 10_000.0, True, 256)
@@ -144,7 +185,7 @@ def test_a_verify_row_gets_what_one_decode_per_token_gets_and_rollback_rewrites_
 def test_the_speculator_stores_what_the_runner_measured():
     spec = NgramSpeculator(3, 100, min_n=2, max_n=2)
     assert spec.lookup(7, [1, 2, 5, 6, 7, 1, 2]) == 3 and spec.draft_ids(7, 2) == [5, 6]
-    assert spec.lookup(8, [1, 2, 3]) == 0
+    assert spec.lookup(8, [1, 2, 3]) == 3 and spec.draft_ids(8, 3) == [3, 3, 3]  # filler
     spec.verified(7, 3, 2)
 
     class Req:
@@ -180,18 +221,19 @@ def test_verify_chunks_are_priced_with_every_position_sampled():
 def test_a_one_token_prompt_is_padded_and_a_verify_fits_the_kv_store():
     """Random weights: a one-token prompt joins running requests as a padded verify (vLLM's
     -1 placeholders), and drafts never write past the store's rows."""
-    # step 0: R0's first 64 tokens; 1: its last 36 and R1's first 28; 2: R0's decode and 63 of
-    # R1 (a prefill: no padding in this step, and no budget left); 3: R0 and R1 sample, so R2's
-    # one token is padded to 1 + k. Random prompts: no lookup matches before step 3.
+    # step 0: R0's first 64 tokens; 1: its last 36 and R1's first 28; 2: R0's verify of 1 + 3
+    # (filler drafts: vLLM 0.33's runner always drafts k) and R1's last 60 (a prefill: no
+    # padding in this step, and no budget left); 3: R0 and R1 verify, so R2's one token is
+    # padded to 1 + k.
     reqs = [
         RequestSpec(0, 0.0, 100, 20),
-        RequestSpec(1, 0.0, 92, 26),
+        RequestSpec(1, 0.0, 88, 26),
         RequestSpec(2, 0.0, 1, 6),
     ]
     config = with_overrides(
         SimConfig(policy="vllm"), {"speculative": "ngram", "max_num_batched_tokens": 64}
     )
-    typed = {0: [t % 256 for t in ids(9, 100)], 1: [t % 256 for t in ids(10, 92)], 2: [3]}
+    typed = {0: [t % 256 for t in ids(9, 100)], 1: [t % 256 for t in ids(10, 88)], 2: [3]}
     run, info = run_live(reqs, config, LiveOptions(model="tiny"), typed=typed)
     assert (run.requests.status == "finished").all()
     assert [len(info["generated"][r.request_id]) for r in reqs] == [20, 26, 6]
@@ -260,6 +302,7 @@ SPEC_META = {
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_page_puts_measured_acceptance_beside_the_simulated(lang):
+    from sim.core.speculation import acceptance_table
     from ui.i18n import t
     from ui.live_spec import caption, metrics, spec_overrides
 
@@ -274,10 +317,10 @@ def test_the_page_puts_measured_acceptance_beside_the_simulated(lang):
     assert acc_sim == T("live_spec.acceptance_sim", pct=0.5) and "50%" in acc_sim
     assert "2.60" in tpv_sim
     text = caption(live_meta, sim_meta, T)
-    assert "0.90, 0.80, 0.70" in text and "eagle3-llama3.1-8b" in text
-    assert "`spec_acceptance=0.90,0.80,0.70@0.25`" in text  # a knob the simulator accepts
+    assert "0.90, 0.80, 0.70" in text and acceptance_table("", "ngram").name in text
+    assert "`spec_acceptance=0.90,0.80,0.70`" in text  # a knob the simulator accepts
     with_measured = with_overrides(
-        SimConfig(policy="vllm"), {"speculative": "ngram", "spec_acceptance": "0.90,0.80,0.70@0.25"}
+        SimConfig(policy="vllm"), {"speculative": "ngram", "spec_acceptance": "0.90,0.80,0.70"}
     )
     assert with_measured.knobs.spec_acceptance
     assert metrics({}, sim_meta, T) == [] and caption({}, sim_meta, T) == ""

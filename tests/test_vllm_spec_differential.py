@@ -212,6 +212,20 @@ SPEC_CASES = [
         [R(i // 2, 300 + 100 * (i % 3), 15) for i in range(8)],
     ),
     *[_random_spec_case(seed, m) for seed in range(6) for m in ("ngram", "draft", "eagle")],
+    # vLLM's V1 model runner: an n-gram miss drafts nothing (the next step is a plain decode)
+    *[
+        spec_case(
+            f"v1-runner-ngram-{seed}",
+            "ngram",
+            {"max_num_batched_tokens": budget, "model_runner": "v1"},
+            PLENTY,
+            [R(i % 5, 30 + 40 * i, 20 + 3 * i) for i in range(8)],
+            k,
+            "",
+            seed,
+        )
+        for seed, budget, k in ((0, 64, 3), (1, 256, 5), (2, 32, 2))
+    ],
 ]
 
 
@@ -231,6 +245,7 @@ def test_the_speculative_suite_is_wide():
     """At least 15 workloads (issue 31), every method, and every path the mirror has: drafts
     cut by the budget, padding, preemption under lookahead, rollbacks and trimmed ends."""
     assert len(SPEC_CASES) >= 15
+    assert any(c.knobs.get("model_runner") == "v1" for c in SPEC_CASES)
     methods = {
         with_overrides(SimConfig(policy="vllm"), c.knobs).knobs.speculative for c in SPEC_CASES
     }

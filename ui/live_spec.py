@@ -66,7 +66,7 @@ def caption(live_meta: dict, sim_meta: dict, T: Callable[..., str]) -> str:
         return ""
     table, k = drawn
     rates = measured["per_position"]
-    knob = f"spec_acceptance={','.join(f'{r:.2f}' for r in rates)}@{measured['propose_share']:.2f}"
+    knob = f"spec_acceptance={','.join(f'{r:.2f}' for r in rates)}"  # (over all verifies)
     if not measured["verify_steps"]:
         return T("live_spec.none_proposed", lookups=measured["lookups"])
     return T(
@@ -75,7 +75,6 @@ def caption(live_meta: dict, sim_meta: dict, T: Callable[..., str]) -> str:
         share=measured["propose_share"],
         table=table.name,
         rates=rates_text([table.rate(i) for i in range(1, k + 1)]),
-        table_share=table.propose,
         source=table.source,
         knob=knob,
     )

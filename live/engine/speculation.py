@@ -4,7 +4,9 @@ The simulator decides drafts and acceptance by seeded draws from a table
 (sim/core/speculation.py, `DrawnSpeculator`). Here they are what the model really does:
 - PROPOSE: after a step in which a request sampled, vLLM's n-gram proposer looks its own token
   ids (prompt + generated so far) up for the longest suffix that appeared before, and drafts the
-  tokens that followed it (`ngram_propose`, a port of vLLM 0.33's numba kernel). The runner calls
+  tokens that followed it: k of them, the last sampled token filling what no match gives
+  (`ngram_draft`, a port of 0.33's default V2-runner GPU kernel; `ngram_propose`, the V1
+  runner's numba proposer, is kept as the oracle its tests check it against). The runner calls
   `lookup` inside its timed step, as vLLM's model runner drafts inside `execute_model`
   (`propose_draft_token_ids`, vllm/v1/worker/gpu_model_runner.py 4714-4747).
 - VERIFY: the next step feeds [last sampled token] + drafts to the target, which accepts the
@@ -83,6 +85,43 @@ def ngram_propose(
     return list(tokens[start : start + k])
 
 
+def ngram_draft(
+    tokens: Sequence[int], min_n: int, max_n: int, k: int, max_model_len: int
+) -> tuple[list[int], int]:
+    """(k draft ids, how many came from a match) as vLLM 0.33's DEFAULT runner drafts them.
+
+    A port of the V2 model runner's GPU n-gram speculator (`_ngram_scan_kernel` and
+    `_ngram_finalize_kernel`, vllm/v1/worker/gpu/spec_decode/ngram/speculator.py 20-148), which
+    0.33 uses unless VLLM_USE_V2_MODEL_RUNNER=0:
+    - for every n from min_n to max_n, every earlier position where the last n tokens occur
+      (a match must end before the text's last token, 73-83); the score n * (L + 1) + pos + 1
+      picks the LONGEST n, then the RIGHTMOST position (86-88; `ngram_propose`, the V1 runner's
+      proposer, takes the earliest);
+    - the drafts are the tokens after the match; slots past the text's end, or all k when
+      nothing matches, hold the last sampled token: "verified as ordinary (rejectable) drafts,
+      so the fill value only affects efficiency" (145-147). So every decoding request verifies
+      k rows each step, as sim/core/speculation.py schedules them.
+    Here k is also cut to the rows left before `max_model_len` (the KV store's rows): vLLM's
+    scheduler cuts the drafts it schedules there (scheduler.py 851-857).
+    """
+    k = min(k, max_model_len - len(tokens))
+    if k <= 0 or not tokens:
+        return [], 0
+    seq_len, last = len(tokens), tokens[-1]
+    best_n = best_pos = -1
+    for n in range(min_n, min(max_n, seq_len - 1) + 1):
+        suffix = list(tokens[seq_len - n :])
+        for pos in range(seq_len - n - 1, -1, -1):  # rightmost first: the first found wins
+            if tokens[pos] == suffix[0] and list(tokens[pos : pos + n]) == suffix:
+                best_n, best_pos = n, pos  # a longer n found later replaces it
+                break
+    if best_n < 0:
+        return [last] * k, 0
+    start = best_pos + best_n
+    matched = list(tokens[start : start + k])
+    return matched + [last] * (k - len(matched)), len(matched)
+
+
 @dataclass
 class SpecStats:
     """What a run's speculation did, counted as vLLM's spec-decode metrics count it."""
@@ -148,6 +187,7 @@ class NgramSpeculator:
         max_model_len: int,
         min_n: int = PROMPT_LOOKUP_MIN,
         max_n: int = PROMPT_LOOKUP_MAX,
+        fill_misses: bool = True,
     ) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError(
@@ -156,6 +196,9 @@ class NgramSpeculator:
         if k < 1:
             raise ValueError(f"num_speculative_tokens must be >= 1, got {k}")
         self.k, self.min_n, self.max_n, self.max_model_len = k, min_n, max_n, max_model_len
+        # vLLM 0.33's default V2 runner drafts k every step (`ngram_draft`); the V1 runner
+        # (model_runner=v1) only what lookup finds (`ngram_propose`).
+        self.fill_misses = fill_misses
         self.drafts: dict[int, list[int]] = {}  # request id -> draft ids for its next verify
         self._accepted: dict[int, int] = {}  # request id -> accepted in the verify just run
         self.stats = SpecStats(k)
@@ -163,11 +206,18 @@ class NgramSpeculator:
     # ---- the runner's side (inside the timed step) ---------------------------------------
 
     def lookup(self, request_id: int, tokens: Sequence[int]) -> int:
-        """Draft for a request that just sampled and goes on; returns how many drafts."""
-        drafts = ngram_propose(tokens, self.min_n, self.max_n, self.k, self.max_model_len)
+        """Draft for a request that just sampled and goes on (vLLM 0.33's default runner: k
+        drafts, matched or filled; the V1 runner: the matched ones); returns how many drafts."""
+        if self.fill_misses:
+            drafts, matched = ngram_draft(
+                tokens, self.min_n, self.max_n, self.k, self.max_model_len
+            )
+        else:
+            drafts = ngram_propose(tokens, self.min_n, self.max_n, self.k, self.max_model_len)
+            matched = len(drafts)
         self.drafts[request_id] = drafts
         self.stats.lookups += 1
-        self.stats.proposed += bool(drafts)
+        self.stats.proposed += matched > 0
         return len(drafts)
 
     def draft_ids(self, request_id: int, n: int) -> list[int]:
@@ -218,7 +268,8 @@ def live_speculator(knobs, max_model_len: int) -> NgramSpeculator | None:
             f"the live engine runs speculative=ngram only (prompt lookup on the model's own "
             f"tokens); speculative={method} needs a draft model it does not have"
         )
-    return NgramSpeculator(knobs.num_speculative_tokens, max_model_len)
+    fill = getattr(knobs, "model_runner", "v2") == "v2"
+    return NgramSpeculator(knobs.num_speculative_tokens, max_model_len, fill_misses=fill)
 
 
 def check_live_speculation(config) -> None:

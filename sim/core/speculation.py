@@ -6,7 +6,10 @@ How vLLM 0.33 V1 runs it (vllm/v1/core/sched/scheduler.py, synchronous schedulin
   still mid-prefill). With 0.33's default V2 model runner the drafts stay on the GPU and the
   scheduler gets k placeholders for every request (vllm/v1/worker/gpu/spec_decode/utils.py
   82-89), so every decoding request verifies k draft rows each step, whatever the method:
-  n-gram lookup that finds no earlier match fills its rows with drafts that all fail.
+  n-gram lookup that finds no earlier match fills its rows with the last token
+  (vllm/v1/worker/gpu/spec_decode/ngram/speculator.py 145-147), drafts that fail. The V1 model
+  runner (VLLM_USE_V2_MODEL_RUNNER=0; knob model_runner=v1) drafts only what lookup finds, so a
+  miss verifies nothing: a plain decode.
 - The next step schedules `num_tokens_with_spec - num_computed_tokens` = 1 + drafts tokens for it
   (793-1040): the target model VERIFIES the drafts in one forward pass, computing logits at all
   1 + drafts positions.
@@ -84,18 +87,31 @@ EAGLE3_SOURCE = (
     "vLLM tests/v1/spec_decode/test_acceptance_length.py: EAGLE-3 on MT-Bench "
     "(80 prompts, 256 tokens, temperature 0, k=3)"
 )
+# PD Lab's own measurement of prompt lookup on its live model: bench/bench_live_spec.py
+# --repeats 3 --out-tokens 64 (SmolLM2-135M, greedy, k=3, prompt_lookup_min = max = 5; prompts
+# that copy, summarise or edit a passage), V1 runner: 2,928 verify steps. Rates are among the
+# steps whose lookup matched; the lookup matched after 25.7% of sampling events.
+NGRAM_SOURCE = (
+    "PD Lab bench/bench_live_spec.py on SmolLM2-135M (copy, summarise, edit prompts; k=3, "
+    "prompt lookup 5/5, greedy)"
+)
 TABLES: dict[str, AcceptanceTable] = {
     t.name: t
     for t in (
+        AcceptanceTable("ngram-smollm2-135m", (0.902, 0.738, 0.736), NGRAM_SOURCE, 0.257),
         AcceptanceTable("eagle3-llama3.1-8b", (0.7296, 0.5208, 0.3545), EAGLE3_SOURCE),
         AcceptanceTable("eagle3-qwen3-8b", (0.6541, 0.3993, 0.2020), EAGLE3_SOURCE),
         AcceptanceTable("eagle3-gpt-oss-20b", (0.7165, 0.5120, 0.3337), EAGLE3_SOURCE),
     )
 }
 # The table each method uses when the user gives none. vLLM's tests publish per-position rates
-# for EAGLE-3 only; a draft model and n-gram lookup borrow the Llama one (the page says so).
-DEFAULT_TABLE = {"eagle": "eagle3-llama3.1-8b", "draft": "eagle3-llama3.1-8b"}
-NGRAM_DEFAULT = "eagle3-llama3.1-8b"
+# for EAGLE-3 only; a draft model borrows the Llama one (the page says so); n-gram lookup uses
+# PD Lab's measurement on its live model.
+DEFAULT_TABLE = {
+    "eagle": "eagle3-llama3.1-8b",
+    "draft": "eagle3-llama3.1-8b",
+    "ngram": "ngram-smollm2-135m",
+}
 
 
 def acceptance_table(spec: str, method: str) -> AcceptanceTable:
@@ -103,7 +119,7 @@ def acceptance_table(spec: str, method: str) -> AcceptanceTable:
     "@0.5" for the share of steps that propose), or the method's default for ""."""
     spec = spec.strip()
     if not spec:
-        return TABLES[DEFAULT_TABLE.get(method, NGRAM_DEFAULT)]
+        return TABLES[DEFAULT_TABLE[method]]
     if spec in TABLES:
         return TABLES[spec]
     body, _, propose = spec.partition("@")
@@ -135,20 +151,24 @@ class DrawnSpeculator:
     Draw j of a request (its j-th sampling event, `req.spec_samples`) is a pure function of
     (seed, request id, j), so the same draws can be handed to the real scheduler
     (`draws_for`): one uniform u decides the accepted count (positions whose rate exceeds u, the
-    rates being non-increasing), another whether the drafter found drafts at all. It always
-    proposes k (vLLM's V2 model runner, above).
+    rates being non-increasing), another whether the drafter found drafts at all. It proposes k
+    (vLLM's V2 model runner, above) or, with `fill_misses=False` (the V1 runner), nothing after a
+    miss.
     """
 
-    def __init__(self, table: AcceptanceTable, k: int, seed: int = 0) -> None:
-        self.table, self.k, self.seed = table, k, seed
+    def __init__(
+        self, table: AcceptanceTable, k: int, seed: int = 0, fill_misses: bool = True
+    ) -> None:
+        self.table, self.k, self.seed, self.fill_misses = table, k, seed, fill_misses
         self._rates = [table.rate(i) for i in range(1, k + 1)]
 
     def draw(self, request_id: int, j: int) -> tuple[int, int]:
         """(accepted drafts if k were verified, drafts proposed) of draw j of a request."""
         rng = random.Random(f"{self.seed}/{request_id}/{j}")
         u, v = rng.random(), rng.random()
-        accepted = sum(1 for r in self._rates if r > u) if v < self.table.propose else 0
-        return accepted, self.k
+        if v >= self.table.propose:  # a miss: filler drafts that all fail, or none
+            return 0, (self.k if self.fill_misses else 0)
+        return sum(1 for r in self._rates if r > u), self.k
 
     def accepted(self, req: Request, drafts: int) -> int:
         return min(self.draw(req.request_id, req.spec_samples)[0], drafts)
@@ -167,7 +187,8 @@ def speculator_for(knobs) -> DrawnSpeculator | None:
     if not method:
         return None
     table = acceptance_table(knobs.spec_acceptance, method)
-    return DrawnSpeculator(table, knobs.num_speculative_tokens, knobs.spec_seed)
+    fill = knobs.model_runner == "v2" or method != "ngram"  # (a draft model always drafts k)
+    return DrawnSpeculator(table, knobs.num_speculative_tokens, knobs.spec_seed, fill)
 
 
 def settle_verify(

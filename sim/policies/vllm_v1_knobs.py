@@ -106,6 +106,9 @@ class VllmKnobs(VllmEngineKnobs):
     spec_acceptance: str = ""  # a table name or rates "0.8,0.6,0.4[@propose]"; "" = the default
     spec_seed: int = 0  # seed of the acceptance draws
     draft_model: str = "Llama-3.2-1B"  # speculative=draft: the catalog model that drafts
+    # vLLM's model runner (VLLM_USE_V2_MODEL_RUNNER): v2, 0.33's default, drafts k tokens every
+    # step (an n-gram miss fills them with the last token); v1 drafts only what n-gram finds.
+    model_runner: str = "v2"
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
         **VllmEngineKnobs.MEANINGS,
@@ -115,6 +118,7 @@ class VllmKnobs(VllmEngineKnobs):
         "spec_acceptance": "the drafts' acceptance rates per position",
         "spec_seed": "the seed of the acceptance draws",
         "draft_model": "the draft model of speculative=draft",
+        "model_runner": "vLLM's model runner (how an n-gram miss is drafted)",
     }
 
     def __post_init__(self) -> None:
@@ -133,6 +137,8 @@ class VllmKnobs(VllmEngineKnobs):
                 f"num_speculative_tokens must be between 1 and {MAX_SPEC_TOKENS}, "
                 f"got {self.num_speculative_tokens}"
             )
+        if self.model_runner not in ("v1", "v2"):
+            raise ValueError(f"model_runner must be v1 or v2, got {self.model_runner!r}")
         if self.speculative:
             acceptance_table(self.spec_acceptance, self.speculative)  # raises if malformed
 
