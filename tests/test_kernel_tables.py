@@ -127,7 +127,7 @@ def test_a_run_with_kernels_names_its_source_and_falls_back_where_no_table_is():
         runs[gpu, costs] = simulate(specs, config)
     source = runs["H200", "kernels"].meta["kernel_source"]
     assert "aiconfigurator-core" in source and "H200" in source and "bfloat16" in source
-    assert "prefill attention (32/8 heads" in source
+    assert "prefill attention (vLLM 0.24.0, 32/8 heads" in source
     assert runs["H200", "roofline"].meta["kernel_source"] == "roofline"
     assert runs["RTX-4090", "kernels"].meta["kernel_source"] == "roofline"  # no table: fallback
     kern, roof = (runs["H200", c].requests.ttft_s.iloc[0] for c in ("kernels", "roofline"))
@@ -165,7 +165,7 @@ def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
     """A chunk after cached tokens costs its share of the (query, key) pairs of a fresh prompt
     as long as both (FlashAttention is compute-bound there); a whole fresh prompt at a grid
     point is the table's row itself."""
-    from sim.cost.kernel_tables import _context_attention, prefill_attention_times
+    from sim.cost.kernel_attention import _context_attention, prefill_attention_times
 
     attn = prefill_attention_times("H200", get_model("Llama-3.1-8B"))
     _, isl, per_pair = _context_attention("h200_sxm", 32, 8, 128, "bfloat16")
