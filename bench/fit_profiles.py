@@ -39,7 +39,13 @@ from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
 from fidelity_replay import mean_of, replay  # noqa: E402
-from fidelity_runs import FIT_RULES, PublicRun, load_runs, select  # noqa: E402
+from fidelity_runs import (  # noqa: E402
+    CLIENT_LATENCY_S,
+    FIT_RULES,
+    PublicRun,
+    load_runs,
+    select,
+)
 
 from sim.cost.hardware import get_model  # noqa: E402
 from sim.cost.profiles import FITTED  # noqa: E402
@@ -155,7 +161,12 @@ class Objective:
     client-side latency for closed-loop runs (none for per-request traces)."""
 
     def __init__(
-        self, runs: list[PublicRun], jobs: int, ref_layers: int, extra: dict | None = None
+        self,
+        runs: list[PublicRun],
+        jobs: int,
+        ref_layers: int,
+        extra: dict | None = None,
+        latency: float | None = None,
     ) -> None:
         self.runs, self.jobs, self.ref_layers = runs, jobs, ref_layers
         self.extra = extra or {}  # knobs held fixed during the search (e.g. step_costs)
@@ -163,13 +174,15 @@ class Objective:
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
         self.calls = 0
         self.closed = any(not r.specs for r in runs)
+        # the client-side latency searched on LATENCY_GRID, or held at `latency`
+        self.grid = LATENCY_GRID if latency is None else [latency]
         self.best: tuple[float, np.ndarray, float] = (math.inf, np.zeros(len(NAMES)), 0.0)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
         params = {**to_params(x, self.kernels), **self.extra}
         work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
         results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
-        grid = LATENCY_GRID if self.closed else [0.0]
+        grid = self.grid if self.closed else [0.0]
         value, latency = min((loss(results, self.runs, lat), lat) for lat in grid)
         return value, latency
 
@@ -235,6 +248,19 @@ def main() -> None:
         "change to the replay), not from the generic one",
     )
     parser.add_argument(
+        "--keep-latency",
+        action="store_true",
+        help="hold the client-side latency at fidelity_runs.CLIENT_LATENCY_S (the benchmark "
+        "client's, fitted with the roofline profile) instead of searching it",
+    )
+    parser.add_argument(
+        "--hold",
+        default="",
+        help="comma-separated figures kept at their starting values (with --from-fitted: the "
+        "GPU's fitted profile), e.g. mfu,mbu for --step-costs kernels, where they price only "
+        "what no table covers (lm_head, sampling, KV writes)",
+    )
+    parser.add_argument(
         "--step-costs",
         default="roofline",
         help="kernels: fit the profile for runs whose dense linear layers come from measured "
@@ -257,7 +283,8 @@ def main() -> None:
         # depth.
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
-        f = Objective(fit, args.jobs, ref_layers, extra)
+        latency = CLIENT_LATENCY_S.get(gpu, 0.0) if args.keep_latency else None
+        f = Objective(fit, args.jobs, ref_layers, extra, latency)
         start = START.copy()
         if args.from_fitted and gpu in FITTED:
             d = FITTED[gpu].for_layers(ref_layers)
@@ -267,9 +294,20 @@ def main() -> None:
         if f.kernels:
             start[1] = 1.3  # kernel_scale: a little above the tables as measured
         kx = f.kernels
-        before = f(to_x(start, kx))
+        x0 = to_x(start, kx)
+        names = [("kernel_scale" if kx and n == "mfu_attn" else n) for n in NAMES]
+        held = [i for i, n in enumerate(names) if n in args.hold.split(",")]
+        free = [i for i in range(len(NAMES)) if i not in held]
+
+        def full(xf: np.ndarray, x0=x0, free=free) -> np.ndarray:
+            x = x0.copy()
+            x[free] = xf
+            return x
+
+        before = f(x0)
         step = 0.2 if args.from_fitted else 0.4
-        x, value = nelder_mead(f, to_x(start, kx), args.iters, step=step)
+        xf, value = nelder_mead(lambda xf, f=f: f(full(xf)), x0[free], args.iters, step=step)
+        x = full(xf)
         if f.pool:
             f.pool.shutdown()
         p, latency = to_params(x, kx), f.best[2]
