@@ -141,12 +141,15 @@ def layer_gemm_efficiency(gpu: GpuSpec, model: ModelSpec, tokens: int) -> float 
 
 
 def table_dtype(model: ModelSpec) -> str | None:
-    """The table's gemm_dtype for this model's matmuls: bf16, or FP8 W8A8 with a per-tensor scale
-    (vLLM's Cutlass scaled-mm rows); None for widths the tables do not hold (FP4, W4A16)."""
+    """The table's gemm_dtype for this model's matmuls: bf16, FP8 W8A8 with a per-tensor scale
+    (vLLM's Cutlass scaled-mm rows), or NVFP4 (E2M1 with an FP8 scale per 16 weights: the
+    FlashInfer kernel's rows, Blackwell only); None for widths the tables do not hold (W4A16)."""
     if model.matmul_bytes_per_param == 2:
         return "bfloat16"
     if model.matmul_bytes_per_param == 1 and model.bytes_per_param == 1:
         return "fp8"
+    if model.bytes_per_param == 0.5 and model.scale_bytes_per_param == 1 / 16:
+        return "nvfp4"
     return None
 
 
