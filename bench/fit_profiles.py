@@ -254,6 +254,13 @@ def main() -> None:
         "client's, fitted with the roofline profile) instead of searching it",
     )
     parser.add_argument(
+        "--kernel-scale",
+        type=float,
+        default=1.3,
+        help="--step-costs kernels: kernel_scale to start from (1.0 with --hold kernel_scale: "
+        "the tables' compute as measured, only the overheads fitted)",
+    )
+    parser.add_argument(
         "--hold",
         default="",
         help="comma-separated figures kept at their starting values (with --from-fitted: the "
@@ -291,8 +298,8 @@ def main() -> None:
             start = np.array(
                 [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
             )
-        if f.kernels:
-            start[1] = 1.3  # kernel_scale: a little above the tables as measured
+        if f.kernels:  # kernel_scale: a little above the tables as measured, or as asked
+            start[1] = args.kernel_scale
         kx = f.kernels
         x0 = to_x(start, kx)
         names = [("kernel_scale" if kx and n == "mfu_attn" else n) for n in NAMES]
