@@ -206,8 +206,9 @@ def main() -> None:
     parser.add_argument(
         "--step-costs",
         default="roofline",
-        help="roofline (default) or kernels: dense GEMMs and prefill attention from measured "
-        "tables (requirements-kernels.txt); writes assets/fidelity/report_kernels.json",
+        help="roofline (default) or kernels: linear layers, attention, MoE and all-reduces from "
+        "measured tables (requirements-kernels.txt) with the kernel profiles; writes "
+        "assets/fidelity/report_kernels.json",
     )
     parser.add_argument("--json", default=str(REPORT), help="where to write the report ('' = no)")
     parser.add_argument("--csv", help="also write one row per run here")

@@ -62,8 +62,9 @@ START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
 BOUNDS = np.array([[0.2, 0.8], [0.25, 0.8], [0.5, 0.85]])  # mfu, mfu_attn, mbu
 
 
-# step_costs=kernels: the second figure is kernel_scale (measured kernel seconds x it), not the
-# attention MFU (attention is measured too): between the tables as measured and 2.5x them.
+# step_costs=kernels: the second figure is kernel_scale (the measured kernels' compute x it:
+# sim/cost/measured_step.py), not the attention MFU (attention is measured too): between the
+# tables as measured and 2.5x them.
 KERNEL_BOUNDS = np.array([[0.2, 0.8], [1.0, 2.5], [0.5, 0.85]])  # mfu, kernel_scale, mbu
 
 
@@ -270,8 +271,8 @@ def main() -> None:
     parser.add_argument(
         "--step-costs",
         default="roofline",
-        help="kernels: fit the profile for runs whose dense linear layers come from measured "
-        "GEMM tables (requirements-kernels.txt); their MFU then prices the lm_head only",
+        help="kernels: fit the profile for runs priced from the measured kernel tables "
+        "(requirements-kernels.txt); MFU and MBU then price only what no table covers",
     )
     args = parser.parse_args()
     extra = {"step_costs": args.step_costs} if args.step_costs != "roofline" else {}
