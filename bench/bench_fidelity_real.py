@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from fidelity_replay import replay, score, score_failed  # noqa: E402
-from fidelity_runs import CLIENT_LATENCY_S, load_runs, select  # noqa: E402
+from fidelity_runs import client_latency, load_runs, select  # noqa: E402
 
 from sim.cost.profiles import fitted_profile  # noqa: E402
 
@@ -51,8 +51,9 @@ METRICS = ("ttft", "tpot", "e2e")
 def _score_one(args: tuple) -> dict:
     run, overrides, prompt_pool = args
     started = time.perf_counter()
+    costs = (overrides or {}).get("step_costs", "roofline")
     try:
-        row = score(run, replay(run, overrides, prompt_pool))
+        row = score(run, replay(run, overrides, prompt_pool), costs)
     except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
         row = {**score_failed(run), "error": str(err)}
     row["sim_s"] = time.perf_counter() - started
@@ -150,11 +151,18 @@ def points(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: float) -> dict:
+def report_json(
+    scores: pd.DataFrame,
+    summary: pd.DataFrame,
+    skipped,
+    elapsed: float,
+    step_costs: str = "roofline",
+) -> dict:
     """What the app shows: the summary, the plot's points, the profiles and the sources."""
     profiles = {}
+    kernels = step_costs == "kernels"
     for g in sorted(set(scores["gpu"])):
-        p, note = fitted_profile(g)
+        p, note = fitted_profile(g, kernels=kernels)
         profiles[g] = {
             "note": note,
             "mfu": p.mfu,
@@ -162,8 +170,10 @@ def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: f
             "mbu": p.mbu,
             "overhead_ms": p.overhead_s * 1000,
             "overhead_per_seq_us": p.overhead_per_seq_s * 1e6,
-            "client_latency_ms": CLIENT_LATENCY_S.get(g, 0.0) * 1000,
+            "client_latency_ms": client_latency(g, step_costs) * 1000,
         }
+        if kernels:
+            profiles[g]["kernel_scale"] = p.kernel_scale
 
     def clean(records):
         return [
@@ -175,7 +185,8 @@ def report_json(scores: pd.DataFrame, summary: pd.DataFrame, skipped, elapsed: f
         "about": "Simulator vs public measurements of real vLLM/SGLang servers; errors are "
         "signed % (simulated - measured) / measured. Sources: casys-kaist/LLMServingSim "
         "bench/examples (MIT), ai-dynamo/aiconfigurator silicon_sample.csv (Apache-2.0).",
-        "command": "python bench/bench_fidelity_real.py",
+        "command": "python bench/bench_fidelity_real.py"
+        + (f" --step-costs {step_costs}" if step_costs != "roofline" else ""),
         "elapsed_s": round(elapsed, 1),
         "profiles": profiles,
         "overall": overall(scores),
@@ -195,8 +206,9 @@ def main() -> None:
     parser.add_argument(
         "--step-costs",
         default="roofline",
-        help="roofline (default) or kernels: dense GEMMs and prefill attention from measured "
-        "tables (requirements-kernels.txt); writes assets/fidelity/report_kernels.json",
+        help="roofline (default) or kernels: linear layers, attention, MoE and all-reduces from "
+        "measured tables (requirements-kernels.txt) with the kernel profiles; writes "
+        "assets/fidelity/report_kernels.json",
     )
     parser.add_argument("--json", default=str(REPORT), help="where to write the report ('' = no)")
     parser.add_argument("--csv", help="also write one row per run here")
@@ -242,7 +254,7 @@ def main() -> None:
         scores.to_csv(args.csv, index=False)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        report = report_json(scores, summary, skipped, elapsed)
+        report = report_json(scores, summary, skipped, elapsed, args.step_costs)
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.json}")
 

@@ -8,7 +8,7 @@ Notable features
   phase weighed in for vLLM (`burst_wave`).
 - `score(run, predicted)`: signed % errors of the mean (and, for traces, the p90) TTFT, TPOT
   and E2E, + = the simulator is slower; a closed loop's simulated TTFT gets the benchmark's
-  client latency (`fidelity_runs.CLIENT_LATENCY_S`), fitted with the GPU's profile.
+  client latency (`fidelity_runs.client_latency`), fitted with the GPU's profile.
 - What-if: `prompt_pool` > 0 draws every closed-loop request from that many prompts, as aiperf's
   synthetic dataset does (`AIPERF_PROMPTS`), so repeats hit the prefix cache.
 """
@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from fidelity_runs import CLIENT_LATENCY_S, PublicRun
+from fidelity_runs import PublicRun, client_latency
 
 from sim.cluster.topologies import Cluster
 from sim.config import SimConfig
@@ -278,9 +278,10 @@ def _describe(run: PublicRun) -> dict:
     }
 
 
-def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
+def score(run: PublicRun, predicted: pd.DataFrame, step_costs: str = "roofline") -> dict:
     """Mean and p90 errors (signed %) of TTFT, TPOT and E2E; for closed-loop runs only the means
-    exist (E2E taken as TTFT + (osl − 1)·TPOT on both sides)."""
+    exist (E2E taken as TTFT + (osl − 1)·TPOT on both sides), the client-side latency fitted
+    with `step_costs`' profile added to the simulated TTFT."""
     out = _describe(run)
     if run.specs:
         meas = run.measured
@@ -290,7 +291,7 @@ def score(run: PublicRun, predicted: pd.DataFrame) -> dict:
             out[f"{m[:-2]}_mean_err"] = signed_pct(a.mean(), b.mean())
             out[f"{m[:-2]}_p90_err"] = signed_pct(np.percentile(a, 90), np.percentile(b, 90))
     else:
-        latency = CLIENT_LATENCY_S.get(run.gpu, 0.0)
+        latency = client_latency(run.gpu, step_costs)
         out["client_latency_s"] = latency
         for m in ("ttft_s", "tpot_s"):
             p, q = mean_of(predicted, m), run.measured_means[m]

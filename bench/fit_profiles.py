@@ -39,7 +39,13 @@ from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
 from fidelity_replay import mean_of, replay  # noqa: E402
-from fidelity_runs import FIT_RULES, PublicRun, load_runs, select  # noqa: E402
+from fidelity_runs import (  # noqa: E402
+    CLIENT_LATENCY_S,
+    FIT_RULES,
+    PublicRun,
+    load_runs,
+    select,
+)
 
 from sim.cost.hardware import get_model  # noqa: E402
 from sim.cost.profiles import FITTED  # noqa: E402
@@ -56,8 +62,9 @@ START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
 BOUNDS = np.array([[0.2, 0.8], [0.25, 0.8], [0.5, 0.85]])  # mfu, mfu_attn, mbu
 
 
-# step_costs=kernels: the second figure is kernel_scale (measured kernel seconds x it), not the
-# attention MFU (attention is measured too): between the tables as measured and 2.5x them.
+# step_costs=kernels: the second figure is kernel_scale (the measured kernels' compute x it:
+# sim/cost/measured_step.py), not the attention MFU (attention is measured too): between the
+# tables as measured and 2.5x them.
 KERNEL_BOUNDS = np.array([[0.2, 0.8], [1.0, 2.5], [0.5, 0.85]])  # mfu, kernel_scale, mbu
 
 
@@ -155,7 +162,12 @@ class Objective:
     client-side latency for closed-loop runs (none for per-request traces)."""
 
     def __init__(
-        self, runs: list[PublicRun], jobs: int, ref_layers: int, extra: dict | None = None
+        self,
+        runs: list[PublicRun],
+        jobs: int,
+        ref_layers: int,
+        extra: dict | None = None,
+        latency: float | None = None,
     ) -> None:
         self.runs, self.jobs, self.ref_layers = runs, jobs, ref_layers
         self.extra = extra or {}  # knobs held fixed during the search (e.g. step_costs)
@@ -163,13 +175,15 @@ class Objective:
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
         self.calls = 0
         self.closed = any(not r.specs for r in runs)
+        # the client-side latency searched on LATENCY_GRID, or held at `latency`
+        self.grid = LATENCY_GRID if latency is None else [latency]
         self.best: tuple[float, np.ndarray, float] = (math.inf, np.zeros(len(NAMES)), 0.0)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
         params = {**to_params(x, self.kernels), **self.extra}
         work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
         results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
-        grid = LATENCY_GRID if self.closed else [0.0]
+        grid = self.grid if self.closed else [0.0]
         value, latency = min((loss(results, self.runs, lat), lat) for lat in grid)
         return value, latency
 
@@ -235,10 +249,30 @@ def main() -> None:
         "change to the replay), not from the generic one",
     )
     parser.add_argument(
+        "--keep-latency",
+        action="store_true",
+        help="hold the client-side latency at fidelity_runs.CLIENT_LATENCY_S (the benchmark "
+        "client's, fitted with the roofline profile) instead of searching it",
+    )
+    parser.add_argument(
+        "--kernel-scale",
+        type=float,
+        default=1.3,
+        help="--step-costs kernels: kernel_scale to start from (1.0 with --hold kernel_scale: "
+        "the tables' compute as measured, only the overheads fitted)",
+    )
+    parser.add_argument(
+        "--hold",
+        default="",
+        help="comma-separated figures kept at their starting values (with --from-fitted: the "
+        "GPU's fitted profile), e.g. mfu,mbu for --step-costs kernels, where they price only "
+        "what no table covers (lm_head, sampling, KV writes)",
+    )
+    parser.add_argument(
         "--step-costs",
         default="roofline",
-        help="kernels: fit the profile for runs whose dense linear layers come from measured "
-        "GEMM tables (requirements-kernels.txt); their MFU then prices the lm_head only",
+        help="kernels: fit the profile for runs priced from the measured kernel tables "
+        "(requirements-kernels.txt); MFU and MBU then price only what no table covers",
     )
     args = parser.parse_args()
     extra = {"step_costs": args.step_costs} if args.step_costs != "roofline" else {}
@@ -257,19 +291,31 @@ def main() -> None:
         # depth.
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
-        f = Objective(fit, args.jobs, ref_layers, extra)
+        latency = CLIENT_LATENCY_S.get(gpu, 0.0) if args.keep_latency else None
+        f = Objective(fit, args.jobs, ref_layers, extra, latency)
         start = START.copy()
         if args.from_fitted and gpu in FITTED:
             d = FITTED[gpu].for_layers(ref_layers)
             start = np.array(
                 [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
             )
-        if f.kernels:
-            start[1] = 1.3  # kernel_scale: a little above the tables as measured
+        if f.kernels:  # kernel_scale: a little above the tables as measured, or as asked
+            start[1] = args.kernel_scale
         kx = f.kernels
-        before = f(to_x(start, kx))
+        x0 = to_x(start, kx)
+        names = [("kernel_scale" if kx and n == "mfu_attn" else n) for n in NAMES]
+        held = [i for i, n in enumerate(names) if n in args.hold.split(",")]
+        free = [i for i in range(len(NAMES)) if i not in held]
+
+        def full(xf: np.ndarray, x0=x0, free=free) -> np.ndarray:
+            x = x0.copy()
+            x[free] = xf
+            return x
+
+        before = f(x0)
         step = 0.2 if args.from_fitted else 0.4
-        x, value = nelder_mead(f, to_x(start, kx), args.iters, step=step)
+        xf, value = nelder_mead(lambda xf, f=f: f(full(xf)), x0[free], args.iters, step=step)
+        x = full(xf)
         if f.pool:
             f.pool.shutdown()
         p, latency = to_params(x, kx), f.best[2]

@@ -99,11 +99,13 @@ class HardwareConfig:
     # MoE on topology=router: the instances are one vLLM data-parallel group whose experts are
     # split across them (vLLM's --enable-expert-parallel); False = independent full replicas.
     expert_parallel: bool = False
-    # roofline: every operator at the profile's efficiencies. kernels: the dense linear layers
-    # from NVIDIA's measured GEMM tables (aiconfigurator-core, requirements-kernels.txt;
-    # sim/cost/kernel_tables.py) where they cover the GPU, model and dtype, the roofline elsewhere.
+    # roofline: every operator at the profile's efficiencies. kernels: linear layers, attention,
+    # routed experts and TP all-reduces from NVIDIA's measured tables (aiconfigurator-core,
+    # requirements-kernels.txt; sim/cost/kernel_tables.py) where they cover the GPU, model and
+    # dtype, the roofline elsewhere, with the GPU's kernel profile (profiles.FITTED_KERNELS).
     step_costs: str = "roofline"
-    kernel_scale: float = 1.0  # step_costs=kernels: measured kernel seconds x this (fitted)
+    # step_costs=kernels: measured kernel compute x this (fitted; sim/cost/measured_step.py)
+    kernel_scale: float = 1.0
 
     def __post_init__(self) -> None:
         _require(

@@ -308,7 +308,7 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     )
     assert rp.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
     assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
-        mean + rp.CLIENT_LATENCY_S.get(run.gpu, 0.0), rel=1e-9
+        mean + fr.client_latency(run.gpu), rel=1e-9
     )
     # SGLang's replay starts its clients together anyway: no separate burst there.
     sglang = rp.replay(dataclasses.replace(run, policy="sglang"))

@@ -127,7 +127,7 @@ def test_a_run_with_kernels_names_its_source_and_falls_back_where_no_table_is():
         runs[gpu, costs] = simulate(specs, config)
     source = runs["H200", "kernels"].meta["kernel_source"]
     assert "aiconfigurator-core" in source and "H200" in source and "bfloat16" in source
-    assert "prefill attention (32/8 heads" in source
+    assert "prefill attention (vLLM 0.24.0, 32/8 heads" in source
     assert runs["H200", "roofline"].meta["kernel_source"] == "roofline"
     assert runs["RTX-4090", "kernels"].meta["kernel_source"] == "roofline"  # no table: fallback
     kern, roof = (runs["H200", c].requests.ttft_s.iloc[0] for c in ("kernels", "roofline"))
@@ -158,14 +158,18 @@ def test_fp8_models_use_the_fp8_rows_and_tensor_parallel_splits_the_shapes():
     assert "fp8" in fp8.source and fp8(4096) < bf16(4096)  # FP8 tensor cores: faster at scale
     tp2 = linear_times("H200", get_model("Llama-3.1-8B"), 2)
     assert tp2(4096) < bf16(4096) and tp2.shapes[0][0] * 2 == bf16.shapes[0][0]
-    assert linear_times("H200", get_model("Llama-3.1-8B:fp4")) is None  # no FP4 rows
+    assert linear_times("H200", get_model("Llama-3.1-8B:fp4")) is None  # no FP4 rows on Hopper
+    fp4 = linear_times("B200", get_model("Llama-3.1-8B:fp4"))  # NVFP4 on Blackwell
+    assert "nvfp4" in fp4.source and fp4(4096) < linear_times(
+        "B200", get_model("Llama-3.1-8B:fp8")
+    )(4096)
 
 
 def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
     """A chunk after cached tokens costs its share of the (query, key) pairs of a fresh prompt
     as long as both (FlashAttention is compute-bound there); a whole fresh prompt at a grid
     point is the table's row itself."""
-    from sim.cost.kernel_tables import _context_attention, prefill_attention_times
+    from sim.cost.kernel_attention import _context_attention, prefill_attention_times
 
     attn = prefill_attention_times("H200", get_model("Llama-3.1-8B"))
     _, isl, per_pair = _context_attention("h200_sxm", 32, 8, 128, "bfloat16")
@@ -176,19 +180,30 @@ def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
     assert prefill_attention_times("RTX-4090", get_model("Llama-3.1-8B")) is None
 
 
-def test_kernel_scale_multiplies_the_measured_seconds_only():
+def test_kernel_scale_stretches_the_measured_compute_only():
+    """kernel_scale multiplies prefill attention, and the linear layers' time above their
+    1-token time (the weights' read); decode attention is as measured."""
     from sim.config import SimConfig, with_overrides
     from sim.cost.roofline import StepCostModel
     from sim.cost.step_terms import DeviceProfile
 
     gpu, model = get_gpu("H200"), get_model("Llama-3.1-8B")
-    kernels = SimpleNamespace(linear=lambda t: 0.01, prefill_attention=lambda c, s: 0.002)
+    decode = SimpleNamespace(intercept=lambda b: 1e-3, per_token=1e-8)
+    kernels = SimpleNamespace(
+        linear=lambda t: 0.01 + 1e-5 * t,
+        prefill_attention=lambda c, s: 0.002,
+        decode_attention=decode,
+    )
     step = (((512, 0, True), (256, 512, False)), 3, 3000)
     one, two = (
         StepCostModel(gpu, model, 1, DeviceProfile(kernel_scale=k), 1, kernels) for k in (1, 2)
     )
-    measured = 0.01 + 2 * 0.002  # one linear pass, two chunks' attention
-    assert two.step_cost(*step).seconds - one.step_cost(*step).seconds == pytest.approx(measured)
+    stretched = 1e-5 * (771 - 1) + 2 * 0.002  # linear above its 1-token time, two chunks
+    assert two.step_cost(*step).seconds - one.step_cost(*step).seconds == pytest.approx(stretched)
+    decode_only = ((), 8, 8000)
+    assert two.step_cost(*decode_only).seconds - one.step_cost(*decode_only).seconds == (
+        pytest.approx(1e-5 * 7)
+    )
     assert two.terms(*step).seconds(two.profile) == pytest.approx(two.step_cost(*step).seconds)
     with pytest.raises(ValueError, match="kernel_scale"):
         DeviceProfile(kernel_scale=0.1)

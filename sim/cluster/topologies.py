@@ -83,11 +83,13 @@ class Cluster:
 
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
-        def measured(gpu_name: str):  # step_costs=kernels: measured GEMMs where a table has them
-            return kernel_times(gpu_name, self.model, tp) if hw.step_costs == "kernels" else None
+        def measured(gpu_name: str, ep: int = 1):  # step_costs=kernels: the measured kernels
+            if hw.step_costs != "kernels":  # where a table has them, the roofline elsewhere
+                return None
+            return kernel_times(gpu_name, self.model, tp, ep)
 
         self.cost = cost_model or StepCostModel(
-            self.gpu, self.model, tp, profile, ep, measured(self.gpu.name)
+            self.gpu, self.model, tp, profile, ep, measured(self.gpu.name, ep)
         )
         self.kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
             self.gpu, self.model, tp, eng.mem_utilization, expert_shards=ep

@@ -1,55 +1,59 @@
-"""Measured GEMM times from aiconfigurator-core's kernel tables (issue 30, first part).
+"""Measured kernel times from aiconfigurator-core's tables (issue 30): the GEMMs, and every
+measured operator of a deployment gathered in `kernel_times`.
 
 Notable features
-- Source: NVIDIA's `aiconfigurator-core` 0.12.0 (Apache-2.0, an optional install:
-  requirements-kernels.txt). Its tables measure kernels on the GPUs themselves, per engine and
-  version: `aiconfigurator_core/systems/data/<gpu>/gemm/<engine>/<version>/gemm_perf.parquet`,
-  one row per (m, n, k, gemm_dtype) with `latency` in MILLISECONDS. For vLLM 0.24.0 on an H200
-  the bf16 rows are a full grid: m in 75 values 1..32768 (dense below 4,353), n and k in 22
-  values 32..65536 each; `kernel_source` torch.nn.functional.linear (cuBLAS).
+- Tables: see sim/cost/kernel_data.py (where they live, units, lazy loading). The GEMM table,
+  `<gpu>/gemm/vllm/<version>/gemm_perf.parquet`, holds one row per (m, n, k, gemm_dtype) with
+  `latency` in ms. For vLLM 0.24.0 on an H200 the bf16 rows are a full grid: m in 75 values
+  1..32768 (dense below 4,353), n and k in 22 values 32..65536 each; `kernel_source`
+  torch.nn.functional.linear (cuBLAS); fp8 rows are vLLM's Cutlass scaled-mm.
 - A GEMM here is (m, k) x (k, n): m = tokens in the step, n = output features, k = input
   features. `GemmTable.seconds(m, n, k)` interpolates the grid trilinearly (linear in m, n and k
   between grid points; past the largest m, time grows in proportion to m, as a GEMM that fills
   the GPU does). Shapes of real models (e.g. Llama-3.1-8B's down projection, k = 14,336) fall
   between grid points.
+- Timing noise: a few grid points took twice their neighbours (B200 FP8 at m = 4: 32 us beside
+  13 us at m = 3 and 5). A smaller GEMM can always run as a padded larger one, so no point is
+  allowed above 1.1 x the fastest larger shape along m, n or k (kernel_data.envelope); ordinary
+  few-percent noise stays as measured.
 - Why it matters: a roofline with one MFU says a 256-token GEMM runs at the same share of the
   peak as a 4,096-token one. Measured, it does not (small m cannot fill the GPU's tiles):
   `layer_gemm_efficiency` shows it, the Prefill vs decode lesson draws it.
-- Loaded lazily (the first call per GPU reads one parquet file, ~0.1 s) and cached per process.
-  Without the package every function returns None and callers keep the roofline.
-- `linear_times` prices a step's dense linear layers (bf16 or FP8 W8A8, any tensor-parallel
-  size) for `StepCostModel` when a run sets `step_costs=kernels`; attention, MoE, the lm_head and
-  communication stay on the roofline (their tables come next, issue 30).
+- `linear_times` prices a step's linear layers (bf16 or FP8 W8A8, any tensor-parallel size):
+  every layer's QKV and output projections, the dense MLPs, a MoE model's shared experts.
+- `kernel_times` gathers what the tables price for one deployment (`KernelTimes`): these GEMMs,
+  prefill and decode attention (kernel_attention.py), the routed experts (kernel_moe.py) and the
+  tensor-parallel all-reduces (kernel_comm.py); `KernelTimes.sources` says which source priced
+  which operator, the roofline taking the rest.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from sim.cost.kernel_attention import (
+    DecodeAttentionTimes,
+    PrefillAttentionTimes,
+    decode_attention_times,
+    prefill_attention_times,
+)
+from sim.cost.kernel_comm import AllReduceTimes, allreduce_times
+from sim.cost.kernel_data import (
+    ENGINE_NAME,
+    MS,
+    TABLE_GPUS,
+    available,
+    envelope,
+    read,
+    table_paths,
+)
+from sim.cost.kernel_moe import MoeTimes, moe_times
 from sim.cost.specs import GpuSpec, ModelSpec
 
-PACKAGE = "aiconfigurator_core"
-ENGINE = "vllm"  # the engine whose kernels were measured (its torch/cuBLAS GEMMs)
-# Our catalog's GPU names -> aiconfigurator's system folders (those it has tables for).
-TABLE_GPUS = {
-    "A100-80GB": "a100_sxm",
-    "H100-SXM": "h100_sxm",
-    "H200": "h200_sxm",
-    "B200": "b200_sxm",
-    "L4": "l4",
-    "L40S": "l40s",
-    "RTX-PRO-6000": "rtx_pro_6000_server",
-}
-
-
-def available() -> bool:
-    """Is aiconfigurator-core installed (requirements-kernels.txt)?"""
-    return importlib.util.find_spec(PACKAGE) is not None
+__all__ = ["available", "gemm_table", "kernel_times", "layer_gemm_efficiency", "layer_gemms"]
 
 
 @dataclass(frozen=True)
@@ -88,21 +92,13 @@ def _interp_first_axis(grid: np.ndarray, points: np.ndarray, x: float) -> np.nda
 @functools.cache
 def gemm_table(gpu_name: str, dtype: str = "bfloat16") -> GemmTable | None:
     """The newest measured GEMM table of this GPU under ENGINE, or None (no package, no table)."""
-    system = TABLE_GPUS.get(gpu_name)
-    if system is None or not available():
-        return None
     import pandas as pd
 
-    root = Path(importlib.util.find_spec(PACKAGE).origin).parent / "systems" / "data"
-    versions = sorted(
-        (p for p in (root / system / "gemm" / ENGINE).glob("*") if p.is_dir()),
-        key=lambda p: tuple(int(x) if x.isdigit() else 0 for x in p.name.split(".")),
-    )
-    if not versions:
+    system = TABLE_GPUS.get(gpu_name)
+    paths = table_paths(system, "gemm", "gemm_perf.parquet") if system else []
+    if not paths:
         return None
-    path = versions[-1] / "gemm_perf.parquet"
-    cols = ["m", "n", "k", "gemm_dtype", "latency"]
-    df = pd.read_parquet(path, columns=cols)
+    df = read(paths[0], ("m", "n", "k", "gemm_dtype", "latency"))
     df = df[df["gemm_dtype"] == dtype]
     if df.empty:
         return None
@@ -121,8 +117,8 @@ def gemm_table(gpu_name: str, dtype: str = "bfloat16") -> GemmTable | None:
             return None
         full = cube.reindex(pd.MultiIndex.from_product(axes))
     m, n, k = axes
-    grid = full.to_numpy(dtype=float).reshape(len(m), len(n), len(k)) / 1000.0  # ms -> s
-    return GemmTable(gpu_name, versions[-1].name, m, n, k, grid)
+    grid = full.to_numpy(dtype=float).reshape(len(m), len(n), len(k)) * MS
+    return GemmTable(gpu_name, paths[0].parent.name, m, n, k, envelope(grid))
 
 
 def layer_gemms(model: ModelSpec) -> tuple[tuple[int, int], ...]:
@@ -145,138 +141,128 @@ def layer_gemm_efficiency(gpu: GpuSpec, model: ModelSpec, tokens: int) -> float 
 
 
 def table_dtype(model: ModelSpec) -> str | None:
-    """The table's gemm_dtype for this model's matmuls: bf16, or FP8 W8A8 with a per-tensor scale
-    (vLLM's Cutlass scaled-mm rows); None for widths the tables do not hold (FP4, W4A16)."""
+    """The table's gemm_dtype for this model's matmuls: bf16, FP8 W8A8 with a per-tensor scale
+    (vLLM's Cutlass scaled-mm rows), or NVFP4 (E2M1 with an FP8 scale per 16 weights: the
+    FlashInfer kernel's rows, Blackwell only); None for widths the tables do not hold (W4A16)."""
     if model.matmul_bytes_per_param == 2:
         return "bfloat16"
     if model.matmul_bytes_per_param == 1 and model.bytes_per_param == 1:
         return "fp8"
+    if model.bytes_per_param == 0.5 and model.scale_bytes_per_param == 1 / 16:
+        return "nvfp4"
     return None
 
 
 @dataclass(frozen=True)
 class LinearTimes:
-    """Measured seconds of a step's dense linear layers on ONE tensor-parallel rank."""
+    """Measured seconds of a step's linear layers (all but the routed experts and the lm_head)
+    on ONE tensor-parallel rank."""
 
     table: GemmTable
-    shapes: tuple[tuple[int, int], ...]  # (n, k) per GEMM of one layer, as one rank holds it
-    layers: int
-    source: str  # e.g. "aiconfigurator-core 0.12.0: H200, vLLM 0.24.0, fp8 GEMMs"
+    shapes: tuple[tuple[int, int, int], ...]  # (n, k, layers): one GEMM as one rank holds it
+    source: str  # e.g. "vLLM 0.24.0 GEMMs (fp8)"
 
     def __call__(self, tokens: int) -> float:
-        """Every layer's QKV, output, gate+up and down GEMMs for `tokens` tokens, seconds."""
-        return self.layers * sum(self.table.seconds(tokens, n, k) for n, k in self.shapes)
+        """Every layer's GEMMs for `tokens` tokens, seconds."""
+        return sum(count * self.table.seconds(tokens, n, k) for n, k, count in self.shapes)
 
 
 def linear_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> LinearTimes | None:
-    """The measured dense-linear pricing for this deployment, or None (roofline): no package, no
-    table for the GPU or dtype, or a model whose layers are not all dense GQA (MoE, MLA).
+    """The measured linear-layer pricing for this deployment, or None (roofline): no package, no
+    table for the GPU or dtype, or MLA attention.
 
     Tensor parallel as vLLM splits a layer: QKV and gate+up by output columns (n / TP), the
-    output and down projections by input rows (k / TP); their all-reduces stay on the roofline.
+    output and down projections by input rows (k / TP). A MoE model's layers keep their
+    attention projections here, plus the dense MLPs of its leading dense layers and its shared
+    experts; the routed experts are kernel_moe.py's.
     """
     dtype = table_dtype(model)
-    if model.moe is not None or model.mla is not None or dtype is None:
+    if model.mla is not None or dtype is None:
         return None
     table = gemm_table(gpu_name, dtype)
     if table is None:
         return None
     tp = tensor_parallel
     (qkv, d), (_, q), (up, _), (_, ff) = layer_gemms(model)
-    shapes = ((max(1, qkv // tp), d), (d, max(1, q // tp)), (max(1, up // tp), d), (d, ff // tp))
-    source = f"aiconfigurator-core: {gpu_name}, {ENGINE} {table.version}, {dtype} GEMMs"
-    return LinearTimes(table, shapes, model.layers, source)
+    layers = model.layers
+    shapes = [(max(1, qkv // tp), d, layers), (d, max(1, q // tp), layers)]
+    mlps = [(ff, layers)]  # (width, layers with a dense MLP of that width)
+    if model.moe is not None:
+        m = model.moe
+        mlps = [(ff, m.dense_layers), (m.shared_intermediate, model.moe_layers)]
+    for width, count in mlps:
+        if width and count:
+            shapes += [(max(1, 2 * width // tp), d, count), (d, max(1, width // tp), count)]
+    source = f"{ENGINE_NAME} {table.version} GEMMs, {dtype}"
+    return LinearTimes(table, tuple(shapes), source)
 
 
-@dataclass(frozen=True)
-class PrefillAttentionTimes:
-    """Measured FlashAttention prefill time, all layers, one TP rank: a chunk of c new tokens
-    after s cached ones. The table holds fresh prompts of `isl` tokens (batch 1); a chunk is
-    priced as its share of the (query, key) pairs of a fresh prompt of c + s tokens, at that
-    prompt's measured seconds per pair (interpolated linearly in isl; past the largest isl, the
-    largest's seconds per pair)."""
-
-    isl: np.ndarray  # (I,) ascending
-    seconds_per_pair: np.ndarray  # (I,) one layer, seconds / (query, key) pair
-    layers: int
-    source: str
-
-    def __call__(self, tokens: int, offset: int) -> float:
-        pairs = tokens * offset + tokens * (tokens + 1) // 2
-        length = tokens + offset
-        per_pair = float(np.interp(length, self.isl, self.seconds_per_pair))
-        return self.layers * pairs * per_pair
-
-
-@functools.cache
-def _context_attention(system: str, heads: int, kv_heads: int, head_dim: int, kv: str):
-    """(version, isl grid, seconds per pair) of the newest table, or None."""
-    if not available():
-        return None
-    import pandas as pd
-
-    root = Path(importlib.util.find_spec(PACKAGE).origin).parent / "systems" / "data"
-    folder = root / system / "attention" / ENGINE
-    versions = sorted(
-        (p for p in folder.glob("*") if (p / "context_attention_perf.parquet").is_file()),
-        key=lambda p: tuple(int(x) if x.isdigit() else 0 for x in p.name.split(".")),
-    )
-    if not versions:
-        return None
-    df = pd.read_parquet(versions[-1] / "context_attention_perf.parquet")
-    df = df[
-        (df["batch_size"] == 1)
-        & (df["window_size"] == 0)
-        & (df["num_heads"] == heads)
-        & (df["num_key_value_heads"] == kv_heads)
-        & (df["head_dim"] == head_dim)
-        & (df["kv_cache_dtype"] == kv)
-    ]
-    by_isl = df.groupby("isl")["latency"].median()  # ms per layer
-    by_isl = by_isl[by_isl.index >= 16]  # 1-token "prompts" are launch time, not attention
-    if len(by_isl) < 2:
-        return None
-    isl = by_isl.index.to_numpy(dtype=float)
-    per_pair = by_isl.to_numpy(dtype=float) / 1000.0 / (isl * (isl + 1) / 2)
-    return versions[-1].name, isl, per_pair
-
-
-def prefill_attention_times(
-    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1
-) -> PrefillAttentionTimes | None:
-    """Measured prefill attention for this deployment, or None (roofline): no table for the
-    GPU, the per-rank head counts, head size or KV dtype, or MLA attention."""
-    system = TABLE_GPUS.get(gpu_name)
-    if system is None or model.mla is not None:
-        return None
-    tp = tensor_parallel
-    kv = {2: "bfloat16", 1: "fp8"}.get(model.bytes_per_kv)
-    heads, kv_heads = model.heads // tp, max(1, model.kv_heads // tp)
-    found = kv and _context_attention(system, heads, kv_heads, model.head_dim, kv)
-    if not found:
-        return None
-    version, isl, per_pair = found
-    source = f"{ENGINE} {version} prefill attention ({heads}/{kv_heads} heads, KV {kv})"
-    return PrefillAttentionTimes(isl, per_pair, model.layers, source)
+# The operators of a step, in the order `KernelTimes.sources` lists them, and their names.
+OPERATORS = {
+    "linear": "linear layers",
+    "prefill_attention": "prefill attention",
+    "decode_attention": "decode attention",
+    "moe": "routed experts",
+    "allreduce": "TP all-reduce",
+    "lm_head": "lm_head",
+    "sampling": "sampling",
+    "kv_write": "KV write",
+    "expert_parallel": "EP transfers",
+}
+ALWAYS_ROOFLINE = ("lm_head", "sampling", "kv_write", "expert_parallel")
 
 
 @dataclass(frozen=True)
 class KernelTimes:
     """What the measured tables price for one deployment; None parts stay on the roofline."""
 
-    linear: LinearTimes | None
-    prefill_attention: PrefillAttentionTimes | None
+    gpu: str
+    linear: LinearTimes | None = None
+    prefill_attention: PrefillAttentionTimes | None = None
+    decode_attention: DecodeAttentionTimes | None = None
+    moe: MoeTimes | None = None
+    allreduce: AllReduceTimes | None = None
+    absent: tuple[str, ...] = ()  # operators this deployment does not run (MoE of a dense model)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Operator -> what priced it: a table's description, or "roofline"."""
+        out = {}
+        for op in OPERATORS:
+            if op in self.absent:
+                continue
+            part = None if op in ALWAYS_ROOFLINE else getattr(self, op)
+            out[op] = part.source if part is not None else "roofline"
+        return out
 
     @property
     def source(self) -> str:
-        parts = [p.source for p in (self.linear, self.prefill_attention) if p is not None]
-        return "; ".join(parts) if parts else "roofline"
+        """One line: the tables used, per operator, then what the roofline prices."""
+        measured = [f"{OPERATORS[op]} ({s})" for op, s in self.sources.items() if s != "roofline"]
+        rest = [OPERATORS[op] for op, s in self.sources.items() if s == "roofline"]
+        if not measured:
+            return "roofline"
+        head = f"aiconfigurator-core, {self.gpu}: " + "; ".join(measured)
+        return head + ("; roofline: " + ", ".join(rest) if rest else "")
 
 
-def kernel_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> KernelTimes | None:
-    """Every measured pricing this deployment has (None when the tables hold nothing for it)."""
+def kernel_times(
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, expert_parallel: int = 1
+) -> KernelTimes | None:
+    """Every measured pricing this deployment has (None when the tables hold nothing for it).
+    `expert_parallel`: data-parallel instances sharing the experts (vLLM's DP + EP)."""
+    absent = {
+        "moe": model.moe is None,
+        "allreduce": tensor_parallel == 1,
+        "expert_parallel": model.moe is None or expert_parallel == 1,
+    }
     times = KernelTimes(
+        gpu_name,
         linear_times(gpu_name, model, tensor_parallel),
         prefill_attention_times(gpu_name, model, tensor_parallel),
+        decode_attention_times(gpu_name, model, tensor_parallel),
+        moe_times(gpu_name, model, tensor_parallel, expert_parallel),
+        allreduce_times(gpu_name, model, tensor_parallel),
+        tuple(op for op, no in absent.items() if no),
     )
-    return None if times.linear is None and times.prefill_attention is None else times
+    return None if times.source == "roofline" else times

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sim.cost.hardware import GpuSpec, ModelSpec
+from sim.cost.measured_step import MeasuredStep
 from sim.cost.step_terms import (
     ACT_BYTES,
     SAMPLE_BYTES_PER_LOGIT,
@@ -68,7 +69,8 @@ class StepCostModel:
         "_c",
         "_moe",
         "kernels",
-        "_linear_s",
+        "_measured",
+        "_ep",
     )
 
     def __init__(
@@ -80,9 +82,10 @@ class StepCostModel:
         expert_parallel_instances: int = 1,
         kernels: KernelTimes | None = None,
     ) -> None:
-        """`kernels`: measured seconds (sim/cost/kernel_tables.py, one TP rank) of the dense
-        linear layers and of prefill attention, where the tables have them; None = the roofline
-        prices every operator at the profile's MFU/MBU."""
+        """`kernels`: measured seconds (sim/cost/kernel_tables.py' KernelTimes, one rank) of the
+        operators the tables price for this deployment (linear layers, prefill and decode
+        attention, routed experts, TP all-reduces); None = the roofline prices every operator
+        at the profile's MFU/MBU."""
         if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be an int >= 1, got {tensor_parallel!r}")
         g = expert_parallel_instances
@@ -92,7 +95,7 @@ class StepCostModel:
         self.expert_parallel_instances = g = g if model.moe is not None else 1
         self.profile = profile = profile or DeviceProfile()
         self.kernels = kernels
-        self._linear_s: dict[int, float] = {}  # tokens -> measured dense-linear seconds
+        self._measured = MeasuredStep(kernels, profile.kernel_scale) if kernels else None
         k = tensor_parallel  # FLOP and bytes split evenly over k GPUs working in parallel
         self._flop_s = gpu.bf16_tflops * 1e12 * k  # peak BF16 FLOP/s of the TP group
         self._lin_flop_s = gpu.matmul_tflops(model.matmul_bytes_per_param) * 1e12 * k  # FP8/FP4
@@ -124,6 +127,7 @@ class StepCostModel:
         ep_recv = model.moe_layers * 2 * act / link_byte_s  # s per token held elsewhere
         ep_tok = (g - 1) * ep_recv
         ep_lat = model.moe_layers * 2 * (g - 1) * hop_s
+        self._ep = (ep_tok, ep_lat)  # (with a measured all-reduce, the rest of comm)
         # Sampling: one rank reads every sampled position's logits (not split by TP).
         sample_s = model.vocab * SAMPLE_BYTES_PER_LOGIT / (gpu.mem_bw_gb_s * 1e9 * profile.mbu)
         # Precomputed seconds per unit (at the profile's efficiencies) and FLOP / byte constants,
@@ -224,7 +228,8 @@ class StepCostModel:
         tokens = sampled = num_decodes
         compute = memory = 0.0
         pairs = prefix = 0
-        measured_attention = self.kernels and self.kernels.prefill_attention
+        measured = self._measured  # the tables' seconds where they priced an operator
+        measured_attention = measured and measured.prefill_attention
         for c, s, samples in prefill_chunks:
             if c < 1 or s < 0:
                 raise ValueError(f"prefill chunk needs tokens >= 1 and offset >= 0, got {(c, s)}")
@@ -236,8 +241,8 @@ class StepCostModel:
             prefix += s
             # FlashAttention is one fused kernel: its roofline is max(pair FLOP, prefix KV read).
             t_c, t_m = n * pair_c, s * kv_s
-            if measured_attention is not None:  # measured kernel (x the profile's kernel_scale)
-                compute += measured_attention(c, s) * self.profile.kernel_scale
+            if measured_attention:  # measured kernel (x the profile's kernel_scale)
+                compute += measured_attention(c, s)
             elif t_c >= t_m:
                 compute += t_c
             else:
@@ -246,23 +251,30 @@ class StepCostModel:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
         # Dense linear layers: every token's matmuls, against one read of the weights + KV write.
         t_c, t_m = tokens * lin_c, lin_w + tokens * kv_s
-        if self.kernels is not None and self.kernels.linear is not None:  # measured GEMMs
+        if measured and measured.linear:  # measured GEMMs
             # (the new tokens' KV write stays on the roofline)
-            measured = self._measured_linear(tokens)
+            seconds = measured.linear(tokens)
             memory += tokens * kv_s
             if t_c >= lin_w:  # booked on the side the roofline says binds, for the breakdown
-                compute += measured
+                compute += seconds
             else:
-                memory += measured
+                memory += seconds
         elif t_c >= t_m:
             compute += t_c
         else:
             memory += t_m
         weights_read = b_body
-        comm = comm_lat + tokens * comm_tok
+        if measured and measured.allreduce:  # measured TP all-reduces, EP transfers roofline
+            ep_tok, ep_lat = self._ep
+            comm = ep_lat + tokens * ep_tok + measured.allreduce(tokens)
+        else:
+            comm = comm_lat + tokens * comm_tok
         if self._moe is not None:  # routed experts: the picked ones' weights, the top-k FLOPs
             t_c, t_m, _, e_bytes = self._experts(tokens, group_tokens)
             weights_read += e_bytes
+            if measured and measured.moe:  # measured fused experts, on the roofline's side
+                seconds = measured.moe(group_tokens or tokens * self._moe[4])
+                t_c, t_m = (seconds, 0.0) if t_c >= t_m else (0.0, seconds)
             if t_c >= t_m:
                 compute += t_c
             else:
@@ -280,8 +292,13 @@ class StepCostModel:
             comm += gather_lat + sampled * gather_tok  # the logits' all-gather under TP
             weights_read += b_head
         # Decode attention: each decode reads its whole context's KV; ~H/H_kv FLOP per byte is
-        # far below any GPU's ridge point, so it is always memory-bound.
-        memory += decode_context_tokens * kv_s
+        # far below any GPU's ridge point, so it is always memory-bound. Measured: a per-batch
+        # part, then the context's (added last: see decode_kv_s_per_token).
+        if measured and measured.decode_per_token:
+            memory += measured.decode_intercept(num_decodes)
+            memory += decode_context_tokens * measured.decode_per_token
+        else:
+            memory += decode_context_tokens * kv_s
         overhead = overhead + per_seq * (num_decodes + len(prefill_chunks))
         flops = tokens * f_body + sampled * f_head + (pairs + decode_context_tokens) * f_pair
         kv_bytes = (tokens + prefix + decode_context_tokens) * kv_b  # KV written + read
@@ -295,18 +312,15 @@ class StepCostModel:
             float(weights_read + kv_bytes),
         )
 
-    def _measured_linear(self, tokens: int) -> float:
-        """Measured dense-linear seconds for `tokens` (cached: a run repeats step sizes)."""
-        seconds = self._linear_s.get(tokens)
-        if seconds is None:
-            seconds = float(self.kernels.linear(tokens)) * self.profile.kernel_scale
-            self._linear_s[tokens] = seconds
-        return seconds
-
     @property
     def kernel_source(self) -> str:
         """Which measured tables priced which operators; "roofline" when none did."""
         return self.kernels.source if self.kernels is not None else "roofline"
+
+    @property
+    def kernel_sources(self) -> dict[str, str]:
+        """Operator -> what priced it (a table, or "roofline"); {} without kernel tables."""
+        return dict(getattr(self.kernels, "sources", {}) or {})
 
     @property
     def decode_kv_s_per_token(self) -> float:
@@ -315,8 +329,10 @@ class StepCostModel:
         In `step_cost` the decode context enters ONLY as the last term added to memory_s,
         `decode_context_tokens * this`; everything else in a decode-only step depends on the
         batch size alone. sim/fastforward/steps.py relies on that to price a run of decode steps.
+        Measured decode attention keeps that form: a per-batch part plus this slope.
         """
-        return self._c[2]
+        m = self._measured
+        return m.decode_per_token if m and m.decode_per_token else self._c[2]
 
     def terms(
         self, prefill_chunks: Sequence[Chunk], num_decodes: int, decode_context_tokens: int
@@ -335,16 +351,25 @@ class StepCostModel:
         dense_flops = m.flops_per_token_body - expert_flops
         linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
         measured = 0.0  # seconds from the kernel tables: not scaled by the profile
-        if self.kernels is not None and self.kernels.linear is not None:
-            linear, measured = [(0.0, tokens * kv / b)], self._measured_linear(tokens)
-        if moe:
+        mp = self._measured
+        if mp and mp.linear:
+            linear, measured = [(0.0, tokens * kv / b)], mp.linear(tokens)
+        if moe and mp and mp.moe:
+            measured += mp.moe(tokens * moe[4])
+        elif moe:
             touched = moe[2] * (1.0 - moe[3] ** (tokens * moe[4]))
             rows = moe_rows(tokens * moe[4] * moe[8] * moe[2], touched)
             linear.append((rows * moe[5] / f_lin, touched * moe[6] / b))
         c = self._c
         comm = c[7] + tokens * c[6]
+        if mp and mp.allreduce:
+            comm = self._ep[1] + tokens * self._ep[0] + mp.allreduce(tokens)
         # Sampling is bandwidth-bound like decode attention, so it rides in kv_read_s (÷ MBU).
         kv_read = decode_context_tokens * kv / b
+        if mp and mp.decode_per_token:
+            kv_read = 0.0
+            measured += mp.decode_intercept(num_decodes)
+            measured += decode_context_tokens * mp.decode_per_token
         if sampled:
             head = m.params_lm_head * m.head_bytes_per_param
             linear.append((sampled * m.flops_lm_head_per_token / f, head / b))
@@ -354,9 +379,8 @@ class StepCostModel:
             ((c * s + c * (c + 1) // 2) * m.attn_flops_per_ctx_token / f, s * kv / b)
             for c, s, _ in chunks
         )
-        if self.kernels is not None and self.kernels.prefill_attention is not None:
-            scale = self.profile.kernel_scale
-            measured += sum(self.kernels.prefill_attention(c, s) * scale for c, s, _ in chunks)
+        if mp and mp.prefill_attention:
+            measured += sum(mp.prefill_attention(c, s) for c, s, _ in chunks)
             attention = ()
         return RooflineTerms(
             tuple(linear), attention, kv_read, comm + measured, num_decodes + len(chunks)

@@ -42,9 +42,11 @@ class DeviceProfile:
     # Per request in the step (input packing, per-request attention calls, sampling): ~0 on a
     # GPU with fused kernels, but tens of ms per decode on a CPU running a small model.
     overhead_per_seq_s: float = 0.0
-    # step_costs=kernels: measured kernel seconds are multiplied by this. Isolated kernels miss
-    # part of what a server's step pays (launch gaps, norms and activations, waiting on
-    # all-reduces); fitted with the profile, 1.0 = the tables as measured.
+    # step_costs=kernels: the measured kernels' compute is stretched by this (prefill attention,
+    # and the linear layers' and experts' time above their 1-token time: see
+    # sim/cost/measured_step.py). Isolated kernels run at a short burst's clocks, a server that
+    # prefills back to back at sustained-power ones; fitted with the overheads on fit runs
+    # only, 1.0 = the tables as measured.
     kernel_scale: float = 1.0
 
     def __post_init__(self) -> None:

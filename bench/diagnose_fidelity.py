@@ -1,0 +1,130 @@
+"""Why one group of public runs misses: per run, measured vs simulated, and what its steps cost.
+
+Notable features
+- Takes one report group (GPU, model, engine; bench/bench_fidelity_real.py's rows) and replays
+  each of its closed-loop runs under each step-cost model asked for (roofline, kernels).
+- Per run: measured and simulated mean TTFT and TPOT, the measured load (`prompt_load`: the
+  share of the GPUs' matmul peak its measured throughput needs for the prompts' linear layers
+  alone), and from the simulated steps of the steady state: mean step time split into what the
+  tables or roofline booked (compute, memory, communication, per-step overhead), tokens per step,
+  the share of steps carrying prefill and the share of time the engine was busy.
+- Per cost model, the decode-only step and a prefill chunk at the run's sizes, by operator
+  (sim/cost StepCostModel.step_cost), so a miss can be put on the GEMMs at small m, the
+  per-step overhead, or queueing at the capacity knee (busy ~100% with the measurement's
+  throughput needing more than the priced steps allow).
+
+Run: PDLAB_FIDELITY_DATA=... .venv/bin/python bench/diagnose_fidelity.py --gpu H200
+     --model Llama-3.1-8B:fp8 --engine vLLM [--costs roofline,kernels] [--prompt-pool 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
+
+import numpy as np  # noqa: E402
+from fidelity_replay import closed_loop, closed_loop_size, prompt_load  # noqa: E402
+from fidelity_runs import client_latency, load_runs, select  # noqa: E402
+
+from sim.cluster.topologies import Cluster  # noqa: E402
+from sim.policies.vllm_v1_knobs import vllm_batch_defaults  # noqa: E402
+
+
+def step_summary(steps, after_s: float) -> dict:
+    """Means over the simulated steps that start after `after_s` (the steady state)."""
+    s = steps[steps.start_s >= after_s]
+    if s.empty:
+        return {}
+    dur = s.end_s - s.start_s
+    span = s.end_s.max() - s.start_s.min()
+    return {
+        "step_ms": 1000 * dur.mean(),
+        "compute_ms": 1000 * s.compute_s.mean(),
+        "memory_ms": 1000 * s.memory_s.mean(),
+        "comm_ms": 1000 * s.comm_s.mean(),
+        "overhead_ms": 1000 * s.overhead_s.mean(),
+        "tokens": (s.prefill_tokens + s.decode_tokens).mean(),
+        "batch": s.batch_size.mean(),
+        "prefill_share": float((s.prefill_tokens > 0).mean()),
+        "busy": float(dur.sum() / span) if span > 0 else float("nan"),
+    }
+
+
+def breakdown(cost, chunk: int, batch: int, context: int) -> str:
+    """The decode-only step and a prefill chunk with batch-1 decodes, by booked side, ms."""
+    out = []
+    for name, step in (
+        ("decode", ((), batch, batch * context)),
+        ("mixed", (((chunk, 0, True),), batch - 1, (batch - 1) * context)),
+    ):
+        c = cost.step_cost(*step)
+        out.append(
+            f"{name} {1000 * c.seconds:6.2f} = compute {1000 * c.compute_s:6.2f} + memory "
+            f"{1000 * c.memory_s:5.2f} + comm {1000 * c.comm_s:5.2f} + overhead "
+            f"{1000 * c.overhead_s:4.2f}"
+        )
+    return " | ".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data")
+    ap.add_argument("--gpu", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--engine", default="vLLM")
+    ap.add_argument("--costs", default="roofline,kernels")
+    ap.add_argument("--prompt-pool", type=int, default=0)
+    ap.add_argument("--fit", choices=["all", "fit", "held-out"], default="all")
+    args = ap.parse_args()
+    runs, _ = load_runs(args.data)
+    fit = {"all": None, "fit": True, "held-out": False}[args.fit]
+    runs = [
+        r
+        for r in select(runs, gpu=args.gpu, fit=fit)
+        if r.model == args.model and r.engine.startswith(args.engine) and not r.specs
+    ]
+    runs.sort(key=lambda r: (r.parallel, r.isl, r.osl, r.concurrency))
+    print(f"{len(runs)} runs; simulated TTFTs include the client latency fitted per cost model")
+    for r in runs:
+        meas = r.measured_means
+        print(
+            f"\n{r.parallel} isl {r.isl} osl {r.osl} clients {r.concurrency}: measured TTFT "
+            f"{1000 * meas['ttft_s']:.0f} ms, TPOT {1000 * meas['tpot_s']:.2f} ms, "
+            f"prompt_load {prompt_load(r):.2f}"
+        )
+        for costs in args.costs.split(","):
+            config = r.config({"step_costs": costs})
+            n, warm = closed_loop_size(r.concurrency, r.osl, args.prompt_pool)
+            res = closed_loop(
+                config, r.isl, r.osl, r.concurrency, n, start="even", prompts=args.prompt_pool
+            )
+            req = res.requests.set_index("request_id")
+            steady = req.loc[req.index >= warm]
+            after = float(steady.arrival_s.min()) if "arrival_s" in steady else 0.0
+            s = step_summary(res.steps, after)
+            ttft = 1000 * (np.nanmean(steady.ttft_s) + client_latency(args.gpu, costs))
+            tpot = 1000 * np.nanmean(steady.tpot_s)
+            print(
+                f"  {costs:8s} TTFT {ttft:6.0f} ({ttft / 1000 / meas['ttft_s'] - 1:+4.0%}) "
+                f"TPOT {tpot:6.2f} ({tpot / 1000 / meas['tpot_s'] - 1:+4.0%}) | steps: "
+                f"{s.get('step_ms', 0):.2f} ms = c {s.get('compute_ms', 0):.2f} m "
+                f"{s.get('memory_ms', 0):.2f} x {s.get('comm_ms', 0):.2f} o "
+                f"{s.get('overhead_ms', 0):.2f}, {s.get('tokens', 0):.0f} tok, batch "
+                f"{s.get('batch', 0):.0f}, prefill in {s.get('prefill_share', 0):.0%}, busy "
+                f"{s.get('busy', 0):.0%}"
+            )
+            cluster = Cluster(config)
+            budget = (
+                getattr(config.knobs, "max_num_batched_tokens", 0)
+                or vllm_batch_defaults(cluster.gpu.name, cluster.gpu.mem_gb)[0]
+            )
+            chunk = min(budget, r.isl)
+            print(f"           {breakdown(cluster.cost, chunk, r.concurrency, r.isl)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Measured routed-expert (MoE) times from aiconfigurator-core's tables (issue 30).
+
+Notable features
+- Table (sim/cost/kernel_data.py): `<gpu>/moe/vllm/<version>/moe_perf.parquet`, one row per
+  (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts, moe_tp_size, moe_ep_size,
+  distribution, kernel_source) with `latency` in ms: ONE MoE layer's fused experts (routing
+  alignment, gate+up GEMM, activation, down GEMM) on one rank, as aiconfigurator's collector
+  times vLLM's `fused_experts` (collector/vllm/collect_moe.py): `num_tokens` tokens enter the
+  layer, each rank holds `inter_size / moe_tp_size` of every one of its
+  `num_experts / moe_ep_size` experts.
+- Parallelism as vLLM runs it: tensor parallel splits every expert (moe_tp = TP, moe_ep = 1);
+  with expert parallel over g data-parallel instances (`--enable-expert-parallel`) each rank
+  holds whole experts (moe_tp = 1, moe_ep = TP x g) and the layer sees all g instances' tokens
+  (the all-gather of vLLM's default all2all backend), so the caller passes the group's tokens.
+- Routing: `power_law_1.2`, the skewed token-to-expert load aiconfigurator's own MoE models
+  assume (sdk/models/moe.py: workload_distribution "power_law", alpha 1.2); "balanced" where
+  a table lacks it.
+- Weights: the Qwen3 and DeepSeek FP8 checkpoints are block-quantized (128 x 128 scales), so an
+  FP8 model takes the `fp8_block` rows only (the per-tensor `fp8` rows time another kernel: on
+  an H200, FlashInfer's Cutlass path, 5x slower than Triton's block kernel at 16 tokens), bf16
+  the `bfloat16` rows, NVFP4 the `nvfp4` ones. Where several kernels were timed for one shape (vLLM
+  0.24.0 on an H200: Triton for tensor parallel, FlashInfer's Cutlass for expert parallel), the
+  fastest at each token count, as the engine's kernel choice aims for.
+- Interpolated linearly in num_tokens (27 values, 1..16384 on an H200); past the largest, time
+  grows in proportion to the tokens. A model whose expert shape (hidden, expert width, top-k,
+  experts) or parallelism the table lacks keeps the roofline.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.cost.kernel_data import ENGINE_NAME, MS, TABLE_GPUS, envelope, read, table_paths
+from sim.cost.specs import ModelSpec
+
+DISTRIBUTIONS = ("power_law_1.2", "balanced", "power_law_1.01")  # in order of preference
+
+
+def moe_dtypes(model: ModelSpec) -> tuple[str, ...]:
+    """The table's moe_dtype rows for this model's experts, in order of preference."""
+    if model.matmul_bytes_per_param == 2:
+        return ("bfloat16",)
+    if model.matmul_bytes_per_param == 1 and model.bytes_per_param == 1:
+        return ("fp8_block",)
+    if model.bytes_per_param == 0.5 and model.scale_bytes_per_param == 1 / 16:
+        return ("nvfp4",)
+    return ()
+
+
+@dataclass(frozen=True)
+class MoeTimes:
+    """Measured seconds of a step's routed experts, all MoE layers, one rank."""
+
+    tokens: np.ndarray  # (T,) ascending num_tokens of the table
+    seconds_grid: np.ndarray  # (T,) one layer, seconds
+    layers: int  # MoE layers
+    source: str
+
+    def __call__(self, tokens: float) -> float:
+        """All MoE layers for `tokens` tokens entering each (the group's, under expert
+        parallel), seconds."""
+        if tokens <= 0:
+            return 0.0
+        t, s = self.tokens, self.seconds_grid
+        one = s[-1] * tokens / t[-1] if tokens > t[-1] else float(np.interp(tokens, t, s))
+        return self.layers * one
+
+
+@functools.cache
+def _moe_rows(system: str, shape: tuple[int, int, int, int], tp: int, ep: int, dtype: str):
+    """(version, kernels, num_tokens, seconds) of the newest table with rows for this expert
+    shape (hidden, expert width, top-k, experts), parallelism and dtype; None if none has."""
+    hidden, width, topk, experts = shape
+    for path in table_paths(system, "moe", "moe_perf.parquet"):
+        df = read(path)
+        df = df[
+            (df["moe_dtype"] == dtype)
+            & (df["hidden_size"] == hidden)
+            & (df["inter_size"] == width)
+            & (df["topk"] == topk)
+            & (df["num_experts"] == experts)
+            & (df["moe_tp_size"] == tp)
+            & (df["moe_ep_size"] == ep)
+        ]
+        for dist in DISTRIBUTIONS:
+            rows = df[df["distribution"] == dist]
+            if rows["num_tokens"].nunique() < 2:
+                continue
+            # The fastest kernel timed at each token count; a timing spike above a larger token
+            # count's time is noise (`envelope`).
+            best = rows.groupby("num_tokens")["latency"].min().sort_index()
+            seconds = envelope(best.to_numpy(dtype=float) * MS)
+            kernels = ", ".join(sorted(set(rows["kernel_source"])))
+            return path.parent.name, kernels, best.index.to_numpy(dtype=float), seconds
+    return None
+
+
+def moe_times(
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, expert_parallel: int = 1
+) -> MoeTimes | None:
+    """Measured routed experts for this deployment, or None (roofline). `expert_parallel`: the
+    data-parallel instances sharing the experts (1 = tensor parallel only)."""
+    system = TABLE_GPUS.get(gpu_name)
+    m = model.moe
+    if system is None or m is None:
+        return None
+    shape = (model.hidden, m.expert_intermediate, m.experts_per_token, m.num_experts)
+    if expert_parallel > 1:
+        tp, ep = 1, tensor_parallel * expert_parallel
+    else:
+        tp, ep = tensor_parallel, 1
+    for dtype in moe_dtypes(model):
+        found = _moe_rows(system, shape, tp, ep, dtype)
+        if found:
+            version, kernels, tokens, seconds = found
+            par = f"TP{tp}" if ep == 1 else f"EP{ep}"
+            source = f"{ENGINE_NAME} {version} {dtype} {par}, {kernels}"
+            return MoeTimes(tokens, seconds, model.moe_layers, source)
+    return None

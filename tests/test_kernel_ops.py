@@ -1,0 +1,247 @@
+"""aiconfigurator-core's MoE, decode-attention and all-reduce tables (sim/cost/kernel_moe.py,
+kernel_attention.py, kernel_comm.py) and how StepCostModel uses them (issue 30).
+
+Each reader: the table's own numbers at its grid points (ms -> s), interpolation between them,
+what happens past the grid, units checked against the hardware, and the roofline where the
+table has nothing for the GPU, dtype or shape.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("aiconfigurator_core", reason="requirements-kernels.txt is not installed")
+
+import pandas as pd  # noqa: E402
+
+from sim.cost.hardware import get_gpu, get_model  # noqa: E402
+from sim.cost.kernel_attention import decode_attention_times, fit_decode  # noqa: E402
+from sim.cost.kernel_comm import allreduce_times  # noqa: E402
+from sim.cost.kernel_data import envelope, read, table_paths  # noqa: E402
+from sim.cost.kernel_moe import moe_times  # noqa: E402
+from sim.cost.kernel_tables import gemm_table, kernel_times  # noqa: E402
+from sim.cost.roofline import StepCostModel  # noqa: E402
+from sim.cost.step_terms import DeviceProfile  # noqa: E402
+
+QWEN = "Qwen3-235B-A22B:fp8:kv-fp8"  # 94 MoE layers: 128 experts of width 1,536, top-8
+
+
+def raw(system: str, op: str, filename: str, version: str = "0.24.0") -> pd.DataFrame:
+    path = next(p for p in table_paths(system, op, filename) if p.parent.name == version)
+    return read(path)
+
+
+# ---- routed experts -------------------------------------------------------------------------
+
+
+def moe_rows(tp: int, ep: int) -> pd.Series:
+    df = raw("h200_sxm", "moe", "moe_perf.parquet")
+    df = df[
+        (df.moe_dtype == "fp8_block")
+        & (df.hidden_size == 4096)
+        & (df.inter_size == 1536)
+        & (df.num_experts == 128)
+        & (df.topk == 8)
+        & (df.moe_tp_size == tp)
+        & (df.moe_ep_size == ep)
+        & (df.distribution == "power_law_1.2")
+    ]
+    return df.groupby("num_tokens")["latency"].min()
+
+
+def test_moe_grid_points_are_the_measured_layer_times_in_seconds():
+    """TP2: moe_tp 2, each expert split; at grid token counts, 94 layers x the table's ms / 1000
+    (within the 10% spike cap; these points are not spikes)."""
+    moe = moe_times("H200", get_model(QWEN), 2)
+    assert moe.layers == 94 and "fp8_block TP2" in moe.source
+    rows = moe_rows(2, 1)
+    for tokens in (1, 16, 256, 4096):
+        assert moe(tokens) == pytest.approx(94 * rows[tokens] / 1000, rel=1e-9)
+
+
+def test_moe_interpolates_between_token_counts_and_grows_in_proportion_past_them():
+    moe = moe_times("H200", get_model(QWEN), 2)
+    lo, mid, hi = moe(4096), moe(5000), moe(6144)
+    assert lo < mid < hi and mid == pytest.approx(lo + (hi - lo) * (5000 - 4096) / 2048)
+    assert moe(2 * 16384) == pytest.approx(2 * moe(16384))
+    assert moe(0) == 0.0
+
+
+def test_moe_cannot_beat_reading_the_experts_it_touches():
+    """Units: one token through its top-8 experts on one of 2 ranks reads at least half of
+    8 experts' FP8 weights (3 x 4096 x 1536 bytes each) per layer at <= 4.8 TB/s."""
+    model, gpu = get_model(QWEN), get_gpu("H200")
+    moe = moe_times("H200", model, 2)
+    floor = model.moe_layers * 8 * 3 * 4096 * 1536 / 2 / (gpu.mem_bw_gb_s * 1e9)
+    assert floor < moe(1) < 10 * floor
+
+
+def test_expert_parallel_reads_the_ep_rows_and_missing_shapes_keep_the_roofline():
+    model = get_model(QWEN)
+    ep = moe_times("H200", model, 2, expert_parallel=2)  # DP2 + EP over TP2: EP4, moe_tp 1
+    assert "EP4" in ep.source and ep(256) == pytest.approx(94 * moe_rows(1, 4)[256] / 1000)
+    assert moe_times("H200", model, 8) is None  # no fp8_block rows at moe_tp 8
+    assert moe_times("RTX-4090", model, 2) is None  # no tables for the GPU
+    assert moe_times("H200", get_model("Llama-3.1-8B"), 1) is None  # not a MoE model
+    assert moe_times("H200", get_model("Qwen3-235B-A22B:fp4"), 2) is None  # no FP4 rows on Hopper
+
+
+# ---- decode attention -----------------------------------------------------------------------
+
+
+def test_decode_fit_recovers_an_affine_table_exactly():
+    batch = np.repeat([1.0, 8.0, 64.0], 4)
+    step = np.tile([1.0, 100.0, 1000.0, 10000.0], 3)
+    a = {1.0: 10e-6, 8.0: 12e-6, 64.0: 30e-6}
+    seconds = np.array([a[b] for b in batch]) + 2e-10 * batch * step
+    sizes, intercepts, slope = fit_decode(batch, step, seconds)
+    assert slope == pytest.approx(2e-10) and intercepts == pytest.approx([a[b] for b in sizes])
+
+
+def test_decode_attention_follows_the_measured_grid():
+    """Llama-3.1-8B on one H200 (32 query, 8 KV heads, bf16 KV): the fitted a(b) + c * b * s
+    is within 25% of 9 in 10 measured points, and its slope is a bandwidth an H200 can reach."""
+    model, gpu = get_model("Llama-3.1-8B"), get_gpu("H200")
+    dec = decode_attention_times("H200", model)
+    df = raw("h200_sxm", "attention", "generation_attention_perf.parquet")
+    df = df[
+        (df.num_heads == 32)
+        & (df.num_key_value_heads == 8)
+        & (df.head_dim == 128)
+        & (df.kv_cache_dtype == "bfloat16")
+        & (df.window_size == 0)
+    ]
+    predicted = [
+        dec.intercept(b) + dec.per_token * b * s
+        for b, s in zip(df.batch_size, df.step, strict=True)
+    ]
+    ratio = np.array(predicted) / (model.layers * df.latency.to_numpy() / 1000)
+    assert np.quantile(np.abs(ratio - 1), 0.9) < 0.25
+    bytes_per_token = model.kv_bytes_per_token  # all layers
+    bandwidth = bytes_per_token / dec.per_token
+    assert 0.6 * gpu.mem_bw_gb_s * 1e9 < bandwidth <= gpu.mem_bw_gb_s * 1e9
+    assert dec.intercept(0) == 0.0 and dec.intercept(1) > 0
+    assert dec.intercept(4096) == pytest.approx(2 * dec.intercept(2048))  # past the grid
+
+
+def test_decode_attention_falls_back_without_a_table():
+    assert decode_attention_times("RTX-4090", get_model("Llama-3.1-8B")) is None
+    assert decode_attention_times("H200", get_model("DeepSeek-V2-Lite")) is None  # MLA
+    tp8 = decode_attention_times("H200", get_model("Llama-3.1-70B:fp8:kv-fp8"), 8)
+    assert "8/1 heads, KV fp8" in tp8.source  # one rank's heads
+
+
+# ---- tensor-parallel all-reduce -------------------------------------------------------------
+
+
+def test_allreduce_is_the_graph_rows_twice_a_layer():
+    model = get_model("Llama-3.1-70B")
+    ar = allreduce_times("H200", model, 4)
+    df = raw("h200_sxm", "comm", "custom_allreduce_perf.parquet")
+    df = df[(df.num_gpus == 4) & (df.backend == "vllm_graph")].set_index("message_size")
+    tokens = 128  # 128 x 8192 = 2^20 values, a grid point
+    assert ar(tokens) == pytest.approx(160 * df.latency[2**20] / 1000, rel=1e-9)
+    assert ar.seconds(3 * 2**19) == pytest.approx(
+        (df.latency[2**20] + df.latency[2**21]) / 2 / 1000, rel=1e-9
+    )
+    assert ar.seconds(2**31) == pytest.approx(4 * ar.seconds(2**29))
+
+
+def test_allreduce_sizes_are_values_and_no_faster_than_nvlink():
+    """1 GiB of bf16 values over 2 H200s: a ring moves (n-1)/n x 2 x bytes through each GPU's
+    link (450 GB/s one way); the measured time is above that floor, and within 2x of it."""
+    gpu = get_gpu("H200")
+    ar = allreduce_times("H200", get_model("Llama-3.1-8B"), 2)
+    nbytes = 2 * 2**29
+    floor = nbytes / (gpu.interconnect_gb_s * 1e9)
+    assert floor < ar.seconds(2**29) < 2 * floor
+    assert allreduce_times("H200", get_model("Llama-3.1-8B"), 1) is None
+    assert allreduce_times("H200", get_model("Llama-3.1-8B"), 3) is None
+    assert allreduce_times("L4", get_model("Llama-3.1-8B"), 2) is None
+
+
+# ---- timing spikes, sources, and the step --------------------------------------------------
+
+
+def test_envelope_removes_spikes_and_keeps_ordinary_noise():
+    times = np.array([27.0, 33.0, 13.0, 32.0, 13.0, 13.5, 14.0, 20.0])
+    assert list(envelope(times)) == pytest.approx([14.3, 14.3, 13.0, 14.3, 13.0, 13.5, 14.0, 20.0])
+    b200 = gemm_table("B200", "fp8")  # 2560 x 8192 at m = 4 was timed at 32 us, m = 3 and 5 at 13
+    assert b200.seconds(4, 2560, 8192) < 1.11 * b200.seconds(5, 2560, 8192)
+
+
+def test_the_breakdown_names_every_operator_of_the_deployment():
+    dense = kernel_times("H200", get_model("Llama-3.1-8B"), 1).sources
+    assert list(dense) == [
+        "linear",
+        "prefill_attention",
+        "decode_attention",
+        "lm_head",
+        "sampling",
+        "kv_write",
+    ]
+    moe = kernel_times("H200", get_model(QWEN), 2)
+    assert moe.sources["moe"].startswith("vLLM 0.24.0 fp8_block TP2")
+    assert moe.sources["allreduce"].endswith("2 GPUs") and moe.sources["lm_head"] == "roofline"
+    assert "routed experts (vLLM 0.24.0 fp8_block" in moe.source
+    assert "roofline: lm_head, sampling, KV write" in moe.source
+    tp8 = kernel_times("H200", get_model(QWEN), 8)
+    assert tp8.sources["moe"] == "roofline"  # no table for it: the roofline, and it says so
+    assert kernel_times("RTX-4090", get_model(QWEN), 2) is None
+
+
+def fake(**parts) -> SimpleNamespace:
+    """A KernelTimes stand-in: the given parts, None for the rest."""
+    names = ("linear", "prefill_attention", "decode_attention", "moe", "allreduce")
+    return SimpleNamespace(**{n: parts.get(n) for n in names}, source="fake")
+
+
+@pytest.mark.parametrize("kind", ["moe", "allreduce", "decode"])
+def test_measured_parts_move_the_step_by_their_seconds(kind):
+    """Two fake tables 1 s apart move every step by exactly 1 s (the fake's seconds go in as
+    they are), and calibration's terms give the same seconds under any profile."""
+    gpu, model = get_gpu("H200"), get_model(QWEN)
+    prof = DeviceProfile(0.5, 0.4, 0.7, 0.003)
+
+    def part(v: float):
+        if kind == "decode":
+            return SimpleNamespace(intercept=lambda b: v * (b > 0), per_token=1e-9)
+        return lambda tokens: v + 1e-6 * tokens
+
+    zero, one = (
+        StepCostModel(
+            gpu, model, 2, prof, 1, fake(**{kind.replace("decode", "decode_attention"): part(v)})
+        )
+        for v in (0.0, 1.0)
+    )
+    steps = (((), 8, 8000), (((512, 0, True),), 0, 0), (((256, 1024, False),), 4, 4096))
+    for step in steps:
+        diff = one.step_cost(*step).seconds - zero.step_cost(*step).seconds
+        moves = kind != "decode" or step[1] > 0
+        assert diff == pytest.approx(1.0 if moves else 0.0)
+        for p in (prof, DeviceProfile(0.9, 0.2, 0.5, 0.0, 0.001)):
+            cm = StepCostModel(gpu, model, 2, p, 1, one.kernels)
+            assert cm.terms(*step).seconds(p) == pytest.approx(cm.step_cost(*step).seconds)
+    if kind == "decode":  # the context's seconds are the measured slope (event speed needs it)
+        assert one.decode_kv_s_per_token == 1e-9
+
+
+def test_event_speed_equals_step_by_step_with_every_table():
+    """A MoE model on 2 GPUs prices linear layers, attention, experts and all-reduces from the
+    tables; runs of decode steps at event speed match step-by-step pricing exactly."""
+    from sim.cluster.topologies import simulate
+    from sim.config import SimConfig, with_overrides
+    from sim.core.request import RequestSpec
+
+    specs = [RequestSpec(i, 0.05 * i, 200 + 300 * (i % 4), 40 + 30 * (i % 3)) for i in range(12)]
+    config = with_overrides(
+        SimConfig(),
+        {"gpu": "H200", "model": QWEN, "tensor_parallel": 2, "step_costs": "kernels"},
+    )
+    fast, step = simulate(specs, config), simulate(specs, config, step_by_step=True)
+    pd.testing.assert_frame_equal(fast.requests, step.requests, check_exact=True)
+    source = fast.meta["kernel_source"]
+    assert "routed experts" in source and "TP all-reduce" in source and "decode attention" in source
