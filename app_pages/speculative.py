@@ -146,7 +146,10 @@ else:
     w.cached_chart(
         charts.spec_ratio_chart,
         spec_live.live_table(live),
-        {"live": T("spec.curve.live", model=spec_live.plain_name(live["model"]))},
+        {
+            "live": T("spec.curve.live", model=spec_live.plain_name(live["model"])),
+            "live_batch": T("spec.curve.live_batch"),
+        },
         lang=L,
         title_key="spec.live_chart_title",
     )

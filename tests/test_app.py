@@ -260,6 +260,8 @@ SPEC_FIXTURE = __import__("conftest").ROOT / "tests" / "data" / "spec_crossover_
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_speculative_page_draws_verify_steps_the_crossover_and_the_acceptance(lang):
+    from ui import spec_live
+
     at = open_page(SPEC_PAGE, {"lang": lang})
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     timeline, ratio, tpot = figures(at)[:3]
@@ -274,7 +276,13 @@ def test_speculative_page_draws_verify_steps_the_crossover_and_the_acceptance(la
     rate = table[t("metric.spec_acceptance_rate", lang)]  # text: "–" where it does not apply
     assert rate.iloc[0] == "–" and 0.3 < float(rate.iloc[1]) < 0.8
     assert float(table[t("metric.spec_tokens_per_verify", lang)].iloc[1]) > 2
-    assert t("spec.live_missing", lang) in captions(at)  # no live measurement in the checkout
+    # the checked-in live measurement (bench/bench_live_spec.py --lesson): TPOT and batch time
+    live = spec_live.load_live()
+    chart = figures(at)[-1]
+    assert chart["layout"]["title"]["text"] == t("spec.live_chart_title", lang)
+    tpot, batch = [tr for tr in chart["data"] if tr.get("mode") == "lines+markers"]
+    assert array(tpot["y"]) == pytest.approx([r["tpot_ratio"] for r in live["rows"]])
+    assert array(batch["y"]) == pytest.approx([r["decode_time_ratio"] for r in live["rows"]])
 
 
 def test_speculative_page_widgets_change_the_runs():
@@ -314,6 +322,15 @@ def test_speculative_page_draws_the_live_measurement_where_one_was_recorded(monk
     assert array(curve["y"]) == pytest.approx([11 / 20, 18 / 24, 52 / 40])
     assert "SmolLM2-135M" in curve["name"]
     assert any("CPU, 2 cores" in c for c in captions(at).splitlines())
+
+
+def test_speculative_page_says_how_to_record_a_missing_live_measurement(monkeypatch, tmp_path):
+    from ui import spec_live
+
+    monkeypatch.setattr(spec_live, "LIVE_PATH", tmp_path / "absent.json")
+    at = open_page(SPEC_PAGE)
+    assert not at.exception and not at.error
+    assert t("spec.live_missing", "en") in captions(at)
 
 
 def test_speculative_page_warns_about_a_malformed_live_file(monkeypatch, tmp_path):

@@ -30,8 +30,9 @@ CURVE_COLORS = {
     "chosen": COLORS["accepted"],  # the visitor's choice, in the accepted tokens' dark blue
     "low": "#8C564B",  # brown
     "live": "#9467BD",  # purple: measured on the live model
+    "live_batch": "#4B2A6B",  # dark purple: the live model's whole-batch decode time
 }
-CURVE_DASH = {"live": "dot"}
+CURVE_DASH = {"live": "dot", "live_batch": "dashdot"}
 PAYS_FILL = "rgba(44, 160, 44, 0.08)"  # below 1: speculation pays (pale green)
 COSTS_FILL = "rgba(178, 24, 43, 0.07)"  # above 1: it costs (pale red)
 

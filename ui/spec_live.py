@@ -3,7 +3,10 @@
 The live engine's n-gram speculation bench writes `assets/live_runs/spec_crossover_cpu.json`:
 {"model": str, "device": str, "k": int, "command": str,
  "rows": [{"batch": int, "tpot_off_ms": float, "tpot_on_ms": float,
-           "acceptance_rate": float, "tokens_per_verify": float}, ...]}
+           "acceptance_rate": float, "tokens_per_verify": float,
+           # optional, in every row or none:
+           "tpot_ratio": float,  # the median of repeats' paired on/off ratios
+           "decode_time_ratio": float}, ...]}  # the whole batch's decode time, on / off
 `load_live` reads and checks it (None where the file is absent; ValueError saying what is wrong
 where it is malformed); `live_table` turns its rows into the table the lesson's ratio chart
 draws (ui/charts_spec.py), as curve "live". Pure: no streamlit.
@@ -19,6 +22,7 @@ import pandas as pd
 
 LIVE_PATH = Path(__file__).resolve().parents[1] / "assets" / "live_runs" / "spec_crossover_cpu.json"
 ROW_FIELDS = ("batch", "tpot_off_ms", "tpot_on_ms", "acceptance_rate", "tokens_per_verify")
+OPTIONAL_RATIOS = ("tpot_ratio", "decode_time_ratio")  # in every row or in none
 MAX_ROWS = 64  # a bench sweeps a few batch sizes; more is not a file of this format
 
 
@@ -54,6 +58,11 @@ def load_live(path: Path | str | None = None) -> dict | None:
         if not isinstance(row, dict):
             raise ValueError(f"row {i} must be an object")
         values = {name: _number(row, name, i) for name in ROW_FIELDS}
+        for name in OPTIONAL_RATIOS:
+            if name in rows[0]:
+                values[name] = _number(row, name, i)
+                if values[name] <= 0:
+                    raise ValueError(f"row {i}: {name} must be > 0")
         if values["batch"] < 1 or values["batch"] != int(values["batch"]):
             raise ValueError(f"row {i}: batch must be a whole number >= 1")
         if values["tpot_off_ms"] <= 0 or values["tpot_on_ms"] <= 0:
@@ -70,8 +79,17 @@ def plain_name(text: str, limit: int = 60) -> str:
 
 
 def live_table(data: dict) -> pd.DataFrame:
-    """The rows as the ratio chart's table: curve "live", ratio = TPOT on / TPOT off."""
-    frame = pd.DataFrame(data["rows"], columns=list(ROW_FIELDS))
+    """The rows as the ratio chart's table: curve "live", ratio = TPOT on / TPOT off (the
+    paired ratio where the file has it); and, where the file has it, curve "live_batch", the
+    whole batch's decode time on / off (where a batch's throughput stops gaining)."""
+    rows = data["rows"]
+    frame = pd.DataFrame(rows, columns=list(ROW_FIELDS))
     frame.insert(0, "curve", "live")
-    frame["ratio"] = frame["tpot_on_ms"] / frame["tpot_off_ms"]
-    return frame
+    if "tpot_ratio" in rows[0]:
+        frame["ratio"] = [r["tpot_ratio"] for r in rows]
+    else:
+        frame["ratio"] = frame["tpot_on_ms"] / frame["tpot_off_ms"]
+    if "decode_time_ratio" not in rows[0]:
+        return frame
+    batch = frame.assign(curve="live_batch", ratio=[r["decode_time_ratio"] for r in rows])
+    return pd.concat([frame, batch], ignore_index=True)
