@@ -152,6 +152,8 @@ else:
         },
         lang=L,
         title_key="spec.live_chart_title",
+        axis_key="spec.live_axis",
+        region_x=0.22,  # right of batch 1, where the measured curves sit lowest
     )
     st.caption(
         T(
@@ -159,6 +161,7 @@ else:
             model=w.escape_markdown(live["model"]),
             device=w.escape_markdown(live["device"]),
             k=live["k"],
+            runner=w.escape_markdown(str(live.get("model_runner", "v2"))),
             command=w.as_code(live["command"]),
         )
     )

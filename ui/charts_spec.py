@@ -118,8 +118,12 @@ def spec_ratio_chart(
     lang: str = "en",
     highlight: str | None = None,
     title_key: str = "charts.spec.ratio_title",
+    axis_key: str = "charts.spec.axis_ratio",
+    region_x: float = 0.01,
 ) -> go.Figure:
-    """TPOT on / TPOT off vs requests per step; 1 = speculation off; crossovers marked."""
+    """TPOT on / TPOT off vs requests per step; 1 = speculation off; crossovers marked.
+    `axis_key`: the y axis's title (the live chart's holds two kinds of ratio); `region_x`:
+    where along the line at 1 the regions' names sit (paper x, left-anchored)."""
     fig = go.Figure()
     ratios = finite(table["ratio"])
     top = max(1.35, float(ratios.max()) * 1.08)
@@ -144,7 +148,7 @@ def spec_ratio_chart(
             layer="below",
         )
         fig.add_annotation(
-            x=0.01,
+            x=region_x,
             xref="paper",
             xanchor="left",
             y=1.0,
@@ -213,5 +217,5 @@ def spec_ratio_chart(
         )
     styled(fig, t(title_key, lang), height=520)
     fig.update_xaxes(title_text=t("charts.spec.axis_batch", lang), **_log_axis(table["batch"]))
-    fig.update_yaxes(title_text=t("charts.spec.axis_ratio", lang), range=[bottom, top])
+    fig.update_yaxes(title_text=t(axis_key, lang), range=[bottom, top])
     return fig
