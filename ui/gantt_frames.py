@@ -33,24 +33,15 @@ import numpy as np
 import pandas as pd
 
 from sim.core.trace import RunResult
+from ui.theme import PHASES
 
 # Drawn phases in drawing order (later = on top). "decode_slowed" is a decode segment with
 # slowed=True, drawn blue with a hatch. "accepted" and "rejected" are the two parts of a
 # speculative verify step (sim/core/trace.py): the tokens kept, then the drafts thrown away.
 # "cached" spans the same step as the prefill chunk it preceded, so it is drawn last, as a thin
 # band over that orange bar.
-TRACE_PHASES = (
-    "queued",
-    "prefill",
-    "decode",
-    "decode_slowed",
-    "accepted",
-    "rejected",
-    "stall",
-    "kv_transfer",
-    "preempted",
-    "cached",
-)
+_AFTER_DECODE = PHASES.index("decode") + 1
+TRACE_PHASES = (*PHASES[:_AFTER_DECODE], "decode_slowed", *PHASES[_AFTER_DECODE:])
 WAITING_KINDS = ("queued", "preempted")  # counted in the queue length
 # counted in the running batch (a verify step's accepted and rejected parts are back to back,
 # half-open: the request counts once)

@@ -37,6 +37,16 @@ def _rank_heads(model: ModelSpec, tensor_parallel: int) -> tuple[int, int]:
     return model.heads // tensor_parallel, max(1, model.kv_heads // tensor_parallel)
 
 
+def _deployment(gpu_name: str, model: ModelSpec, tensor_parallel: int):
+    """(table system, query heads, KV heads per rank, KV dtype) where the tables can price this
+    deployment's attention; None (roofline): no table for the GPU or the KV dtype, or MLA."""
+    system = TABLE_GPUS.get(gpu_name)
+    kv = KV_DTYPES.get(model.bytes_per_kv)
+    if system is None or model.mla is not None or kv is None:
+        return None
+    return (system, *_rank_heads(model, tensor_parallel), kv)
+
+
 @dataclass(frozen=True)
 class PrefillAttentionTimes:
     """Measured FlashAttention prefill time, all layers, one TP rank: a chunk of c new tokens
@@ -83,11 +93,9 @@ def prefill_attention_times(
 ) -> PrefillAttentionTimes | None:
     """Measured prefill attention for this deployment, or None (roofline): no table for the
     GPU, the per-rank head counts, head size or KV dtype, or MLA attention."""
-    system = TABLE_GPUS.get(gpu_name)
-    kv = KV_DTYPES.get(model.bytes_per_kv)
-    if system is None or model.mla is not None or kv is None:
+    if (deployment := _deployment(gpu_name, model, tensor_parallel)) is None:
         return None
-    heads, kv_heads = _rank_heads(model, tensor_parallel)
+    system, heads, kv_heads, kv = deployment
     found = _context_attention(system, heads, kv_heads, model.head_dim, kv)
     if not found:
         return None
@@ -174,11 +182,9 @@ def decode_attention_times(
 ) -> DecodeAttentionTimes | None:
     """Measured decode attention for this deployment, or None (roofline): no table for the GPU,
     the per-rank head counts, head size or KV dtype, or MLA attention."""
-    system = TABLE_GPUS.get(gpu_name)
-    kv = KV_DTYPES.get(model.bytes_per_kv)
-    if system is None or model.mla is not None or kv is None:
+    if (deployment := _deployment(gpu_name, model, tensor_parallel)) is None:
         return None
-    heads, kv_heads = _rank_heads(model, tensor_parallel)
+    system, heads, kv_heads, kv = deployment
     found = _generation_attention(system, heads, kv_heads, model.head_dim, kv)
     if not found:
         return None
