@@ -24,7 +24,7 @@ What it measures (SmolLM2-135M, real weights, the live engine = sim's vLLM V1 po
 Run: .venv/bin/python bench/bench_live_spec.py [--batches 1,2,4,8,16] [--repeats 3]
                                                [--out-tokens 64] [--k 3] [--runner v1|v2]
                                                [--json FILE]
-                                               [--lesson assets/live_runs/spec_crossover_cpu.json]
+                                               [--lesson assets/speculation/spec_crossover_cpu.json]
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def main() -> None:
         "--lesson",
         type=Path,
         default=None,
-        help="also write the lesson's file (assets/live_runs/spec_crossover_cpu.json)",
+        help="also write the lesson's file (assets/speculation/spec_crossover_cpu.json)",
     )
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]

@@ -1,6 +1,6 @@
 """The speculative decoding lesson's live measurement: TPOT off and on per batch, on a real model.
 
-The live engine's n-gram speculation bench writes `assets/live_runs/spec_crossover_cpu.json`:
+The live engine's n-gram speculation bench writes `assets/speculation/spec_crossover_cpu.json`:
 {"model": str, "device": str, "k": int, "command": str,
  "rows": [{"batch": int, "tpot_off_ms": float, "tpot_on_ms": float,
            "acceptance_rate": float, "tokens_per_verify": float,
@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
-LIVE_PATH = Path(__file__).resolve().parents[1] / "assets" / "live_runs" / "spec_crossover_cpu.json"
+LIVE_PATH = (
+    Path(__file__).resolve().parents[1] / "assets" / "speculation" / "spec_crossover_cpu.json"
+)
 ROW_FIELDS = ("batch", "tpot_off_ms", "tpot_on_ms", "acceptance_rate", "tokens_per_verify")
 OPTIONAL_RATIOS = ("tpot_ratio", "decode_time_ratio")  # in every row or in none
 MAX_ROWS = 64  # a bench sweeps a few batch sizes; more is not a file of this format
