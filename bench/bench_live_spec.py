@@ -99,7 +99,9 @@ def one_run(groups, config) -> tuple[float, list[dict], list[dict], list[float]]
     decode/verify step seconds)."""
     tpots, stats, ids, steps = [], [], [], []
     for requests, typed in groups:
-        run, info = run_live(requests, config, LiveOptions(model="SmolLM2-135M"), typed=typed)
+        run, info = run_live(
+            requests, config, LiveOptions(model="SmolLM2-135M"), typed=typed, max_requests=64
+        )
         if (run.requests.status != "finished").any():
             sys.exit(f"a request did not finish: {run.requests.reject_reason.tolist()}")
         tpots += run.requests.tpot_s.tolist()

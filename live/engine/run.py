@@ -77,12 +77,16 @@ def load(model: str, device: str):
     )
 
 
-def check_size(requests: list[RequestSpec], max_tokens: int = MAX_TOTAL_TOKENS) -> None:
+def check_size(
+    requests: list[RequestSpec],
+    max_tokens: int = MAX_TOTAL_TOKENS,
+    max_requests: int = MAX_REQUESTS,
+) -> None:
     """Refuse workloads too big for a shared live model, saying what to change."""
-    if len(requests) > MAX_REQUESTS:
+    if len(requests) > max_requests:
         raise ValueError(
             f"{len(requests)} requests: the live engine takes at most "
-            f"{MAX_REQUESTS} per run; use fewer"
+            f"{max_requests} per run; use fewer"
         )
     total = sum(r.prompt_tokens + r.output_tokens for r in requests)
     if total > max_tokens:
@@ -133,14 +137,21 @@ def run_live(
     options: LiveOptions = LiveOptions(),
     typed: dict[int, list[int]] | None = None,
     progress=None,
+    max_requests: int = MAX_REQUESTS,
 ) -> tuple[RunResult, dict]:
-    """Serve `requests` with `config`'s policy and topology on a real model; measured tables."""
+    """Serve `requests` with `config`'s policy and topology on a real model; measured tables.
+    `max_requests` is for benches on a machine of their own (bench/bench_live_spec.py's batches
+    past 16); what a visitor can reach (the app, `live serve`, `live replay`) keeps the default."""
     from live.engine.clock import MeasuredClock
     from live.engine.runner import ModelRunner
     from live.engine.speculation import check_live_speculation, merged_summary
     from live.model.kvstore import KVStore
 
-    check_size(requests, MAX_TOTAL_TOKENS_CUDA if _cuda(options.device) else MAX_TOTAL_TOKENS)
+    check_size(
+        requests,
+        MAX_TOTAL_TOKENS_CUDA if _cuda(options.device) else MAX_TOTAL_TOKENS,
+        max_requests,
+    )
     config = without_prefix_cache(config)
     if config.engine.preemption_mode != "recompute":
         raise ValueError(
