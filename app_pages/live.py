@@ -46,11 +46,16 @@ def show(result: dict, recorded=None) -> None:
                 wall=result["wall_s"],
             )
         )
+    twins = result.get("twins", {})  # policy -> its run without speculation (speculation on)
     w.timeline_runs(
         [
             (f"{r.policy} · {T(kind)}", run)
             for r in runs
-            for kind, run in ((measured, r.live), ("live.simulated", r.predicted))
+            for kind, run in (
+                (measured, r.live),
+                ("live.simulated", r.predicted),
+                *((("live_spec.measured_off", twins[r.policy].live),) if r.policy in twins else ()),
+            )
         ],
         key="live",
     )
@@ -78,6 +83,10 @@ def show(result: dict, recorded=None) -> None:
                 help=T("live.err_help"),
             )
             if spec := live_spec.metrics(r.live.meta, r.predicted.meta, T):  # speculation on
+                if r.policy in twins and (
+                    speedup := live_spec.speedup_metric(r, twins[r.policy], T)
+                ):
+                    spec.append(speedup)
                 for box, (label, value, delta, hint) in zip(st.columns(3), spec, strict=False):
                     box.metric(label, value, delta, delta_color="off", delta_arrow="off", help=hint)
                 st.caption(live_spec.caption(r.live.meta, r.predicted.meta, T))
@@ -328,12 +337,15 @@ def check_budget(configs: list[SimConfig], requests: list[RequestSpec]) -> None:
 try:
     knobs = w.parse_knobs(knobs_text)
     configs = [live_config(name) for name in policies]
+    # Each speculating policy runs a second time without speculation, same workload, right after:
+    # the measured speed-up divides one TPOT by the other (ui/live_spec.py speedup_metric).
+    twins = [live_spec.without_speculation(c) for c in configs if live_spec.speculating(c)]
     if workload_name != "typed":
-        check_budget(configs, requests)
+        check_budget(configs + twins, requests)
 except ValueError as err:  # BudgetExceeded too
     w.config_error(err)
     st.stop()
-speculating = [c.policy for c in configs if getattr(c.knobs, "speculative", "")]
+speculating = [c.policy for c in configs if live_spec.speculating(c)]
 if speculating:
     st.caption(T("live_spec.note", policies=", ".join(speculating)))
     if len(speculating) < len(configs):
@@ -367,7 +379,7 @@ else:
                 RequestSpec(i, 0.2 * i, len(ids), out_tokens) for i, ids in typed_ids.items()
             ]
             try:
-                check_budget(configs, requests)
+                check_budget(configs + twins, requests)
             except ValueError as err:
                 w.config_error(err)
                 st.stop()
@@ -378,24 +390,26 @@ else:
             w.config_error(err)
             st.stop()
         bar = st.progress(0.0, text=T("live.running"))
-        expected = len(configs) * (sum(r.output_tokens for r in requests) + len(requests))
+        every = configs + twins
+        expected = len(every) * (sum(r.output_tokens for r in requests) + len(requests))
         started = time.perf_counter()
 
         def progress(steps: int) -> None:  # also the live budget, checked after every step
-            if steps > LIMITS.live_steps * len(configs):
+            if steps > LIMITS.live_steps * len(every):
                 raise BudgetExceeded("live_steps", LIMITS.live_steps, "live steps")
             if time.perf_counter() - started > LIMITS.live_seconds:
                 raise BudgetExceeded("live_seconds", LIMITS.live_seconds, "live seconds")
             bar.progress(min(1.0, steps / expected), text=T("live.running_steps", n=steps))
 
         try:
-            runs = run_and_predict(requests, configs, options, profile, gpu, typed_ids, progress)
+            runs = run_and_predict(requests, every, options, profile, gpu, typed_ids, progress)
         except (ValueError, RuntimeError) as err:
             w.config_error(err)
             st.stop()
         bar.empty()
         st.session_state["live_result"] = {
-            "runs": runs,
+            "runs": runs[: len(configs)],
+            "twins": {r.policy: r for r in runs[len(configs) :]},
             "info": info,
             "profile": profile,
             "gpu": gpu.name,

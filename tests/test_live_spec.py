@@ -329,6 +329,40 @@ def test_the_page_puts_measured_acceptance_beside_the_simulated(lang):
     assert spec_overrides("off", SimConfig(policy="vllm").knobs) == {}
 
 
+def _run(tpots: dict[int, float]):
+    """A RunResult holding only per-request TPOTs (what tpot_ratio reads)."""
+    import pandas as pd
+
+    from sim.core.trace import RunResult
+
+    frame = pd.DataFrame({"request_id": list(tpots), "tpot_s": list(tpots.values())})
+    return RunResult(requests=frame, segments=pd.DataFrame(), steps=pd.DataFrame(), meta={})
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_speed_up_divides_median_tpots_of_the_run_and_its_twin(lang):
+    from types import SimpleNamespace
+
+    from ui.i18n import t
+    from ui.live_spec import speculating, speedup_metric, tpot_ratio, without_speculation
+
+    T = lambda key, **fmt: t(key, lang, **fmt)  # noqa: E731
+    on = _run({0: 0.02, 1: 0.03, 2: 0.04, 3: float("nan")})  # 3 wrote one token: no TPOT
+    off = _run({0: 0.04, 1: 0.05, 2: 0.06, 3: 0.05})
+    assert tpot_ratio(on, off) == pytest.approx(0.03 / 0.05)  # medians over requests 0..2
+    assert tpot_ratio(_run({0: float("nan")}), off) is None
+    run = SimpleNamespace(live=on, predicted=_run({0: 0.03, 1: 0.03, 2: 0.03}))
+    twin = SimpleNamespace(live=off, predicted=_run({0: 0.04, 1: 0.04, 2: 0.04}))
+    label, value, delta, _help = speedup_metric(run, twin, T)
+    assert (label, value) == (T("live_spec.speedup"), "×0.60")
+    assert delta == T("live_spec.ratio_sim", r=0.75) and "0.75" in delta
+    spec = with_overrides(SimConfig(policy="vllm"), {"speculative": "ngram"})
+    plain = without_speculation(spec)
+    assert speculating(spec) and not speculating(plain)
+    assert plain.knobs.max_num_batched_tokens == spec.knobs.max_num_batched_tokens
+    assert not speculating(SimConfig(policy="prefill-first"))
+
+
 def open_live(params: dict):
     from apptest_page import open_page
 
@@ -367,6 +401,10 @@ def test_the_live_page_measures_ngram_acceptance_on_smollm2():
     assert accepted.delta.startswith(t("live_spec.acceptance_sim", "ko", pct=0.5)[:6])
     assert float(shown[t("live_spec.tpv", "ko")].value) > 1
     assert any("spec_acceptance=" in c.value for c in at.caption)
+    # the twin run without speculation gives the measured speed-up, the simulation's beside it
+    speedup = shown[t("live_spec.speedup", "ko")]
+    assert 0 < float(speedup.value.lstrip("×")) < 10
+    assert speedup.delta.startswith(t("live_spec.ratio_sim", "ko", r=1.0)[:-4])
 
 
 def test_live_serve_speculates_and_stops_at_an_end_inside_a_verify():
