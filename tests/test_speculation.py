@@ -89,3 +89,33 @@ def test_a_weak_drafter_hurts_a_large_batch():
     assert meta["speculation"]["acceptance_rate"] < 0.35
     assert on > off
     assert math.isfinite(on)
+
+
+@pytest.mark.parametrize("method", ["draft", "eagle"])
+def test_a_drafter_is_priced_like_its_target_roofline_or_kernel_tables(method):
+    """The drafter's passes come from the same source as the target's step: with step_costs=
+    kernels, the draft model's (or EAGLE head's) own GEMMs from the H100's measured tables."""
+    from sim.cost.draft_cost import DraftCost
+    from sim.cost.kernel_tables import kernel_times
+
+    gpu, model = get_gpu("H100-SXM"), get_model("Llama-3.1-8B")
+    roof = DraftCost.for_method(method, 3, StepCostModel(gpu, model), "Llama-3.2-1B")
+    kernels = kernel_times(gpu.name, model)
+    assert kernels is not None  # the H100 has tables for this shape
+    measured = DraftCost.for_method(
+        method, 3, StepCostModel(gpu, model, kernels=kernels), "Llama-3.2-1B"
+    )
+    assert roof.drafter.kernels is None
+    assert measured.drafter.kernels is not None and measured.drafter.kernels.linear is not None
+    assert measured.drafter.model.name == roof.drafter.model.name  # the drafter's own shape
+    batch = type("B", (), {"num_decodes": 32, "decode_context_tokens": 32 * 1000})()
+    batch.prefill_chunks = ()
+    t_roof, t_measured = roof.timing(batch).seconds, measured.timing(batch).seconds
+    assert t_roof > 0 and t_measured > 0 and t_measured != pytest.approx(t_roof, rel=1e-3)
+    assert DraftCost.for_method("ngram", 3, StepCostModel(gpu, model), "Llama-3.2-1B") is None
+
+
+def test_speculation_runs_on_kernel_tables():
+    on, meta = _tpot(8, speculative="draft", step_costs="kernels")
+    off, _ = _tpot(8, step_costs="kernels")
+    assert meta["speculation"]["verify_steps"] > 0 and 0 < on < off

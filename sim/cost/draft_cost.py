@@ -9,6 +9,9 @@ request that sampled in the step (vllm/v1/worker/gpu_model_runner.py, `propose_d
 - EAGLE runs k passes of a one-layer head with the target's width that reads the target's hidden
   states: priced as a decode step of the target's shape with one layer.
 Only the operators' time counts (the per-step host overhead is already in the target's step).
+Where the target is priced from measured kernels (step_costs=kernels), so is the drafter: its own
+shape's GEMMs and attention from the same GPU's tables (sim/cost/kernel_tables.py), the roofline
+for what they do not hold.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import replace
 
 from sim.core.engine import StepTiming
 from sim.cost.hardware import get_model
+from sim.cost.kernel_tables import kernel_times
 from sim.cost.roofline import StepCostModel
 
 
@@ -34,8 +38,9 @@ class DraftCost:
             model = replace(target.model, name=f"{target.model.name} EAGLE head", layers=1)
         else:
             return None  # ngram: CPU lookup, no GPU pass
-        drafter = StepCostModel(target.gpu, model, target.tensor_parallel, target.profile)
-        return cls(k, drafter)
+        tp = target.tensor_parallel
+        kernels = kernel_times(target.gpu.name, model, tp) if target.kernels is not None else None
+        return cls(k, StepCostModel(target.gpu, model, tp, target.profile, kernels=kernels))
 
     def timing(self, batch) -> StepTiming:
         """k draft passes over the requests that sampled in `batch` (decodes, verifies and
