@@ -7,6 +7,7 @@ import time
 import streamlit as st
 
 from live.engine.compare import longest_stall_s
+from live.engine.run import lookahead_rows
 from live.engine.speculation import check_live_speculation
 from sim.config import SimConfig, with_overrides
 from sim.core.request import RequestSpec
@@ -320,7 +321,8 @@ def live_config(name: str) -> SimConfig:
 def check_budget(configs: list[SimConfig], requests: list[RequestSpec]) -> None:
     """Refuse, before taking the model for everyone, a click over the live budget: the KV rows
     it would preallocate, and its engine steps as the simulator counts them (same engine)."""
-    rows = len(requests) * max(r.prompt_tokens + r.output_tokens for r in requests)
+    ahead = max(lookahead_rows(c) for c in configs)  # speculation's drafts past the end
+    rows = len(requests) * (max(r.prompt_tokens + r.output_tokens for r in requests) + ahead)
     rows *= max(num_workers(c) for c in configs)
     if rows > LIMITS.live_kv_tokens:
         raise BudgetExceeded("live_kv_tokens", LIMITS.live_kv_tokens, "live KV rows")

@@ -22,7 +22,13 @@ torch = pytest.importorskip("torch")
 
 import live.engine.runner as runner_module  # noqa: E402
 from live.engine.calibrate import REFERENCE_CPU  # noqa: E402
-from live.engine.run import LiveOptions, load, run_live  # noqa: E402
+from live.engine.run import (  # noqa: E402
+    LiveOptions,
+    load,
+    lookahead_rows,
+    run_live,
+    store_capacity,
+)
 from live.engine.speculation import (  # noqa: E402
     NgramSpeculator,
     check_live_speculation,
@@ -241,8 +247,26 @@ def test_a_one_token_prompt_is_padded_and_a_verify_fits_the_kv_store():
     chunks = [c for _w, step, *_ in info["samples"] for c in step]
     assert (4, 0, 4) in chunks  # the one-token prompt, padded to 1 + k, every row sampled
     assert all(samples in (0, 1) or samples == tokens for tokens, _o, samples in chunks)
-    # drafts near the end are cut to the store's 120 rows (vLLM: max_model_len - num_tokens)
-    assert any(s == t > 1 and o + t == 120 for t, o, s in chunks)
+    # the store keeps k rows past each request's end (120 + 3): no verify is cut short, and the
+    # engine's KV accounting holds the same rows (so its prediction never preempts for them)
+    assert all(t == 4 for t, _o, s in chunks if s == t > 1)
+    assert run.requests.preemptions.sum() == 0
+
+
+def test_speculating_runs_keep_k_rows_past_each_request_in_the_store_and_the_accounting():
+    """A 128-token request fills 8 blocks exactly; with k = 3 drafts past its end it takes a
+    9th, in the live store and in the engine's accounting (vLLM's null block aside)."""
+    plain = with_overrides(SimConfig(policy="vllm"), {"max_num_batched_tokens": 128})
+    spec = with_overrides(plain, {"speculative": "ngram"})
+    assert lookahead_rows(spec) == 3 and lookahead_rows(plain) == 0
+    capacity = {}
+    for name, config in (("plain", plain), ("spec", spec)):
+        run, _info = run_live([RequestSpec(0, 0.0, 96, 32)], config, LiveOptions(model="tiny"))
+        assert run.requests.preemptions.sum() == 0
+        capacity[name] = run.meta["workers"]["I0"]["kv_capacity_tokens"]
+    null_block = 16
+    assert capacity["plain"] == store_capacity(plain, 1, 128) - null_block == 128
+    assert capacity["spec"] == store_capacity(spec, 1, 131) - null_block == 144
 
 
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="SmolLM2 weights not installed")

@@ -111,6 +111,13 @@ def store_capacity(config: SimConfig, slots: int, max_len: int) -> int:
     return slots * -(-max_len // block) * block + block
 
 
+def lookahead_rows(config: SimConfig) -> int:
+    """KV rows a request may need past its last token: k under speculative decoding, else 0."""
+    if getattr(config.knobs, "speculative", ""):
+        return config.knobs.num_speculative_tokens
+    return 0
+
+
 def without_prefix_cache(config: SimConfig) -> SimConfig:
     """The config with prefix caching off: the live engine keeps every request's KV in a store of
     its own (live/model/kvstore.py), so it cannot serve one request's prompt from another's blocks.
@@ -167,13 +174,15 @@ def run_live(
             f"a request needs {max_len} tokens; {options.model} holds at most {net.shape.max_len}"
         )
     slots = len(requests)
+    # Speculation verifies up to k drafts past a request's last token (vLLM schedules drafts up to
+    # max_model_len, not max_tokens): room for them, or the last verifies would be cut to the
+    # store's rows here and preempt a request in the prediction, whose engine drafts k in full.
+    rows = min(max_len + lookahead_rows(config), net.shape.max_len)
     if not config.engine.kv_capacity_tokens:  # the engine's block accounting = the real stores
-        config = with_overrides(
-            config, {"kv_capacity_tokens": store_capacity(config, slots, max_len)}
-        )
+        config = with_overrides(config, {"kv_capacity_tokens": store_capacity(config, slots, rows)})
 
     def make_runner(worker: str) -> ModelRunner:
-        store = KVStore(net.shape, slots, max_len, dev, dtype)
+        store = KVStore(net.shape, slots, rows, dev, dtype)
         runner = ModelRunner(net, store, dev, dtype, threads=options.threads)
         runner.warm_up()
         return runner
