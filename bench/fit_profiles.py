@@ -48,7 +48,7 @@ from fidelity_runs import (  # noqa: E402
 )
 
 from sim.cost.hardware import get_model  # noqa: E402
-from sim.cost.profiles import FITTED  # noqa: E402
+from sim.cost.profiles import FITTED, FITTED_KERNELS  # noqa: E402
 
 NAMES = ("mfu", "mfu_attn", "mbu", "overhead_ms", "overhead_per_seq_ms")
 START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
@@ -89,6 +89,33 @@ def to_x(params: np.ndarray, kernels: bool = False) -> np.ndarray:
     lo, hi = bounds[:, 0], bounds[:, 1]
     share = np.clip((params[:3] - lo) / (hi - lo), 1e-3, 1 - 1e-3)
     return np.r_[np.log(share / (1 - share)), np.log(np.maximum(params[3:], 1e-4))]
+
+
+def start_point(
+    gpu: str,
+    ref_layers: int,
+    kernels: bool,
+    from_fitted: bool,
+    kernel_scale: float | None = None,
+) -> np.ndarray:
+    """Where the search starts, in NAMES' order (the second figure is kernel_scale for the
+    kernel tables): the generic profile, or with `from_fitted` the profile in use for this cost
+    model (FITTED, or FITTED_KERNELS with its kernel_scale: a refit after a change to the
+    replay starts where the last fit ended). `kernel_scale` given: the search starts there."""
+    fitted = FITTED_KERNELS if kernels else FITTED
+    start = START.copy()
+    if from_fitted and gpu in fitted:
+        d = fitted[gpu].for_layers(ref_layers)
+        start = np.array(
+            [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
+        )
+        if kernels:
+            start[1] = d.kernel_scale
+    elif kernels:
+        start[1] = 1.3  # a little above the tables as measured
+    if kernels and kernel_scale is not None:
+        start[1] = kernel_scale
+    return start
 
 
 def at_depth(params: dict, run: PublicRun, ref_layers: int) -> dict:
@@ -257,9 +284,10 @@ def main() -> None:
     parser.add_argument(
         "--kernel-scale",
         type=float,
-        default=1.3,
-        help="--step-costs kernels: kernel_scale to start from (1.0 with --hold kernel_scale: "
-        "the tables' compute as measured, only the overheads fitted)",
+        default=None,
+        help="--step-costs kernels: kernel_scale to start from (default 1.3, or the fitted one "
+        "with --from-fitted; 1.0 with --hold kernel_scale: the tables' compute as measured, "
+        "only the overheads fitted)",
     )
     parser.add_argument(
         "--hold",
@@ -293,14 +321,7 @@ def main() -> None:
         ref_layers = depths.most_common(1)[0][0]
         latency = CLIENT_LATENCY_S.get(gpu, 0.0) if args.keep_latency else None
         f = Objective(fit, args.jobs, ref_layers, extra, latency)
-        start = START.copy()
-        if args.from_fitted and gpu in FITTED:
-            d = FITTED[gpu].for_layers(ref_layers)
-            start = np.array(
-                [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
-            )
-        if f.kernels:  # kernel_scale: a little above the tables as measured, or as asked
-            start[1] = args.kernel_scale
+        start = start_point(gpu, ref_layers, f.kernels, args.from_fitted, args.kernel_scale)
         kx = f.kernels
         x0 = to_x(start, kx)
         names = [("kernel_scale" if kx and n == "mfu_attn" else n) for n in NAMES]

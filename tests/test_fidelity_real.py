@@ -286,10 +286,37 @@ def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
     # Every prompt its own: three requests per client, the first one warm-up. From aiperf's
     # pool (the cache fills along the way): aiperf measures 20 x N requests after 2 x N warm-up
     # ones, the replay 2 x N around request 12 x N, or once all 100 prompts were sent (~460).
-    assert rp.closed_loop_size(4, 100) == (12, 4)
-    assert rp.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 8, 44)
-    assert rp.closed_loop_size(64, 100, prompt_pool=100) == (460 + 128, 460)
-    assert rp.closed_loop_size(512, 100, 100) == (1024 + 1024, 1024)  # never under aiperf's
+    # One more round is sent after the measured ones (its requests drain the server).
+    assert rp.closed_loop_size(4, 100) == (16, 4, 12)
+    assert rp.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 12, 44, 52)
+    assert rp.closed_loop_size(64, 100, prompt_pool=100) == (460 + 192, 460, 588)
+    assert rp.closed_loop_size(512, 100, 100) == (1024 + 1536, 1024, 2048)  # not under aiperf's
+
+
+def test_the_measured_rounds_run_under_full_load_and_the_drain_is_left_out(
+    tmp_path: Path,
+) -> None:
+    # A closed loop ends by draining: a client that has sent its last request sends no more,
+    # so the last round finishes beside fewer and fewer others (and faster). The measured
+    # rounds finish with every client busy: the finished request, the one its client sends at
+    # that instant, and the other N - 1 clients' requests.
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
+    n, first, end = rp.closed_loop_size(8, run.osl)
+    req = rp.closed_loop(run.config(), run.isl, run.osl, 8, n).requests
+    req = req.sort_values("request_id").reset_index(drop=True)
+
+    def in_flight(t: float) -> int:
+        return int(((req["arrival_s"] <= t) & (req["finish_s"] >= t)).sum())
+
+    busy = [in_flight(t) for t in req["finish_s"]]
+    assert busy[first:end] == [8 + 1] * (end - first)
+    assert busy[end:] == sorted(busy[end:], reverse=True) and busy[-1] == 1
+    measured, drained = req["e2e_s"].iloc[first:end].mean(), req["e2e_s"].iloc[end:].mean()
+    assert drained < 0.95 * measured
+    # The replay scores the measured rounds only.
+    pred = rp.replay(run)
+    assert len(pred[pred.index >= 0]) == end - first
 
 
 def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
@@ -455,3 +482,22 @@ def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
     layout = fig.layout
     plot_px = layout.height - layout.margin.t - layout.margin.b
     assert layout.legend.yanchor == "top" and -layout.legend.y * plot_px >= 110
+
+
+def test_a_kernel_refit_starts_from_the_kernel_profile_in_use() -> None:
+    # A refit after a change to the replay (--from-fitted) starts where the last fit of the
+    # same cost model ended: FITTED_KERNELS' kernel_scale and overheads for the kernel tables,
+    # FITTED's figures for the roofline; --kernel-scale still says where kernel_scale starts.
+    import fit_profiles as fp
+
+    from sim.cost.profiles import FITTED, FITTED_KERNELS
+
+    k = FITTED_KERNELS["H200"].for_layers(80)
+    start = fp.start_point("H200", 80, kernels=True, from_fitted=True)
+    assert start[1] == k.kernel_scale and start[3] == pytest.approx(k.overhead_s * 1000)
+    r = FITTED["H200"].for_layers(80)
+    roof = fp.start_point("H200", 80, kernels=False, from_fitted=True)
+    assert roof[1] == r.mfu_attn and roof[3] == pytest.approx(r.overhead_s * 1000)
+    assert fp.start_point("H200", 80, True, True, kernel_scale=1.0)[1] == 1.0
+    assert fp.start_point("H200", 80, True, False)[1] == 1.3  # the generic start
+    assert list(fp.start_point("H200", 80, False, False)) == list(fp.START)
