@@ -125,9 +125,9 @@ CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.085, "H200": 0.050, "B200": 
 # The same, fitted with each GPU's step_costs=kernels profile (sim/cost/profiles.py
 # FITTED_KERNELS) on the same fit runs. Held at the roofline's figures instead, that fit's RMS
 # log error on H200 goes from 0.126 to 0.151 (B200's barely moves): the latency is a fitted
-# figure like the others, not a measurement of the client. Refitted with the profiles once the
-# replay left out the draining round (fidelity_replay.DRAIN_ROUNDS).
-CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.090, "H200": 0.025, "B200": 0.075}
+# figure like the others, not a measurement of the client. Refitted on the fit runs' TTFT
+# alone, at the kernel profiles fitted on their TPOT (fit_profiles.py METRICS_TPOT).
+CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.140, "H200": 0.035, "B200": 0.090}
 
 
 def client_latency(gpu: str, step_costs: str = "roofline") -> float:

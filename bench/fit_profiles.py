@@ -159,6 +159,18 @@ def _pairs(args):
     return pairs(*args)
 
 
+METRICS = ("ttft", "tpot", "e2e")
+# `--metrics tpot`: fit the profile on the runs' TPOT alone, then the client-side latency on their
+# TTFT alone at that profile (`fit_latency`). The reason: a closed loop's mean TPOT is set by the
+# work each step carries (how many prefill tokens ride with the decodes, over the whole run), so
+# it tests the step costs; its mean TTFT also depends on WHEN the clients' prefills meet, which
+# the replay can only assume (clients spread evenly: fidelity_replay.closed_loop), and on the
+# client. Fitted on both, the kernel path's kernel_scale carried TTFT's part: 1.73 on H100 where
+# the fit runs' TPOT alone wants 1.14, a sustained-clock factor; the knee (bench_knee.py), a
+# steady-state rate, then came out 14-25% low on the H100 sweeps.
+METRICS_TPOT = ("tpot",)
+
+
 # Client-side latency a closed-loop benchmark adds to every TTFT (HTTP, tokenization, the
 # serving frontend): searched on this grid for each profile, seconds.
 LATENCY_GRID = np.linspace(0.0, 0.3, 61)
@@ -168,10 +180,17 @@ LATENCY_GRID = np.linspace(0.0, 0.3, 61)
 # and fitting it dragged MFU to implausible values. The burst is most of that growth.
 
 
-def loss(results: list[list], runs: list[PublicRun], latency: float) -> float:
-    """Mean over runs of the mean squared log error; closed-loop TTFTs get `latency` added."""
+def loss(
+    results: list[list],
+    runs: list[PublicRun],
+    latency: float,
+    metrics: tuple[str, ...] = METRICS,
+) -> float:
+    """Mean over runs of the mean squared log error of `metrics`; closed-loop TTFTs get
+    `latency` added."""
     per_run = []
     for run, res in zip(runs, results, strict=True):
+        res = [x for x in res if x[0] in metrics] if res else res
         if not res:
             per_run.append(9.0)
             continue
@@ -195,8 +214,10 @@ class Objective:
         ref_layers: int,
         extra: dict | None = None,
         latency: float | None = None,
+        metrics: tuple[str, ...] = METRICS,
     ) -> None:
         self.runs, self.jobs, self.ref_layers = runs, jobs, ref_layers
+        self.metrics = metrics
         self.extra = extra or {}  # knobs held fixed during the search (e.g. step_costs)
         self.kernels = self.extra.get("step_costs") == "kernels"
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
@@ -210,9 +231,21 @@ class Objective:
         params = {**to_params(x, self.kernels), **self.extra}
         work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
         results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
+        if "ttft" not in self.metrics:  # the latency is fitted afterwards (fit_latency)
+            return loss(results, self.runs, 0.0, self.metrics), 0.0
         grid = self.grid if self.closed else [0.0]
-        value, latency = min((loss(results, self.runs, lat), lat) for lat in grid)
+        value, latency = min((loss(results, self.runs, lat, self.metrics), lat) for lat in grid)
         return value, latency
+
+    def fit_latency(self, x: np.ndarray) -> tuple[float, float]:
+        """(client latency on LATENCY_GRID that fits the runs' TTFT alone at profile x, the
+        loss over every metric there)."""
+        params = {**to_params(x, self.kernels), **self.extra}
+        work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
+        results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
+        grid = self.grid if self.closed else [0.0]
+        latency = min(grid, key=lambda lat: loss(results, self.runs, lat, ("ttft",)))
+        return latency, loss(results, self.runs, latency)
 
     def __call__(self, x: np.ndarray) -> float:
         self.calls += 1
@@ -302,7 +335,16 @@ def main() -> None:
         help="kernels: fit the profile for runs priced from the measured kernel tables "
         "(requirements-kernels.txt); MFU and MBU then price only what no table covers",
     )
+    parser.add_argument(
+        "--metrics",
+        default=",".join(METRICS),
+        help="the figures the profile is fitted on (ttft, tpot, e2e); without ttft the client "
+        "latency is then fitted on TTFT alone (see METRICS_TPOT)",
+    )
     args = parser.parse_args()
+    metrics = tuple(m for m in args.metrics.split(",") if m)
+    if not metrics or set(metrics) - set(METRICS):
+        parser.error(f"--metrics takes some of {', '.join(METRICS)}")
     extra = {"step_costs": args.step_costs} if args.step_costs != "roofline" else {}
     runs, _ = load_runs(args.data)
     for gpu in FIT_RULES:
@@ -320,7 +362,7 @@ def main() -> None:
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
         latency = CLIENT_LATENCY_S.get(gpu, 0.0) if args.keep_latency else None
-        f = Objective(fit, args.jobs, ref_layers, extra, latency)
+        f = Objective(fit, args.jobs, ref_layers, extra, latency, metrics)
         start = start_point(gpu, ref_layers, f.kernels, args.from_fitted, args.kernel_scale)
         kx = f.kernels
         x0 = to_x(start, kx)
@@ -337,15 +379,18 @@ def main() -> None:
         step = 0.2 if args.from_fitted else 0.4
         xf, value = nelder_mead(lambda xf, f=f: f(full(xf)), x0[free], args.iters, step=step)
         x = full(xf)
+        latency, overall = f.best[2], value
+        if "ttft" not in metrics:
+            latency, overall = f.fit_latency(x)
         if f.pool:
             f.pool.shutdown()
-        p, latency = to_params(x, kx), f.best[2]
+        p = to_params(x, kx)
         second = "kernel_scale" if kx else "mfu_attn"
         print(
             f"# {gpu}: {len(fit)} fit runs, {f.calls} replays of them, "
-            f"{time.perf_counter() - started:.0f} s; RMS log error {math.sqrt(before):.3f} "
-            f"(start) -> {math.sqrt(value):.3f}; client latency "
-            f"{latency * 1000:.0f} ms"
+            f"{time.perf_counter() - started:.0f} s; RMS log error of {','.join(metrics)} "
+            f"{math.sqrt(before):.3f} (start) -> {math.sqrt(value):.3f}, of every figure "
+            f"{math.sqrt(overall):.3f}; client latency {latency * 1000:.0f} ms"
         )
         print(
             f'"{gpu}": DeviceProfile(mfu={p["mfu"]:.3f}, {second}={p[second]:.3f}, '

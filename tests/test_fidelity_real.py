@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -501,3 +502,29 @@ def test_a_kernel_refit_starts_from_the_kernel_profile_in_use() -> None:
     assert fp.start_point("H200", 80, True, True, kernel_scale=1.0)[1] == 1.0
     assert fp.start_point("H200", 80, True, False)[1] == 1.3  # the generic start
     assert list(fp.start_point("H200", 80, False, False)) == list(fp.START)
+
+
+def test_a_fit_on_tpot_alone_leaves_the_ttft_to_the_client_latency(tmp_path: Path) -> None:
+    # --metrics tpot: the profile answers for the TPOTs (the work each step carries), the
+    # client latency alone for the TTFTs (fit_profiles.METRICS_TPOT).
+    import fit_profiles as fp
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.kind == "closed-loop")
+    results = [[("ttft", 0.2, 0.1), ("tpot", 0.011, 0.01)]]
+    both = fp.loss(results, [run], 0.0)
+    assert both == pytest.approx((math.log(2) ** 2 + math.log(1.1) ** 2) / 2)
+    assert fp.loss(results, [run], 0.0, fp.METRICS_TPOT) == pytest.approx(math.log(1.1) ** 2)
+    assert fp.loss(results, [run], 5.0, fp.METRICS_TPOT) == fp.loss(results, [run], 0.0, ("tpot",))
+    assert fp.loss([[]], [run], 0.0, fp.METRICS_TPOT) == 9.0  # a replay that failed
+    # The objective then searches no latency; fit_latency finds it on the TTFTs.
+    f = fp.Objective([run], 1, 64, {"step_costs": "roofline"}, metrics=fp.METRICS_TPOT)
+    x = fp.to_x(fp.START)
+    value, latency = f.evaluate(x)
+    assert latency == 0.0 and value == pytest.approx(
+        fp.loss([fp.pairs(run, fp.at_depth(fp.to_params(x), run, 64))], [run], 0.0, ("tpot",))
+    )
+    best, overall = f.fit_latency(x)
+    pred = dict((m, p) for m, p, _ in fp.pairs(run, fp.at_depth(fp.to_params(x), run, 64)))
+    target = run.measured_means["ttft_s"] - pred["ttft"]
+    assert abs(best - min(max(target, 0.0), 0.3)) <= 0.005 + 1e-9  # the grid's step
