@@ -528,3 +528,15 @@ def test_a_fit_on_tpot_alone_leaves_the_ttft_to_the_client_latency(tmp_path: Pat
     pred = dict((m, p) for m, p, _ in fp.pairs(run, fp.at_depth(fp.to_params(x), run, 64)))
     target = run.measured_means["ttft_s"] - pred["ttft"]
     assert abs(best - min(max(target, 0.0), 0.3)) <= 0.005 + 1e-9  # the grid's step
+
+
+def test_the_client_latency_is_fitted_where_the_engine_adds_least(tmp_path: Path) -> None:
+    # METRICS_TPOT: the latency comes from the shortest prompts at the fewest clients.
+    import fit_profiles as fp
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    closed = [r for r in runs if r.kind == "closed-loop"]
+    longer = dataclasses.replace(closed[0], isl=4096, concurrency=1)
+    picked = fp.intercept_runs([*runs, longer])
+    assert picked == [r for r in closed if r.concurrency == 4]  # 512 tokens in, 4 clients
+    assert fp.intercept_runs([r for r in runs if r.specs]) == []

@@ -149,14 +149,14 @@ FITTED: Mapping[str, FittedProfile] = MappingProxyType(
 # activations, activation quantization, launch gaps between chunks).
 # Refitted 2026-12-04 once the replay stopped measuring the closed loop's last, draining round
 # (bench/fidelity_replay.py DRAIN_ROUNDS), on the fit runs' TPOT alone (`--from-fitted --hold
-# mfu,mbu --metrics tpot --max-runs 45 --iters 20`; the client latency then on their TTFT
-# alone: bench/fit_profiles.py METRICS_TPOT says why). kernel_scale H100 1.862 -> 1.141, H200
-# 1.508 -> 1.289, B200 1.489 -> 1.135: now the sustained-clock factor it was meant to be. RMS
-# log error of the fit runs' TPOT, from the figures fitted on both: H100 0.123 -> 0.037, H200
-# 0.050 -> 0.044, B200 0.066 -> 0.047; of every figure (TTFT too) 0.317, 0.143 and 0.202
-# (fitted on both under the new replay: 0.267, 0.125, 0.161). Their TTFTs fit worse, their TPOT
-# and E2E better, and the held-out runs' three means all better (bench_fidelity_real.py
-# --step-costs kernels: 46/23/23% -> 40/20/19%); the knee within 10% on 7 of 11 sweeps (was 5).
+# mfu,mbu --metrics tpot --max-runs 45 --iters 20`; the client latency then on the TTFT of
+# their shortest prompts at the fewest clients: bench/fit_profiles.py METRICS_TPOT says why).
+# kernel_scale H100 1.862 -> 1.141, H200 1.508 -> 1.289, B200 1.489 -> 1.135: now the
+# sustained-clock factor it was meant to be. RMS log error of the fit runs' TPOT, from the
+# figures fitted on both: H100 0.123 -> 0.037, H200 0.050 -> 0.044, B200 0.066 -> 0.047. Their
+# TTFTs fit worse (mean |error| 21 -> 26%), their TPOT and E2E better (5 -> 3%), and the
+# held-out runs' three means all better (bench_fidelity_real.py --step-costs kernels,
+# TTFT/TPOT/E2E: 46/23/23% -> 35/20/19%); the knee within 10% on 7 of 11 sweeps (was 5).
 # An earlier refit (one kernel_scale on every measured second, mfu and mbu free; only GEMMs and
 # prefill attention measured) was worse on every GPU's fit runs (H100 0.266, H200 0.162, B200
 # 0.248) and was not kept.
