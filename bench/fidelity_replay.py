@@ -196,9 +196,14 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # tokens, eight steps of 8192 prompt tokens); the rest see the steady state that the "even"
 # start stands for. So a vLLM replay weighs that first wave in, replayed on its own (N requests
 # at t = 0): it is why the measured mean TTFT grows with the number of clients (H100, Qwen3-32B
-# on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. (SGLang's
-# replays start together anyway and their waves persist; a prompt pool's what-if keeps the
-# steady state only.)
+# on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. An SGLang
+# replay starts its clients together, so its own first round IS that burst (N requests at t = 0
+# on an idle server), and it is weighed in the same way, 1 of AIPERF_MEASURED rounds. Until then
+# the SGLang replays left it out with the warm-up: right where the waves stay in step (the 0.5.1
+# rows: every round is a burst), not where they do not: with --enable-mixed-chunk (the 0.5.6
+# rows) a couple of prompts join the running batch per step, the first round's prompts wait
+# behind each other (at 512 clients of 1000 tokens and max_prefill_tokens 2500, ~256 steps) and
+# the later rounds arrive spread out. (A prompt pool's what-if keeps the steady state only.)
 def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.DataFrame:
     """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server."""
     from sim.cluster.topologies import simulate
@@ -211,8 +216,8 @@ def replay(
     run: PublicRun, profile_overrides: dict | None = None, prompt_pool: int = 0
 ) -> pd.DataFrame:
     """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count, and for a
-    vLLM closed loop a `weight` each (its burst wave's N requests 1, the steady state's share
-    the other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
+    closed loop a `weight` each (its burst wave's N requests 1, the steady state's share the
+    other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
     `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS)."""
     config = run.config(profile_overrides)
     if run.specs:
@@ -226,10 +231,14 @@ def replay(
         config, run.isl, run.osl, run.concurrency, n, start=start, prompts=prompt_pool
     )
     req = res.requests.set_index("request_id")
-    steady = req.loc[(req.index >= warm) & (req.index < end), ["ttft_s", "tpot_s", "e2e_s"]]
-    if start != "even" or prompt_pool:
+    columns = ["ttft_s", "tpot_s", "e2e_s"]
+    steady = req.loc[(req.index >= warm) & (req.index < end), columns]
+    if start not in ("even", "together") or prompt_pool:
         return steady
-    burst = burst_wave(config, run.isl, run.osl, run.concurrency)
+    if start == "even":
+        burst = burst_wave(config, run.isl, run.osl, run.concurrency)
+    else:  # the replay's own first round: every client at t = 0 on an idle server
+        burst = req.loc[req.index < run.concurrency, columns]
     burst.index = pd.Index(range(-len(burst), 0), name="request_id")  # (before the others)
     share = (AIPERF_MEASURED - 1) * run.concurrency / len(steady)
     return pd.concat([burst.assign(weight=1.0), steady.assign(weight=share)])

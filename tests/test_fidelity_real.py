@@ -338,9 +338,17 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
         mean + fr.client_latency(run.gpu), rel=1e-9
     )
-    # SGLang's replay starts its clients together anyway: no separate burst there.
-    sglang = rp.replay(dataclasses.replace(run, policy="sglang"))
-    assert "weight" not in sglang and (sglang.index >= 0).all()
+    # SGLang's replay starts its clients together: its own first round is that burst, weighed
+    # in the same way (1 of AIPERF_MEASURED rounds), with mixed chunks or without.
+    for knobs in ({}, {"enable_mixed_chunk": True, "max_prefill_tokens": run.isl + 1500}):
+        sg = dataclasses.replace(run, policy="sglang", settings={**run.settings, **knobs})
+        pred = rp.replay(sg)
+        burst = pred[pred.index < 0]
+        assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.AIPERF_MEASURED * 8)
+        n, _, _ = rp.closed_loop_size(8, run.osl)
+        first = rp.closed_loop(sg.config(), run.isl, run.osl, 8, n, start="together").requests
+        first = first.sort_values("request_id").iloc[:8]
+        assert burst["ttft_s"].tolist() == pytest.approx(first["ttft_s"].tolist())
 
 
 @pytest.mark.parametrize(
