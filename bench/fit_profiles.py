@@ -101,18 +101,18 @@ def start_point(
     """Where the search starts, in NAMES' order (the second figure is kernel_scale for the
     kernel tables): the generic profile, or with `from_fitted` the profile in use for this cost
     model (FITTED, or FITTED_KERNELS with its kernel_scale: a refit after a change to the
-    replay starts where the last fit ended). `kernel_scale` given: the search starts there."""
-    fitted = FITTED_KERNELS if kernels else FITTED
+    replay starts where the last fit ended; a GPU's first kernel fit starts from its roofline
+    profile, kernel_scale 1.3). `kernel_scale` given: the search starts there."""
+    fitted = FITTED_KERNELS if kernels and gpu in FITTED_KERNELS else FITTED
     start = START.copy()
     if from_fitted and gpu in fitted:
         d = fitted[gpu].for_layers(ref_layers)
         start = np.array(
             [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
         )
-        if kernels:
-            start[1] = d.kernel_scale
-    elif kernels:
-        start[1] = 1.3  # a little above the tables as measured
+    if kernels:  # the kernel profile's, or a little above the tables as measured
+        refit = from_fitted and fitted is FITTED_KERNELS
+        start[1] = fitted[gpu].profile.kernel_scale if refit else 1.3
     if kernels and kernel_scale is not None:
         start[1] = kernel_scale
     return start

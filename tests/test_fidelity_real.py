@@ -493,7 +493,7 @@ def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
     assert layout.legend.yanchor == "top" and -layout.legend.y * plot_px >= 110
 
 
-def test_a_kernel_refit_starts_from_the_kernel_profile_in_use() -> None:
+def test_a_kernel_refit_starts_from_the_kernel_profile_in_use(monkeypatch) -> None:
     # A refit after a change to the replay (--from-fitted) starts where the last fit of the
     # same cost model ended: FITTED_KERNELS' kernel_scale and overheads for the kernel tables,
     # FITTED's figures for the roofline; --kernel-scale still says where kernel_scale starts.
@@ -510,6 +510,11 @@ def test_a_kernel_refit_starts_from_the_kernel_profile_in_use() -> None:
     assert fp.start_point("H200", 80, True, True, kernel_scale=1.0)[1] == 1.0
     assert fp.start_point("H200", 80, True, False)[1] == 1.3  # the generic start
     assert list(fp.start_point("H200", 80, False, False)) == list(fp.START)
+    # A GPU's first kernel fit starts from its roofline profile (mfu, mbu, overheads).
+    monkeypatch.setattr(fp, "FITTED_KERNELS", {})
+    first = fp.start_point("H200", 80, kernels=True, from_fitted=True)
+    assert first[0] == r.mfu and first[2] == r.mbu and first[1] == 1.3
+    assert first[3] == pytest.approx(r.overhead_s * 1000)
 
 
 def test_a_fit_on_tpot_alone_leaves_the_ttft_to_the_client_latency(tmp_path: Path) -> None:
