@@ -34,9 +34,10 @@ from sim.cluster.topologies import Cluster  # noqa: E402
 from sim.policies.vllm_v1_knobs import vllm_batch_defaults  # noqa: E402
 
 
-def step_summary(steps, after_s: float) -> dict:
-    """Means over the simulated steps that start after `after_s` (the steady state)."""
-    s = steps[steps.start_s >= after_s]
+def step_summary(steps, after_s: float, until_s: float = float("inf")) -> dict:
+    """Means over the simulated steps that start in [after_s, until_s) (the steady state: from
+    the first measured request's arrival to the last one's finish, before the drain)."""
+    s = steps[(steps.start_s >= after_s) & (steps.start_s < until_s)]
     if s.empty:
         return {}
     dur = s.end_s - s.start_s
@@ -98,14 +99,15 @@ def main() -> None:
         )
         for costs in args.costs.split(","):
             config = r.config({"step_costs": costs})
-            n, warm = closed_loop_size(r.concurrency, r.osl, args.prompt_pool)
+            n, warm, end = closed_loop_size(r.concurrency, r.osl, args.prompt_pool)
             res = closed_loop(
                 config, r.isl, r.osl, r.concurrency, n, start="even", prompts=args.prompt_pool
             )
             req = res.requests.set_index("request_id")
-            steady = req.loc[req.index >= warm]
+            steady = req.loc[(req.index >= warm) & (req.index < end)]
             after = float(steady.arrival_s.min()) if "arrival_s" in steady else 0.0
-            s = step_summary(res.steps, after)
+            until = float(steady.finish_s.max()) if "finish_s" in steady else float("inf")
+            s = step_summary(res.steps, after, until)
             ttft = 1000 * (np.nanmean(steady.ttft_s) + client_latency(args.gpu, costs))
             tpot = 1000 * np.nanmean(steady.tpot_s)
             print(

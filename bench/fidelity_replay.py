@@ -158,16 +158,33 @@ AIPERF_PROMPTS = 100
 AIPERF_WARMUP, AIPERF_MEASURED, SETTLED_SENDS = 2, 20, 460
 
 
-def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[int, int]:
-    """(requests to send, warm-up requests to leave out). Every prompt its own: three per
-    client, the first one warm-up (it starts on an idle or filling server). From a prompt
-    pool: 2 x N measured where the benchmark's measured window has its middle (see
-    AIPERF_MEASURED), after at least the benchmark's own warm-up."""
+# The replay never measures the LAST round it sends. A closed loop ends by draining: once a
+# client has sent its last request it sends no more, so the final round runs on a server that
+# empties as it goes, with fewer and fewer requests beside it. aiperf's window has 20 rounds and
+# only its last one drains (5% of it); a replay of three rounds that measured rounds 2 and 3 had
+# half of its measured requests draining. On H100, Qwen3-32B TP4 under vLLM, 4096 tokens in, 128
+# out, 128 clients (kernel tables): rounds 2 and 3 of a five-round replay take 28.9 and 28.8 s
+# (E2E, all 128 clients in flight), its fifth 16.4 s; the three-round replay's third round took
+# the same 16.4 s, so its measured mean was 22.7 s where the steady state is 28.8 s (measured:
+# 21.5 s). The profiles fitted on such replays had soaked that up (kernel_scale, MFU), while
+# SGLang's replays, whose clients run in waves that stay in step (nothing drains before the last
+# wave ends), kept the full load: on the same GPU and model they came out ~30% slower than
+# measured where vLLM's matched. So one more round is sent than is measured: DRAIN_ROUNDS.
+DRAIN_ROUNDS = 1
+
+
+def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[int, int, int]:
+    """(requests to send, first measured, end of the measured ones): the replay measures
+    requests numbered [first, end). Every prompt its own: rounds 2 and 3 of each client's four
+    (the first is warm-up on an idle or filling server, the last drains it: DRAIN_ROUNDS). From
+    a prompt pool: 2 x N measured where the benchmark's measured window has its middle (see
+    AIPERF_MEASURED), after at least the benchmark's own warm-up, and one more round after."""
+    tail = DRAIN_ROUNDS * concurrency
     if not prompt_pool:
-        return 3 * concurrency, concurrency
+        return 3 * concurrency + tail, concurrency, 3 * concurrency
     middle = AIPERF_WARMUP + AIPERF_MEASURED // 2  # requests sent, per client, by the middle
     warm = max(AIPERF_WARMUP * concurrency, min((middle - 1) * concurrency, SETTLED_SENDS))
-    return warm + 2 * concurrency, warm
+    return warm + 2 * concurrency + tail, warm, warm + 2 * concurrency
 
 
 # The benchmark's measured phase STARTS WITH A BURST. aiperf runs its phases one after the other
@@ -179,9 +196,14 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # tokens, eight steps of 8192 prompt tokens); the rest see the steady state that the "even"
 # start stands for. So a vLLM replay weighs that first wave in, replayed on its own (N requests
 # at t = 0): it is why the measured mean TTFT grows with the number of clients (H100, Qwen3-32B
-# on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. (SGLang's
-# replays start together anyway and their waves persist; a prompt pool's what-if keeps the
-# steady state only.)
+# on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. An SGLang
+# replay starts its clients together, so its own first round IS that burst (N requests at t = 0
+# on an idle server), and it is weighed in the same way, 1 of AIPERF_MEASURED rounds. Until then
+# the SGLang replays left it out with the warm-up: right where the waves stay in step (the 0.5.1
+# rows: every round is a burst), not where they do not: with --enable-mixed-chunk (the 0.5.6
+# rows) a couple of prompts join the running batch per step, the first round's prompts wait
+# behind each other (at 512 clients of 1000 tokens and max_prefill_tokens 2500, ~256 steps) and
+# the later rounds arrive spread out. (A prompt pool's what-if keeps the steady state only.)
 def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.DataFrame:
     """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server."""
     from sim.cluster.topologies import simulate
@@ -194,8 +216,8 @@ def replay(
     run: PublicRun, profile_overrides: dict | None = None, prompt_pool: int = 0
 ) -> pd.DataFrame:
     """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count, and for a
-    vLLM closed loop a `weight` each (its burst wave's N requests 1, the steady state's share
-    the other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
+    closed loop a `weight` each (its burst wave's N requests 1, the steady state's share the
+    other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
     `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS)."""
     config = run.config(profile_overrides)
     if run.specs:
@@ -203,16 +225,20 @@ def replay(
 
         res = simulate(run.specs, config)
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
-    n, warm = closed_loop_size(run.concurrency, run.osl, prompt_pool)
+    n, warm, end = closed_loop_size(run.concurrency, run.osl, prompt_pool)
     start = CLOSED_LOOP_START.get(run.policy, "even")
     res = closed_loop(
         config, run.isl, run.osl, run.concurrency, n, start=start, prompts=prompt_pool
     )
     req = res.requests.set_index("request_id")
-    steady = req.loc[req.index >= warm, ["ttft_s", "tpot_s", "e2e_s"]]
-    if start != "even" or prompt_pool:
+    columns = ["ttft_s", "tpot_s", "e2e_s"]
+    steady = req.loc[(req.index >= warm) & (req.index < end), columns]
+    if start not in ("even", "together") or prompt_pool:
         return steady
-    burst = burst_wave(config, run.isl, run.osl, run.concurrency)
+    if start == "even":
+        burst = burst_wave(config, run.isl, run.osl, run.concurrency)
+    else:  # the replay's own first round: every client at t = 0 on an idle server
+        burst = req.loc[req.index < run.concurrency, columns]
     burst.index = pd.Index(range(-len(burst), 0), name="request_id")  # (before the others)
     share = (AIPERF_MEASURED - 1) * run.concurrency / len(steady)
     return pd.concat([burst.assign(weight=1.0), steady.assign(weight=share)])

@@ -48,7 +48,7 @@ from fidelity_runs import (  # noqa: E402
 )
 
 from sim.cost.hardware import get_model  # noqa: E402
-from sim.cost.profiles import FITTED  # noqa: E402
+from sim.cost.profiles import FITTED, FITTED_KERNELS  # noqa: E402
 
 NAMES = ("mfu", "mfu_attn", "mbu", "overhead_ms", "overhead_per_seq_ms")
 START = np.array([0.5, 0.4, 0.7, 3.0, 0.02])
@@ -89,6 +89,33 @@ def to_x(params: np.ndarray, kernels: bool = False) -> np.ndarray:
     lo, hi = bounds[:, 0], bounds[:, 1]
     share = np.clip((params[:3] - lo) / (hi - lo), 1e-3, 1 - 1e-3)
     return np.r_[np.log(share / (1 - share)), np.log(np.maximum(params[3:], 1e-4))]
+
+
+def start_point(
+    gpu: str,
+    ref_layers: int,
+    kernels: bool,
+    from_fitted: bool,
+    kernel_scale: float | None = None,
+) -> np.ndarray:
+    """Where the search starts, in NAMES' order (the second figure is kernel_scale for the
+    kernel tables): the generic profile, or with `from_fitted` the profile in use for this cost
+    model (FITTED, or FITTED_KERNELS with its kernel_scale: a refit after a change to the
+    replay starts where the last fit ended; a GPU's first kernel fit starts from its roofline
+    profile, kernel_scale 1.3). `kernel_scale` given: the search starts there."""
+    fitted = FITTED_KERNELS if kernels and gpu in FITTED_KERNELS else FITTED
+    start = START.copy()
+    if from_fitted and gpu in fitted:
+        d = fitted[gpu].for_layers(ref_layers)
+        start = np.array(
+            [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
+        )
+    if kernels:  # the kernel profile's, or a little above the tables as measured
+        refit = from_fitted and fitted is FITTED_KERNELS
+        start[1] = fitted[gpu].profile.kernel_scale if refit else 1.3
+    if kernels and kernel_scale is not None:
+        start[1] = kernel_scale
+    return start
 
 
 def at_depth(params: dict, run: PublicRun, ref_layers: int) -> dict:
@@ -132,6 +159,25 @@ def _pairs(args):
     return pairs(*args)
 
 
+METRICS = ("ttft", "tpot", "e2e")
+# `--metrics tpot`: fit the profile on the runs' TPOT alone, then the client-side latency on the
+# TTFT of the runs where the engine adds least to it (`intercept_runs`: the shortest prompts at
+# the fewest clients: one prefill, no queue). Each figure is fitted where the measurements
+# isolate it. A closed loop's mean TPOT is set by the work each step carries (how many prefill
+# tokens ride with the decodes, over the whole run), so it tests the step costs; its mean TTFT
+# also depends on WHEN the clients' prefills meet, which the replay can only assume (clients
+# spread evenly: fidelity_replay.closed_loop), and on the client. Fitted on both, the kernel
+# path's kernel_scale carried TTFT's part: 1.73 on H100 where the fit runs' TPOT alone wants
+# 1.14, a sustained-clock factor; the knee (bench_knee.py), a steady-state rate, then came out
+# 14-25% low on the H100 sweeps. Fitted on every TTFT, the latency took what the replay misses
+# in long prompts' TTFT at low load too: H100's fit runs (Qwen3-32B, vLLM 0.12) take 0.19 ms a
+# prompt token at TP2 going from 1024 to 4096 tokens in at 8 clients, twice the 0.10 ms of the
+# 70B FP8 runs on the same GPU (which the tables reproduce), and every TTFT fitted at once set
+# H100's latency to 140 ms, above the 91-93 ms that its own 1024-token runs at TP8 and 8
+# clients measure for the whole TTFT.
+METRICS_TPOT = ("tpot",)
+
+
 # Client-side latency a closed-loop benchmark adds to every TTFT (HTTP, tokenization, the
 # serving frontend): searched on this grid for each profile, seconds.
 LATENCY_GRID = np.linspace(0.0, 0.3, 61)
@@ -141,10 +187,17 @@ LATENCY_GRID = np.linspace(0.0, 0.3, 61)
 # and fitting it dragged MFU to implausible values. The burst is most of that growth.
 
 
-def loss(results: list[list], runs: list[PublicRun], latency: float) -> float:
-    """Mean over runs of the mean squared log error; closed-loop TTFTs get `latency` added."""
+def loss(
+    results: list[list],
+    runs: list[PublicRun],
+    latency: float,
+    metrics: tuple[str, ...] = METRICS,
+) -> float:
+    """Mean over runs of the mean squared log error of `metrics`; closed-loop TTFTs get
+    `latency` added."""
     per_run = []
     for run, res in zip(runs, results, strict=True):
+        res = [x for x in res if x[0] in metrics] if res else res
         if not res:
             per_run.append(9.0)
             continue
@@ -155,6 +208,17 @@ def loss(results: list[list], runs: list[PublicRun], latency: float) -> float:
             errs.append(math.log(p / m) if p == p and p > 0 and m > 0 else 3.0)
         per_run.append(float(np.mean(np.square(errs))))
     return float(np.mean(per_run))
+
+
+def intercept_runs(runs: list[PublicRun]) -> list[PublicRun]:
+    """The closed-loop runs at the shortest prompt length, and among those at the fewest
+    clients: where a TTFT is mostly the client's latency (METRICS_TPOT)."""
+    closed = [r for r in runs if not r.specs]
+    if not closed:
+        return []
+    isl = min(r.isl for r in closed)
+    fewest = min(r.concurrency for r in closed if r.isl == isl)
+    return [r for r in closed if r.isl == isl and r.concurrency == fewest]
 
 
 class Objective:
@@ -168,8 +232,10 @@ class Objective:
         ref_layers: int,
         extra: dict | None = None,
         latency: float | None = None,
+        metrics: tuple[str, ...] = METRICS,
     ) -> None:
         self.runs, self.jobs, self.ref_layers = runs, jobs, ref_layers
+        self.metrics = metrics
         self.extra = extra or {}  # knobs held fixed during the search (e.g. step_costs)
         self.kernels = self.extra.get("step_costs") == "kernels"
         self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
@@ -183,9 +249,24 @@ class Objective:
         params = {**to_params(x, self.kernels), **self.extra}
         work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
         results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
+        if "ttft" not in self.metrics:  # the latency is fitted afterwards (fit_latency)
+            return loss(results, self.runs, 0.0, self.metrics), 0.0
         grid = self.grid if self.closed else [0.0]
-        value, latency = min((loss(results, self.runs, lat), lat) for lat in grid)
+        value, latency = min((loss(results, self.runs, lat, self.metrics), lat) for lat in grid)
         return value, latency
+
+    def fit_latency(self, x: np.ndarray) -> tuple[float, float]:
+        """(client latency on LATENCY_GRID that fits the TTFT of `intercept_runs` at profile
+        x, the loss over every metric of every run there)."""
+        params = {**to_params(x, self.kernels), **self.extra}
+        work = [(r, at_depth(params, r, self.ref_layers)) for r in self.runs]
+        results = list(self.pool.map(_pairs, work)) if self.pool else [_pairs(w) for w in work]
+        grid = self.grid if self.closed else [0.0]
+        keep = {id(r) for r in intercept_runs(self.runs)}
+        pick = [i for i, r in enumerate(self.runs) if id(r) in keep]
+        runs, res = [self.runs[i] for i in pick], [results[i] for i in pick]
+        latency = min(grid, key=lambda lat: loss(res, runs, lat, ("ttft",)))
+        return latency, loss(results, self.runs, latency)
 
     def __call__(self, x: np.ndarray) -> float:
         self.calls += 1
@@ -257,9 +338,10 @@ def main() -> None:
     parser.add_argument(
         "--kernel-scale",
         type=float,
-        default=1.3,
-        help="--step-costs kernels: kernel_scale to start from (1.0 with --hold kernel_scale: "
-        "the tables' compute as measured, only the overheads fitted)",
+        default=None,
+        help="--step-costs kernels: kernel_scale to start from (default 1.3, or the fitted one "
+        "with --from-fitted; 1.0 with --hold kernel_scale: the tables' compute as measured, "
+        "only the overheads fitted)",
     )
     parser.add_argument(
         "--hold",
@@ -274,7 +356,16 @@ def main() -> None:
         help="kernels: fit the profile for runs priced from the measured kernel tables "
         "(requirements-kernels.txt); MFU and MBU then price only what no table covers",
     )
+    parser.add_argument(
+        "--metrics",
+        default=",".join(METRICS),
+        help="the figures the profile is fitted on (ttft, tpot, e2e); without ttft the client "
+        "latency is then fitted on TTFT alone (see METRICS_TPOT)",
+    )
     args = parser.parse_args()
+    metrics = tuple(m for m in args.metrics.split(",") if m)
+    if not metrics or set(metrics) - set(METRICS):
+        parser.error(f"--metrics takes some of {', '.join(METRICS)}")
     extra = {"step_costs": args.step_costs} if args.step_costs != "roofline" else {}
     runs, _ = load_runs(args.data)
     for gpu in FIT_RULES:
@@ -292,15 +383,8 @@ def main() -> None:
         depths = Counter(get_model(r.model).layers for r in fit)
         ref_layers = depths.most_common(1)[0][0]
         latency = CLIENT_LATENCY_S.get(gpu, 0.0) if args.keep_latency else None
-        f = Objective(fit, args.jobs, ref_layers, extra, latency)
-        start = START.copy()
-        if args.from_fitted and gpu in FITTED:
-            d = FITTED[gpu].for_layers(ref_layers)
-            start = np.array(
-                [d.mfu, d.mfu_attn, d.mbu, d.overhead_s * 1000, d.overhead_per_seq_s * 1000]
-            )
-        if f.kernels:  # kernel_scale: a little above the tables as measured, or as asked
-            start[1] = args.kernel_scale
+        f = Objective(fit, args.jobs, ref_layers, extra, latency, metrics)
+        start = start_point(gpu, ref_layers, f.kernels, args.from_fitted, args.kernel_scale)
         kx = f.kernels
         x0 = to_x(start, kx)
         names = [("kernel_scale" if kx and n == "mfu_attn" else n) for n in NAMES]
@@ -316,15 +400,18 @@ def main() -> None:
         step = 0.2 if args.from_fitted else 0.4
         xf, value = nelder_mead(lambda xf, f=f: f(full(xf)), x0[free], args.iters, step=step)
         x = full(xf)
+        latency, overall = f.best[2], value
+        if "ttft" not in metrics:
+            latency, overall = f.fit_latency(x)
         if f.pool:
             f.pool.shutdown()
-        p, latency = to_params(x, kx), f.best[2]
+        p = to_params(x, kx)
         second = "kernel_scale" if kx else "mfu_attn"
         print(
             f"# {gpu}: {len(fit)} fit runs, {f.calls} replays of them, "
-            f"{time.perf_counter() - started:.0f} s; RMS log error {math.sqrt(before):.3f} "
-            f"(start) -> {math.sqrt(value):.3f}; client latency "
-            f"{latency * 1000:.0f} ms"
+            f"{time.perf_counter() - started:.0f} s; RMS log error of {','.join(metrics)} "
+            f"{math.sqrt(before):.3f} (start) -> {math.sqrt(value):.3f}, of every figure "
+            f"{math.sqrt(overall):.3f}; client latency {latency * 1000:.0f} ms"
         )
         print(
             f'"{gpu}": DeviceProfile(mfu={p["mfu"]:.3f}, {second}={p[second]:.3f}, '

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -286,10 +287,37 @@ def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
     # Every prompt its own: three requests per client, the first one warm-up. From aiperf's
     # pool (the cache fills along the way): aiperf measures 20 x N requests after 2 x N warm-up
     # ones, the replay 2 x N around request 12 x N, or once all 100 prompts were sent (~460).
-    assert rp.closed_loop_size(4, 100) == (12, 4)
-    assert rp.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 8, 44)
-    assert rp.closed_loop_size(64, 100, prompt_pool=100) == (460 + 128, 460)
-    assert rp.closed_loop_size(512, 100, 100) == (1024 + 1024, 1024)  # never under aiperf's
+    # One more round is sent after the measured ones (its requests drain the server).
+    assert rp.closed_loop_size(4, 100) == (16, 4, 12)
+    assert rp.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 12, 44, 52)
+    assert rp.closed_loop_size(64, 100, prompt_pool=100) == (460 + 192, 460, 588)
+    assert rp.closed_loop_size(512, 100, 100) == (1024 + 1536, 1024, 2048)  # not under aiperf's
+
+
+def test_the_measured_rounds_run_under_full_load_and_the_drain_is_left_out(
+    tmp_path: Path,
+) -> None:
+    # A closed loop ends by draining: a client that has sent its last request sends no more,
+    # so the last round finishes beside fewer and fewer others (and faster). The measured
+    # rounds finish with every client busy: the finished request, the one its client sends at
+    # that instant, and the other N - 1 clients' requests.
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
+    n, first, end = rp.closed_loop_size(8, run.osl)
+    req = rp.closed_loop(run.config(), run.isl, run.osl, 8, n).requests
+    req = req.sort_values("request_id").reset_index(drop=True)
+
+    def in_flight(t: float) -> int:
+        return int(((req["arrival_s"] <= t) & (req["finish_s"] >= t)).sum())
+
+    busy = [in_flight(t) for t in req["finish_s"]]
+    assert busy[first:end] == [8 + 1] * (end - first)
+    assert busy[end:] == sorted(busy[end:], reverse=True) and busy[-1] == 1
+    measured, drained = req["e2e_s"].iloc[first:end].mean(), req["e2e_s"].iloc[end:].mean()
+    assert drained < 0.95 * measured
+    # The replay scores the measured rounds only.
+    pred = rp.replay(run)
+    assert len(pred[pred.index >= 0]) == end - first
 
 
 def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
@@ -310,9 +338,17 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
         mean + fr.client_latency(run.gpu), rel=1e-9
     )
-    # SGLang's replay starts its clients together anyway: no separate burst there.
-    sglang = rp.replay(dataclasses.replace(run, policy="sglang"))
-    assert "weight" not in sglang and (sglang.index >= 0).all()
+    # SGLang's replay starts its clients together: its own first round is that burst, weighed
+    # in the same way (1 of AIPERF_MEASURED rounds), with mixed chunks or without.
+    for knobs in ({}, {"enable_mixed_chunk": True, "max_prefill_tokens": run.isl + 1500}):
+        sg = dataclasses.replace(run, policy="sglang", settings={**run.settings, **knobs})
+        pred = rp.replay(sg)
+        burst = pred[pred.index < 0]
+        assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.AIPERF_MEASURED * 8)
+        n, _, _ = rp.closed_loop_size(8, run.osl)
+        first = rp.closed_loop(sg.config(), run.isl, run.osl, 8, n, start="together").requests
+        first = first.sort_values("request_id").iloc[:8]
+        assert burst["ttft_s"].tolist() == pytest.approx(first["ttft_s"].tolist())
 
 
 @pytest.mark.parametrize(
@@ -455,3 +491,65 @@ def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
     layout = fig.layout
     plot_px = layout.height - layout.margin.t - layout.margin.b
     assert layout.legend.yanchor == "top" and -layout.legend.y * plot_px >= 110
+
+
+def test_a_kernel_refit_starts_from_the_kernel_profile_in_use(monkeypatch) -> None:
+    # A refit after a change to the replay (--from-fitted) starts where the last fit of the
+    # same cost model ended: FITTED_KERNELS' kernel_scale and overheads for the kernel tables,
+    # FITTED's figures for the roofline; --kernel-scale still says where kernel_scale starts.
+    import fit_profiles as fp
+
+    from sim.cost.profiles import FITTED, FITTED_KERNELS
+
+    k = FITTED_KERNELS["H200"].for_layers(80)
+    start = fp.start_point("H200", 80, kernels=True, from_fitted=True)
+    assert start[1] == k.kernel_scale and start[3] == pytest.approx(k.overhead_s * 1000)
+    r = FITTED["H200"].for_layers(80)
+    roof = fp.start_point("H200", 80, kernels=False, from_fitted=True)
+    assert roof[1] == r.mfu_attn and roof[3] == pytest.approx(r.overhead_s * 1000)
+    assert fp.start_point("H200", 80, True, True, kernel_scale=1.0)[1] == 1.0
+    assert fp.start_point("H200", 80, True, False)[1] == 1.3  # the generic start
+    assert list(fp.start_point("H200", 80, False, False)) == list(fp.START)
+    # A GPU's first kernel fit starts from its roofline profile (mfu, mbu, overheads).
+    monkeypatch.setattr(fp, "FITTED_KERNELS", {})
+    first = fp.start_point("H200", 80, kernels=True, from_fitted=True)
+    assert first[0] == r.mfu and first[2] == r.mbu and first[1] == 1.3
+    assert first[3] == pytest.approx(r.overhead_s * 1000)
+
+
+def test_a_fit_on_tpot_alone_leaves_the_ttft_to_the_client_latency(tmp_path: Path) -> None:
+    # --metrics tpot: the profile answers for the TPOTs (the work each step carries), the
+    # client latency alone for the TTFTs (fit_profiles.METRICS_TPOT).
+    import fit_profiles as fp
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.kind == "closed-loop")
+    results = [[("ttft", 0.2, 0.1), ("tpot", 0.011, 0.01)]]
+    both = fp.loss(results, [run], 0.0)
+    assert both == pytest.approx((math.log(2) ** 2 + math.log(1.1) ** 2) / 2)
+    assert fp.loss(results, [run], 0.0, fp.METRICS_TPOT) == pytest.approx(math.log(1.1) ** 2)
+    assert fp.loss(results, [run], 5.0, fp.METRICS_TPOT) == fp.loss(results, [run], 0.0, ("tpot",))
+    assert fp.loss([[]], [run], 0.0, fp.METRICS_TPOT) == 9.0  # a replay that failed
+    # The objective then searches no latency; fit_latency finds it on the TTFTs.
+    f = fp.Objective([run], 1, 64, {"step_costs": "roofline"}, metrics=fp.METRICS_TPOT)
+    x = fp.to_x(fp.START)
+    value, latency = f.evaluate(x)
+    assert latency == 0.0 and value == pytest.approx(
+        fp.loss([fp.pairs(run, fp.at_depth(fp.to_params(x), run, 64))], [run], 0.0, ("tpot",))
+    )
+    best, overall = f.fit_latency(x)
+    pred = dict((m, p) for m, p, _ in fp.pairs(run, fp.at_depth(fp.to_params(x), run, 64)))
+    target = run.measured_means["ttft_s"] - pred["ttft"]
+    assert abs(best - min(max(target, 0.0), 0.3)) <= 0.005 + 1e-9  # the grid's step
+
+
+def test_the_client_latency_is_fitted_where_the_engine_adds_least(tmp_path: Path) -> None:
+    # METRICS_TPOT: the latency comes from the shortest prompts at the fewest clients.
+    import fit_profiles as fp
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    closed = [r for r in runs if r.kind == "closed-loop"]
+    longer = dataclasses.replace(closed[0], isl=4096, concurrency=1)
+    picked = fp.intercept_runs([*runs, longer])
+    assert picked == [r for r in closed if r.concurrency == 4]  # 512 tokens in, 4 clients
+    assert fp.intercept_runs([r for r in runs if r.specs]) == []

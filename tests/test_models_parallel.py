@@ -443,6 +443,21 @@ def test_profiles_resolve() -> None:
         with_overrides(SimConfig(), {"profile": "magic"})
 
 
+def test_the_kernel_profile_goes_with_the_kernel_tables() -> None:
+    # step_costs=kernels: a GPU with its own kernel fit gets it; one the tables cover borrows its
+    # lender's kernel profile (L40S from the RTX PRO 6000); one they do not cover runs every
+    # operator on the roofline and keeps its class's roofline profile (RTX 4090, A10G).
+    from sim.cost.profiles import FITTED_KERNELS
+
+    kernel = FITTED_KERNELS["RTX-PRO-6000"].profile
+    assert kernel != FITTED["RTX-PRO-6000"].profile
+    assert fitted_profile("RTX-PRO-6000", kernels=True)[0] == kernel
+    assert fitted_profile("L40S", 32, kernels=True)[0] == kernel
+    for gpu in ("RTX-4090", "A10G"):
+        assert fitted_profile(gpu, 32, kernels=True)[0] == fitted_profile(gpu, 32)[0]
+        assert fitted_profile(gpu, 32, kernels=True)[0] == FITTED["RTX-PRO-6000"].profile
+
+
 # ---- the command line --------------------------------------------------------------------------
 
 
