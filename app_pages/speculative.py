@@ -107,17 +107,7 @@ lines = [
         acc=first.acceptance_rate,
     )
 ]
-for cid in dict.fromkeys(table.curve):
-    rows = table[table.curve == cid].sort_values("batch")
-    at = ls.crossover_batch(rows.batch.tolist(), rows.ratio.tolist())
-    name, last = curve_labels[cid], rows.iloc[-1]
-    if at is None:
-        lines.append(T("spec.cross.none", curve=name, batch=int(last.batch), ratio=last.ratio))
-    elif at <= rows.batch.min():
-        row = rows.iloc[0]
-        lines.append(T("spec.cross.first", curve=name, batch=int(row.batch), ratio=row.ratio))
-    else:
-        lines.append(T("spec.cross.at", curve=name, batch=at))
+lines += ls.crossover_lines(table, curve_labels, T)
 st.markdown("\n".join(f"- {line}" for line in lines))
 left_out = [b for b in ls.SPEC_BATCHES if b not in set(table.batch)]
 if left_out:
@@ -135,34 +125,53 @@ with w.more("spec.simplify_title"):
 # ---- the live model, where a measurement was recorded -----------------------------------------
 st.subheader(T("spec.live_title"))
 st.markdown(T("spec.live_text"))
-try:
-    live = spec_live.load_live(spec_live.LIVE_PATH)
-except ValueError as err:
-    st.warning(T("spec.live_bad", error=w.as_code(str(err))))
-    live = None
-if live is None:
+live_docs = {}  # chart curve id -> the measurement (bench/bench_live_spec.py --lesson)
+for cid, path in spec_live.LIVE_CURVES.items():
+    try:
+        if (doc := spec_live.load_live(path)) is not None:
+            live_docs[cid] = doc
+    except ValueError as err:
+        st.warning(T("spec.live_bad", path=f"assets/speculation/{path.name}", error=err))
+if not live_docs:
     st.caption(T("spec.live_missing"))
 else:
+    live_table = pd.concat(
+        [spec_live.live_table(doc, cid) for cid, doc in live_docs.items()], ignore_index=True
+    )
+    live_labels = {}
+    for cid, doc in live_docs.items():
+        name = str(doc.get("prompts", "all"))  # bench --prompts: a set the text names
+        prompts = T(f"spec.prompts.{name}") if name in spec_live.PROMPT_SETS else name
+        prompts = spec_live.plain_name(prompts, 30)
+        acc = spec_live.acceptance(doc)
+        live_labels[cid] = T("spec.curve.live", prompts=prompts, acc=acc)
+        live_labels[f"{cid}_batch"] = T("spec.curve.live_batch", prompts=prompts)
     w.cached_chart(
         charts.spec_ratio_chart,
-        spec_live.live_table(live),
-        {
-            "live": T("spec.curve.live", model=spec_live.plain_name(live["model"])),
-            "live_batch": T("spec.curve.live_batch"),
-        },
+        live_table,
+        live_labels,
         lang=L,
         title_key="spec.live_chart_title",
         axis_key="spec.live_axis",
-        region_x=0.22,  # right of batch 1, where the measured curves sit lowest
+        region_x=0.01,
+        regions_apart=True,  # the measured curves run close to 1 at every batch
     )
+    st.markdown("\n".join(f"- {line}" for line in ls.crossover_lines(live_table, live_labels, T)))
+    st.markdown(T("spec.live_v2"))
+    with st.expander(T("spec.live_numbers")):
+        numbers = spec_live.numbers_table(live_table)
+        numbers = numbers.assign(curve=numbers.curve.map(live_labels))
+        numbers = numbers.rename(columns=lambda c: T(f"spec.col.live_{c}"))
+        w.number_table(numbers, digits=2, hide_index=True)
+    first = next(iter(live_docs.values()))
     st.caption(
         T(
             "spec.live_caption",
-            model=w.escape_markdown(live["model"]),
-            device=w.escape_markdown(live["device"]),
-            k=live["k"],
-            runner=w.escape_markdown(str(live.get("model_runner", "v2"))),
-            command=w.as_code(live["command"]),
+            model=w.escape_markdown(first["model"]),
+            device=w.escape_markdown(first["device"]),
+            k=first["k"],
+            runner=w.escape_markdown(str(first.get("model_runner", "v2"))),
+            commands=", ".join(w.as_code(doc["command"]) for doc in live_docs.values()),
         )
     )
 

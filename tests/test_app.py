@@ -276,13 +276,17 @@ def test_speculative_page_draws_verify_steps_the_crossover_and_the_acceptance(la
     rate = table[t("metric.spec_acceptance_rate", lang)]  # text: "–" where it does not apply
     assert rate.iloc[0] == "–" and 0.3 < float(rate.iloc[1]) < 0.8
     assert float(table[t("metric.spec_tokens_per_verify", lang)].iloc[1]) > 2
-    # the checked-in live measurement (bench/bench_live_spec.py --lesson): TPOT and batch time
-    live = spec_live.load_live()
+    # the checked-in live measurements (bench/bench_live_spec.py --lesson): per prompt set, its
+    # TPOT and its batch's decode time, on / off
+    docs = [spec_live.load_live(path) for path in spec_live.LIVE_CURVES.values()]
     chart = figures(at)[-1]
     assert chart["layout"]["title"]["text"] == t("spec.live_chart_title", lang)
-    tpot, batch = [tr for tr in chart["data"] if tr.get("mode") == "lines+markers"]
-    assert array(tpot["y"]) == pytest.approx([r["tpot_ratio"] for r in live["rows"]])
-    assert array(batch["y"]) == pytest.approx([r["decode_time_ratio"] for r in live["rows"]])
+    curves = [tr for tr in chart["data"] if tr.get("mode") == "lines+markers"]
+    assert len(curves) == 2 * len(docs) == 4
+    for (tpot, batch), live in zip(zip(curves[::2], curves[1::2], strict=True), docs, strict=True):
+        assert array(tpot["y"]) == pytest.approx([r["tpot_ratio"] for r in live["rows"]])
+        assert array(batch["y"]) == pytest.approx([r["decode_time_ratio"] for r in live["rows"]])
+        assert f"{spec_live.acceptance(live):.0%}" in tpot["name"]
 
 
 def test_speculative_page_widgets_change_the_runs():
@@ -313,21 +317,44 @@ def array(values) -> np.ndarray:
 def test_speculative_page_draws_the_live_measurement_where_one_was_recorded(monkeypatch):
     from ui import spec_live
 
-    monkeypatch.setattr(spec_live, "LIVE_PATH", SPEC_FIXTURE)
+    monkeypatch.setattr(spec_live, "LIVE_CURVES", {"live": SPEC_FIXTURE})
     at = open_page(SPEC_PAGE)
     assert not at.exception and not at.error
     live = figures(at)[-1]
     assert live["layout"]["title"]["text"] == t("spec.live_chart_title", "en")
     (curve,) = [tr for tr in live["data"] if tr.get("mode") == "lines+markers"]
     assert array(curve["y"]) == pytest.approx([11 / 20, 18 / 24, 52 / 40])
-    assert "SmolLM2-135M" in curve["name"]
+    assert curve["name"] == t("spec.curve.live", "en", prompts=t("spec.prompts.all", "en"), acc=0.6)
     assert any("CPU, 2 cores" in c for c in captions(at).splitlines())
+    # the sentence under the chart says where the measured curve crosses (log-interpolated)
+    text = "\n".join(m.value for m in at.markdown)
+    assert t("spec.cross.at", "en", curve=curve["name"], batch=2 ** (2 + 2 * 0.25 / 0.55)) in text
+
+
+def test_speculative_page_draws_a_second_prompt_set_beside_the_first(monkeypatch, tmp_path):
+    """Two measurements (bench --prompts all, --prompts code): a curve per set, each named by
+    its prompts and acceptance, each with its own crossover."""
+    from ui import spec_live
+
+    doc = json.loads(SPEC_FIXTURE.read_text())
+    code = {**doc, "prompts": "code", "acceptance_rate": 0.55}
+    code["rows"] = [{**r, "tpot_on_ms": r["tpot_on_ms"] * 1.3} for r in doc["rows"]]
+    path = tmp_path / "code.json"
+    path.write_text(json.dumps(code))
+    monkeypatch.setattr(spec_live, "LIVE_CURVES", {"live": SPEC_FIXTURE, "live_code": path})
+    at = open_page(SPEC_PAGE, {"lang": "ko"})
+    assert not at.exception and not at.error
+    names = [tr["name"] for tr in figures(at)[-1]["data"] if tr.get("mode") == "lines+markers"]
+    code_name = t("spec.curve.live", "ko", prompts=t("spec.prompts.code", "ko"), acc=0.55)
+    assert names[1] == code_name and "55%" in code_name
+    text = "\n".join(m.value for m in at.markdown)
+    assert code_name in text and names[0] in text  # each curve's crossover sentence
 
 
 def test_speculative_page_says_how_to_record_a_missing_live_measurement(monkeypatch, tmp_path):
     from ui import spec_live
 
-    monkeypatch.setattr(spec_live, "LIVE_PATH", tmp_path / "absent.json")
+    monkeypatch.setattr(spec_live, "LIVE_CURVES", {"live": tmp_path / "absent.json"})
     at = open_page(SPEC_PAGE)
     assert not at.exception and not at.error
     assert t("spec.live_missing", "en") in captions(at)
@@ -338,7 +365,7 @@ def test_speculative_page_warns_about_a_malformed_live_file(monkeypatch, tmp_pat
 
     bad = tmp_path / "spec.json"
     bad.write_text('{"model": "m", "device": "d", "k": 3, "command": "c", "rows": [{"batch": 1}]}')
-    monkeypatch.setattr(spec_live, "LIVE_PATH", bad)
+    monkeypatch.setattr(spec_live, "LIVE_CURVES", {"live": bad})
     at = open_page(SPEC_PAGE)
     assert not at.exception and not at.error
     assert at.warning and "tpot_off_ms" in at.warning[0].value

@@ -587,3 +587,27 @@ def test_live_measurement_is_read_checked_and_tabled(tmp_path):
         with pytest.raises(ValueError, match=word):
             spec_live.load_live(bad)
     assert spec_live.plain_name("<b>x</b>\nmodel") == "‹b›x‹/b› model"
+
+
+def test_live_numbers_put_each_batch_time_beside_its_tpot_row():
+    from ui import spec_live
+
+    fixture = Path(__file__).parent / "data" / "spec_crossover_cpu.json"
+    data = spec_live.load_live(fixture)
+    rows = [
+        {**r, "tpot_ratio": 0.5 + i / 10, "decode_time_ratio": 0.9 + i / 10}
+        for i, r in enumerate(data["rows"])
+    ]
+    data = {**data, "rows": rows}
+    table = pd.concat(
+        [spec_live.live_table(data), spec_live.live_table(data, "live_code")], ignore_index=True
+    )
+    assert set(table.curve) == {"live", "live_batch", "live_code", "live_code_batch"}
+    numbers = spec_live.numbers_table(table)
+    assert numbers.curve.tolist() == ["live"] * 3 + ["live_code"] * 3
+    assert numbers.ratio.tolist() == pytest.approx([0.5, 0.6, 0.7] * 2)
+    assert numbers.batch_ratio.tolist() == pytest.approx([0.9, 1.0, 1.1] * 2)
+    only_tpot = spec_live.numbers_table(spec_live.live_table(data, batch_time=False))
+    assert only_tpot.batch_ratio.isna().all() and len(only_tpot) == 3
+    assert spec_live.acceptance(data) == pytest.approx(0.6)  # no file-wide rate: rows' mean
+    assert spec_live.acceptance({**data, "acceptance_rate": 0.79}) == 0.79

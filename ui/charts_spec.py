@@ -31,8 +31,11 @@ CURVE_COLORS = {
     "low": "#8C564B",  # brown
     "live": "#9467BD",  # purple: measured on the live model
     "live_batch": "#4B2A6B",  # dark purple: the live model's whole-batch decode time
+    "live_code": "#E377C2",  # pink: the live model on the prompts accepted less often
+    "live_code_batch": "#A0306F",  # dark pink: their whole-batch decode time
 }
 CURVE_DASH = {"live": "dot", "live_batch": "dashdot"}
+CURVE_DASH.update(live_code="dot", live_code_batch="dashdot")
 PAYS_FILL = "rgba(44, 160, 44, 0.08)"  # below 1: speculation pays (pale green)
 COSTS_FILL = "rgba(178, 24, 43, 0.07)"  # above 1: it costs (pale red)
 
@@ -120,10 +123,13 @@ def spec_ratio_chart(
     title_key: str = "charts.spec.ratio_title",
     axis_key: str = "charts.spec.axis_ratio",
     region_x: float = 0.01,
+    regions_apart: bool = False,
 ) -> go.Figure:
     """TPOT on / TPOT off vs requests per step; 1 = speculation off; crossovers marked.
     `axis_key`: the y axis's title (the live chart's holds two kinds of ratio); `region_x`:
-    where along the line at 1 the regions' names sit (paper x, left-anchored)."""
+    where along the line at 1 the regions' names sit (paper x, left-anchored); `regions_apart`:
+    the names sit at the top of the upper region and halfway down the lower one instead, clear
+    of curves that run close to 1 everywhere (the live measurements)."""
     fig = go.Figure()
     ratios = finite(table["ratio"])
     top = max(1.35, float(ratios.max()) * 1.08)
@@ -135,6 +141,9 @@ def spec_ratio_chart(
         (bottom, 1.0, PAYS_FILL, "charts.spec.pays", "top"),
         (1.0, top, COSTS_FILL, "charts.spec.costs", "bottom"),
     ):
+        y, shift = 1.0, -3 if anchor == "top" else 3
+        if regions_apart:  # the upper name under the top edge, the lower one mid-region
+            y, anchor, shift = (top, "top", -3) if y0 == 1.0 else ((bottom + 1.0) / 2, "middle", 0)
         fig.add_shape(
             type="rect",
             xref="paper",
@@ -151,10 +160,10 @@ def spec_ratio_chart(
             x=region_x,
             xref="paper",
             xanchor="left",
-            y=1.0,
+            y=y,
             yref="y",
             yanchor=anchor,
-            yshift=-3 if anchor == "top" else 3,
+            yshift=shift,
             text=f"<b>{t(key, lang)}</b>",
             showarrow=False,
             font={"size": FONT_SIZE - 1, "color": INK},

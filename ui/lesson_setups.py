@@ -441,6 +441,25 @@ def crossover_batch(batches, ratios) -> float | None:
     return None
 
 
+def crossover_lines(table, labels: dict[str, str], T) -> list[str]:
+    """One sentence per curve of a ratio table (curve, batch, ratio): where speculation stops
+    paying, that it still pays at the largest batch, or that it costs from the smallest."""
+    lines = []
+    for cid in dict.fromkeys(table.curve):
+        rows = table[table.curve == cid].sort_values("batch")
+        at = crossover_batch(rows.batch.tolist(), rows.ratio.tolist())
+        name, last, first = labels[cid], rows.iloc[-1], rows.iloc[0]
+        if at is None:
+            lines.append(T("spec.cross.none", curve=name, batch=int(last.batch), ratio=last.ratio))
+        elif at <= first.batch:
+            lines.append(
+                T("spec.cross.first", curve=name, batch=int(first.batch), ratio=first.ratio)
+            )
+        else:
+            lines.append(T("spec.cross.at", curve=name, batch=at))
+    return lines
+
+
 def spec_timeline_specs(method, k, accept, alpha, gpu, model) -> list:
     """A few requests arriving together, speculation off and on (vLLM's default budget)."""
     d = SPEC_TIMELINE

@@ -1,15 +1,18 @@
 """The speculative decoding lesson's live measurement: TPOT off and on per batch, on a real model.
 
-The live engine's n-gram speculation bench writes `assets/speculation/spec_crossover_cpu.json`:
+The live engine's n-gram speculation bench (bench/bench_live_spec.py --lesson) writes one file
+per prompt set into `assets/speculation/`: `spec_crossover_cpu.json` (all six prompts) and
+`spec_crossover_cpu_code.json` (the code edits, whose drafts are accepted less often):
 {"model": str, "device": str, "k": int, "command": str,
+ # optional: "model_runner": str, "prompts": "all" | "code", "acceptance_rate": float,
  "rows": [{"batch": int, "tpot_off_ms": float, "tpot_on_ms": float,
            "acceptance_rate": float, "tokens_per_verify": float,
            # optional, in every row or none:
            "tpot_ratio": float,  # the median of repeats' paired on/off ratios
            "decode_time_ratio": float}, ...]}  # the whole batch's decode time, on / off
-`load_live` reads and checks it (None where the file is absent; ValueError saying what is wrong
-where it is malformed); `live_table` turns its rows into the table the lesson's ratio chart
-draws (ui/charts_spec.py), as curve "live". Pure: no streamlit.
+`load_live` reads and checks one (None where the file is absent; ValueError saying what is
+wrong where it is malformed); `live_table` turns its rows into the table the lesson's ratio chart
+draws (ui/charts_spec.py), as one curve id per file (LIVE_CURVES). Pure: no streamlit.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
-LIVE_PATH = (
-    Path(__file__).resolve().parents[1] / "assets" / "speculation" / "spec_crossover_cpu.json"
-)
+LIVE_DIR = Path(__file__).resolve().parents[1] / "assets" / "speculation"
+LIVE_PATH = LIVE_DIR / "spec_crossover_cpu.json"  # all six prompts (bench --prompts all)
+# The same sweep on the prompts whose drafts are accepted less often (bench --prompts code).
+LIVE_CODE_PATH = LIVE_DIR / "spec_crossover_cpu_code.json"
+PROMPT_SETS = ("all", "code")  # bench_live_spec.py --prompts, named in the lesson's words
+LIVE_CURVES = {"live": LIVE_PATH, "live_code": LIVE_CODE_PATH}  # chart curve id -> its file
 ROW_FIELDS = ("batch", "tpot_off_ms", "tpot_on_ms", "acceptance_rate", "tokens_per_verify")
 OPTIONAL_RATIOS = ("tpot_ratio", "decode_time_ratio")  # in every row or in none
 MAX_ROWS = 64  # a bench sweeps a few batch sizes; more is not a file of this format
@@ -80,18 +86,38 @@ def plain_name(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def live_table(data: dict) -> pd.DataFrame:
-    """The rows as the ratio chart's table: curve "live", ratio = TPOT on / TPOT off (the
-    paired ratio where the file has it); and, where the file has it, curve "live_batch", the
-    whole batch's decode time on / off (where a batch's throughput stops gaining)."""
+def live_table(data: dict, curve: str = "live", batch_time: bool = True) -> pd.DataFrame:
+    """The rows as the ratio chart's table: `curve`, ratio = TPOT on / TPOT off (the paired
+    ratio where the file has it); and, with `batch_time` where the file has it, curve
+    `curve` + "_batch", the whole batch's decode time on / off (where a batch's throughput
+    stops gaining)."""
     rows = data["rows"]
     frame = pd.DataFrame(rows, columns=list(ROW_FIELDS))
-    frame.insert(0, "curve", "live")
+    frame.insert(0, "curve", curve)
     if "tpot_ratio" in rows[0]:
         frame["ratio"] = [r["tpot_ratio"] for r in rows]
     else:
         frame["ratio"] = frame["tpot_on_ms"] / frame["tpot_off_ms"]
-    if "decode_time_ratio" not in rows[0]:
+    if not batch_time or "decode_time_ratio" not in rows[0]:
         return frame
-    batch = frame.assign(curve="live_batch", ratio=[r["decode_time_ratio"] for r in rows])
+    batch = frame.assign(curve=f"{curve}_batch", ratio=[r["decode_time_ratio"] for r in rows])
     return pd.concat([frame, batch], ignore_index=True)
+
+
+def acceptance(data: dict) -> float:
+    """The file's acceptance rate over every batch (drafts accepted / drafted); files written
+    before it was recorded: the rows' mean."""
+    value = data.get("acceptance_rate")
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    return sum(r["acceptance_rate"] for r in data["rows"]) / len(data["rows"])
+
+
+def numbers_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The live chart's table with one row per prompt set and batch: its TPOT curve's columns,
+    plus the whole batch's decode-time ratio (`batch_ratio`, NaN where the file has none)."""
+    batch = table[table.curve.str.endswith("_batch")]
+    tpot = table[~table.curve.str.endswith("_batch")]
+    times = batch.assign(curve=batch.curve.str.removesuffix("_batch"))
+    times = times[["curve", "batch", "ratio"]].rename(columns={"ratio": "batch_ratio"})
+    return tpot.merge(times, on=["curve", "batch"], how="left")
