@@ -266,12 +266,17 @@ def test_throughput_vs_concurrency(lang):
     line = _trace(fig, t("charts.concurrency.line", lang, prompt=3000))
     assert list(line.x) == [1, 2, 4, 8, 16, 32]
     assert list(line.y) == [3000, 5900, 11000, 20000, 22000, 22500]
-    star_3000 = _trace(fig, t("charts.concurrency.saturation", lang, prompt=3000))
-    star_1500 = _trace(fig, t("charts.concurrency.saturation", lang, prompt=1500))
+    name = "charts.concurrency.saturation_legend"  # the star is named in the legend, in words
+    star_3000 = _trace(fig, t(name, lang, prompt=3000, c=8))
+    star_1500 = _trace(fig, t(name, lang, prompt=1500, c=16))
+    assert star_3000.mode == "markers" and star_3000.showlegend is not False
     assert list(star_3000.x) == [8] and list(star_3000.y) == [20000]
     assert list(star_1500.x) == [16]  # shorter prompts saturate at a higher concurrency (C3)
     rects = [s for s in fig.layout.shapes if s.type == "rect"]
     assert [r.x1 for r in rects][0] == 8 and rects[1].x0 == 16  # memory-bound .. compute-bound
+    label = {"en": "slower growth<br>(compute-bound)", "ko": "증가 둔화<br>(연산 병목)"}[lang]
+    flat = [a for a in fig.layout.annotations if a.text == f"<b>{label}</b>"]
+    assert [(a.y, a.yanchor) for a in flat] == [(0.01, "bottom")]  # clear of the rising curves
     assert fig.layout.xaxis.type == "log"
     _assert_no_nan(fig)
 

@@ -104,6 +104,13 @@ def _ax_x(x: float, log_x: bool) -> float:
     return math.log10(x) if log_x else x
 
 
+def paren_on_own_line(text: str) -> str:
+    """'grows ~linearly (memory-bound)' -> 'grows ~linearly<br>(memory-bound)' (Korean labels
+    have no space before the parenthesis: '증가 둔화(연산 병목)' -> '증가 둔화<br>(연산 병목)')."""
+    head, paren, tail = text.partition("(")
+    return f"{head.rstrip()}<br>({tail}" if paren and head.strip() else text
+
+
 def shade_regions(
     fig: go.Figure,
     knee: float,
@@ -115,12 +122,17 @@ def shade_regions(
     compute_from: float | None = None,
     keys: tuple[str, str] = ("charts.region.memory", "charts.region.compute"),
     stagger: bool = False,
+    compute_label_low: bool = False,
+    wrap: bool = False,
 ) -> None:
     """Shade [x_min, knee] as memory-bound and [compute_from or knee, x_max] as compute-bound.
 
     The shapes span every subplot row (yref="paper"); the labels sit just inside the top edge,
     the compute one a line lower with `stagger` (two labels that meet at the knee of a narrow
-    chart, e.g. on a 390-px phone, would print over each other). `keys`: their catalog keys.
+    chart, e.g. on a 390-px phone, would print over each other), or just inside the bottom edge
+    with `compute_label_low` (rising curves fill the top right; the bottom right is free).
+    `wrap`: a label's parenthesis on a line of its own, so a label stays within its region on a
+    phone. `keys`: their catalog keys.
     """
     knee = min(max(knee, x_min), x_max)
     start = knee if compute_from is None else min(max(compute_from, knee), x_max)
@@ -146,11 +158,14 @@ def shade_regions(
             x=_ax_x(x0 if pos == "left" else x1, log_x),
             xref="x",
             xanchor=pos,
-            y=0.93 if stagger and pos == "right" else 0.99,
+            y=(0.01 if compute_label_low else 0.93 if stagger else 0.99)
+            if pos == "right"
+            else 0.99,
             yref="paper",
-            yanchor="top",
-            text=f"<b>{t(key, lang)}</b>",
+            yanchor="bottom" if compute_label_low and pos == "right" else "top",
+            text=f"<b>{paren_on_own_line(t(key, lang)) if wrap else t(key, lang)}</b>",
             showarrow=False,
+            align=pos,
             font={"color": REGION_TEXT[kind], "size": FONT_SIZE},
             xshift=6 if pos == "left" else -6,
         )

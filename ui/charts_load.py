@@ -137,14 +137,15 @@ def throughput_vs_concurrency(table: pd.DataFrame, lang: str = "en") -> go.Figur
             go.Scatter(
                 x=[sat],
                 y=[float(y[x == sat][0])],
-                name=t("charts.concurrency.saturation", lang, prompt=int(prompt)),
-                mode="markers+text",
+                # named in the legend, not beside the star: a label there crossed the other
+                # prompt's curve, and two of them ran into each other on a phone
+                name=t(
+                    "charts.concurrency.saturation_legend", lang, prompt=int(prompt), c=int(sat)
+                ),
+                mode="markers",
                 marker={"symbol": "star", "size": 20, "color": color, "line": {"color": INK}},
-                text=[t("charts.concurrency.saturation_label", lang, c=int(sat))],
-                textposition="bottom right",
-                textfont={"color": INK, "size": FONT_SIZE - 1},
-                showlegend=False,
-                hovertemplate="%{text}<extra></extra>",
+                hovertemplate=t("charts.concurrency.saturation_label", lang, c=int(sat))
+                + "<extra></extra>",
             )
         )
     x_all = table["concurrency"].astype(float)
@@ -159,6 +160,8 @@ def throughput_vs_concurrency(table: pd.DataFrame, lang: str = "en") -> go.Figur
             lang,
             compute_from=max(boundaries),
             keys=("charts.concurrency.linear", "charts.concurrency.flat"),
+            compute_label_low=True,  # the curves are highest at the right
+            wrap=True,
         )
     styled(fig, t("charts.concurrency.title", lang))
     fig.update_xaxes(
