@@ -199,6 +199,12 @@ def start_sweep():
             "1:200:1",
             "--jobs",
             "2",
+            # stepped one by one (speculation has no event speed): ~30 s of work, not the ~2 s
+            # the plain sweep takes, which could end before the signal on a busy machine
+            "--policy",
+            "vllm",
+            "--set",
+            "speculative=eagle",
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
