@@ -131,21 +131,15 @@ for cid, path in spec_live.LIVE_CURVES.items():
         if (doc := spec_live.load_live(path)) is not None:
             live_docs[cid] = doc
     except ValueError as err:
-        st.warning(T("spec.live_bad", path=f"assets/speculation/{path.name}", error=err))
+        where = f"assets/speculation/{path.name}"
+        st.warning(T("spec.live_bad", path=where, error=w.as_code(str(err))))
 if not live_docs:
     st.caption(T("spec.live_missing"))
 else:
     live_table = pd.concat(
         [spec_live.live_table(doc, cid) for cid, doc in live_docs.items()], ignore_index=True
     )
-    live_labels = {}
-    for cid, doc in live_docs.items():
-        name = str(doc.get("prompts", "all"))  # bench --prompts: a set the text names
-        prompts = T(f"spec.prompts.{name}") if name in spec_live.PROMPT_SETS else name
-        prompts = spec_live.plain_name(prompts, 30)
-        acc = spec_live.acceptance(doc)
-        live_labels[cid] = T("spec.curve.live", prompts=prompts, acc=acc)
-        live_labels[f"{cid}_batch"] = T("spec.curve.live_batch", prompts=prompts)
+    live_labels = spec_live.live_labels(live_docs, T)
     w.cached_chart(
         charts.spec_ratio_chart,
         live_table,

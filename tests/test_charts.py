@@ -616,3 +616,23 @@ def test_live_numbers_put_each_batch_time_beside_its_tpot_row():
     assert only_tpot.batch_ratio.isna().all() and len(only_tpot) == 3
     assert spec_live.acceptance(data) == pytest.approx(0.6)  # no file-wide rate: rows' mean
     assert spec_live.acceptance({**data, "acceptance_rate": 0.79}) == 0.79
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_live_labels_name_each_prompt_set_and_strip_an_unknown_one(lang):
+    from ui import spec_live
+
+    T = lambda key, **fmt: t(key, lang, **fmt)  # noqa: E731
+    rows = [{"acceptance_rate": 0.5}]
+    docs = {
+        "live": {"prompts": "all", "acceptance_rate": 0.79, "rows": rows},
+        "live_code": {"prompts": "code", "acceptance_rate": 0.59, "rows": rows},
+        "live_x": {"prompts": "**[x](javascript:1)** my set", "rows": rows},
+    }
+    labels = spec_live.live_labels(docs, T)
+    assert labels["live"] == T("spec.curve.live", prompts=T("spec.prompts.all"), acc=0.79)
+    assert labels["live_code_batch"] == T("spec.curve.live_batch", prompts=T("spec.prompts.code"))
+    assert "50%" in labels["live_x"]  # no file-wide rate: the rows' mean
+    assert (
+        not any(c in labels["live_x"] for c in "*[]:") and "xjavascript1 my set" in labels["live_x"]
+    )

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -121,3 +123,19 @@ def numbers_table(table: pd.DataFrame) -> pd.DataFrame:
     times = batch.assign(curve=batch.curve.str.removesuffix("_batch"))
     times = times[["curve", "batch", "ratio"]].rename(columns={"ratio": "batch_ratio"})
     return tpot.merge(times, on=["curve", "batch"], how="left")
+
+
+def live_labels(docs: dict[str, dict], T: Callable[..., str]) -> dict[str, str]:
+    """Chart and sentence names of each file's curves: its TPOT curve by prompt set and
+    acceptance, its batch-time curve by prompt set. A prompt set the lesson does not know is
+    shown by its name, cut to letters, digits, spaces and dashes (it lands in Markdown too)."""
+    labels = {}
+    for cid, doc in docs.items():
+        name = str(doc.get("prompts", "all"))  # bench --prompts
+        if name in PROMPT_SETS:
+            prompts = T(f"spec.prompts.{name}")
+        else:
+            prompts = re.sub(r"[^\w \-]", "", name)[:30] or "?"
+        labels[cid] = T("spec.curve.live", prompts=prompts, acc=acceptance(doc))
+        labels[f"{cid}_batch"] = T("spec.curve.live_batch", prompts=prompts)
+    return labels
