@@ -209,6 +209,10 @@ def start_sweep():
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        # Ctrl-C as a terminal delivers it: a suite started in the background by a shell without
+        # job control (`cmd &` in a script, nohup) inherits SIGINT ignored, and Python keeps an
+        # ignored SIGINT ignored, so the sweep would run to its end and exit 0.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while len(children(proc.pid)) < 2:
