@@ -101,6 +101,9 @@ class PublicRun:
         base = SimConfig(policy=self.policy)
         model = self.model + (f":kv-{self.kv_dtype}" if self.kv_dtype else "")
         sets = {"gpu": self.gpu, "model": model, **self.settings}
+        release = self.engine.split(" ")[-1]
+        if release[:1].isdigit():  # step_costs=kernels: the tables nearest the run's release
+            sets["kernel_version"] = release
         return with_overrides(base, {**sets, **(profile_overrides or {})})
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 
 from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens
@@ -106,6 +107,9 @@ class HardwareConfig:
     step_costs: str = "roofline"
     # step_costs=kernels: measured kernel compute x this (fitted; sim/cost/measured_step.py)
     kernel_scale: float = 1.0
+    # step_costs=kernels: the engine release whose tables to read, the nearest one measured
+    # (e.g. "0.12.0" reads vLLM 0.19's MoE table before 0.24's); "" = the newest.
+    kernel_version: str = ""
 
     def __post_init__(self) -> None:
         _require(
@@ -122,6 +126,11 @@ class HardwareConfig:
         _within("overhead_ms", self.overhead_ms, 0, 10_000, "ms")
         _within("overhead_per_seq_ms", self.overhead_per_seq_ms, 0, 1_000, "ms")
         _within("kernel_scale", self.kernel_scale, 0.5, 5)
+        _require(
+            not self.kernel_version or re.fullmatch(r"\d+(\.\w+){0,4}", self.kernel_version),
+            f"kernel_version must be a release such as 0.12.0 or 0.5.6.post2, "
+            f"got {self.kernel_version!r}",
+        )
         if self.gpu.lower() == "custom":
             for name, lo, hi, unit in (
                 ("gpu_tflops", 0.1, 1e5, "TFLOP/s"),

@@ -30,7 +30,7 @@ def raw_rows(system: str) -> pd.DataFrame:
 
 def test_grid_points_are_the_measured_latencies_in_seconds():
     table = gemm_table("H200")
-    assert table is not None and table.version == "0.24.0"
+    assert table is not None and table.version == "vLLM 0.24.0"
     rows = raw_rows("h200_sxm").groupby(["m", "n", "k"])["latency"].median()
     for m, n, k in ((1, 4096, 4096), (256, 6144, 4096), (2048, 4096, 12288), (32768, 512, 65536)):
         assert table.seconds(m, n, k) == pytest.approx(rows[(m, n, k)] / 1000, rel=1e-12)
@@ -127,7 +127,7 @@ def test_a_run_with_kernels_names_its_source_and_falls_back_where_no_table_is():
         runs[gpu, costs] = simulate(specs, config)
     source = runs["H200", "kernels"].meta["kernel_source"]
     assert "aiconfigurator-core" in source and "H200" in source and "bfloat16" in source
-    assert "prefill attention (vLLM 0.24.0, 32/8 heads" in source
+    assert "prefill attention (vLLM 0.24.0 vllm_flash_attn_fa3, 32/8 heads" in source
     assert runs["H200", "roofline"].meta["kernel_source"] == "roofline"
     assert runs["RTX-4090", "kernels"].meta["kernel_source"] == "roofline"  # no table: fallback
     kern, roof = (runs["H200", c].requests.ttft_s.iloc[0] for c in ("kernels", "roofline"))
@@ -172,7 +172,8 @@ def test_prefill_attention_is_its_share_of_a_measured_fresh_prompt():
     from sim.cost.kernel_attention import _context_attention, prefill_attention_times
 
     attn = prefill_attention_times("H200", get_model("Llama-3.1-8B"))
-    _, isl, per_pair = _context_attention("h200_sxm", 32, 8, 128, "bfloat16")
+    _, kernel, isl, per_pair = _context_attention("h200_sxm", 32, 8, 128, "bfloat16")
+    assert kernel == "vllm_flash_attn_fa3"  # the backend timed on the grid, not a blend
     assert attn(4096, 0) == pytest.approx(32 * per_pair[list(isl).index(4096)] * 4096 * 4097 / 2)
     whole, tail = attn(8192, 0), attn(4096, 4096)  # the second half of an 8k prompt
     assert tail == pytest.approx(whole * (4096 * 4096 + 4096 * 4097 / 2) / (8192 * 8193 / 2))
@@ -209,3 +210,36 @@ def test_kernel_scale_stretches_the_measured_compute_only():
         DeviceProfile(kernel_scale=0.1)
     with pytest.raises(ValueError, match="kernel_scale must be between 0.5 and 5"):
         with_overrides(SimConfig(), {"kernel_scale": 9})
+
+
+def test_each_engine_is_priced_with_its_own_kernels_and_its_release():
+    """An SGLang run reads SGLang's tables (its sgl-kernel GEMMs, FA3, fused MoE), a vLLM run
+    vLLM's; a release names the nearest measured table (SGLang 0.5.6.post2's MoE: 0.5.10's, not
+    the newest 0.5.14), and an operator the engine's tables lack falls back to vLLM's."""
+    from sim.cluster.topologies import Cluster
+    from sim.config import SimConfig, with_overrides
+    from sim.cost.kernel_data import Tables, table_paths
+
+    base = {"gpu": "H200", "model": "Qwen3-235B-A22B:fp8", "tensor_parallel": 2}
+    base["step_costs"] = "kernels"
+    sources = {}
+    for policy, release in (("sglang", ""), ("sglang", "0.5.6.post2"), ("vllm", "")):
+        config = with_overrides(SimConfig(policy=policy), {**base, "kernel_version": release})
+        sources[policy, release] = Cluster(config).cost.kernels.sources
+    assert sources["sglang", ""]["linear"] == "SGLang 0.5.14 GEMMs, fp8"
+    assert sources["sglang", ""]["moe"].startswith("SGLang 0.5.14 fp8_block TP2")
+    assert sources["sglang", "0.5.6.post2"]["moe"].startswith("SGLang 0.5.10 fp8_block TP2")
+    assert sources["vllm", ""]["moe"].startswith("vLLM 0.24.0 fp8_block TP2")
+    assert sources["vllm", ""]["prefill_attention"].startswith("vLLM 0.24.0 vllm_flash_attn_fa3")
+    # SGLang 0.5.6.post2's all-reduce table timed TensorRT-LLM's kernel: the nearest with
+    # SGLang's own graph rows is read instead.
+    assert sources["sglang", "0.5.6.post2"]["allreduce"].startswith("SGLang 0.5.9 custom")
+    # Every SGLang table first (the wanted release's nearest first), vLLM's after them.
+    paths = table_paths("h200_sxm", "moe", "moe_perf.parquet", Tables("sglang", "0.5.6.post2"))
+    engines = [p.parent.parent.name for p in paths]
+    assert engines == sorted(engines, key=lambda e: e != "sglang") and engines[-1] == "vllm"
+    assert paths[0].parent.name == "0.5.10"
+    with pytest.raises(ValueError, match="engine must be one of vllm, sglang"):
+        Tables("tgi")
+    with pytest.raises(ValueError, match="kernel_version must be a release"):
+        with_overrides(SimConfig(), {"kernel_version": "0.12; rm -rf"})

@@ -44,11 +44,12 @@ from sim.core.speculation import acceptance_summary
 from sim.core.trace import RunResult
 from sim.cost.draft_cost import DraftCost
 from sim.cost.hardware import custom_gpu, get_gpu, get_model, kv_capacity_tokens
+from sim.cost.kernel_data import Tables
 from sim.cost.kernel_tables import kernel_times
 from sim.cost.profiles import resolve_profile
 from sim.cost.roofline import StepCostModel
 from sim.fastforward import ArrivalFeed, Environment
-from sim.policies import make_policy
+from sim.policies import get_policy_class, make_policy
 
 MAX_DECISIONS = 10_000  # Cluster.decisions keeps the latest this many (a lesson has tens)
 
@@ -83,10 +84,15 @@ class Cluster:
 
         # Anything with step_cost(prefill_chunks, num_decodes, decode_context_tokens) will do:
         # tests pass a toy clock, the live page a model calibrated on real measurements.
-        def measured(gpu_name: str, ep: int = 1):  # step_costs=kernels: the measured kernels
-            if hw.step_costs != "kernels":  # where a table has them, the roofline elsewhere
+        # step_costs=kernels: the measured kernels of the policy's engine where a table has
+        # them (SGLang's for SGLang, vLLM's otherwise; of hw.kernel_version's release, or the
+        # newest), the roofline elsewhere.
+        tables = Tables(get_policy_class(config.policy).kernel_engine, hw.kernel_version)
+
+        def measured(gpu_name: str, ep: int = 1):
+            if hw.step_costs != "kernels":
                 return None
-            return kernel_times(gpu_name, self.model, tp, ep)
+            return kernel_times(gpu_name, self.model, tp, ep, tables)
 
         self.cost = cost_model or StepCostModel(
             self.gpu, self.model, tp, profile, ep, measured(self.gpu.name, ep)

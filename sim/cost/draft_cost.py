@@ -39,7 +39,9 @@ class DraftCost:
         else:
             return None  # ngram: CPU lookup, no GPU pass
         tp = target.tensor_parallel
-        kernels = kernel_times(target.gpu.name, model, tp) if target.kernels is not None else None
+        kernels = None
+        if target.kernels is not None:  # the drafter runs on the target's engine, its kernels
+            kernels = kernel_times(target.gpu.name, model, tp, tables=target.kernels.tables)
         return cls(k, StepCostModel(target.gpu, model, tp, target.profile, kernels=kernels))
 
     def timing(self, batch) -> StepTiming:

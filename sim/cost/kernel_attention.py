@@ -2,10 +2,11 @@
 decode (generation) attention, per tensor-parallel rank, all layers.
 
 Notable features
-- Tables (sim/cost/kernel_data.py): `<gpu>/attention/vllm/<version>/
+- Tables (sim/cost/kernel_data.py): `<gpu>/attention/<engine>/<version>/
   context_attention_perf.parquet` and `generation_attention_perf.parquet`, one row per (batch,
   lengths, query heads, KV heads, head size, KV dtype, window) with `latency` in ms per layer.
-  The heads are ONE rank's (heads / TP, KV heads / TP, at least one).
+  The heads are ONE rank's (heads / TP, KV heads / TP, at least one). Where a table timed
+  several backends, the one timed on the grid (most rows) is read.
 - Prefill: the table holds fresh prompts of `isl` tokens (batch 1). A chunk of c new tokens after
   s cached ones is priced as its share of the (query, key) pairs of a fresh prompt of c + s
   tokens, at that prompt's measured seconds per pair (interpolated linearly in isl; past the
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cost.kernel_data import ENGINE_NAME, MS, TABLE_GPUS, read, table_paths
+from sim.cost.kernel_data import MS, TABLE_GPUS, VLLM, Tables, read, table_name, table_paths
 from sim.cost.specs import ModelSpec
 
 KV_DTYPES = {2: "bfloat16", 1: "fp8"}  # bytes per KV value -> the tables' kv_cache_dtype
@@ -65,42 +66,49 @@ class PrefillAttentionTimes:
 
 
 @functools.cache
-def _context_attention(system: str, heads: int, kv_heads: int, head_dim: int, kv: str):
-    """(version, isl grid, seconds per pair) of the newest table, or None."""
-    paths = table_paths(system, "attention", "context_attention_perf.parquet")
-    if not paths:
-        return None
-    df = read(paths[0])
-    df = df[
-        (df["batch_size"] == 1)
-        & (df["window_size"] == 0)
-        & (df["num_heads"] == heads)
-        & (df["num_key_value_heads"] == kv_heads)
-        & (df["head_dim"] == head_dim)
-        & (df["kv_cache_dtype"] == kv)
-    ]
-    by_isl = df.groupby("isl")["latency"].median()  # ms per layer
-    by_isl = by_isl[by_isl.index >= 16]  # 1-token "prompts" are launch time, not attention
-    if len(by_isl) < 2:
-        return None
-    isl = by_isl.index.to_numpy(dtype=float)
-    per_pair = by_isl.to_numpy(dtype=float) * MS / (isl * (isl + 1) / 2)
-    return paths[0].parent.name, isl, per_pair
+def _context_attention(
+    system: str, heads: int, kv_heads: int, head_dim: int, kv: str, tables: Tables = VLLM
+):
+    """(table, kernel, isl grid, seconds per pair) of the newest table holding these heads, or
+    None."""
+    for path in table_paths(system, "attention", "context_attention_perf.parquet", tables):
+        df = read(path)
+        df = df[
+            (df["batch_size"] == 1)
+            & (df["window_size"] == 0)
+            & (df["num_heads"] == heads)
+            & (df["num_key_value_heads"] == kv_heads)
+            & (df["head_dim"] == head_dim)
+            & (df["kv_cache_dtype"] == kv)
+        ]
+        if df.empty:
+            continue
+        # The backend timed on the grid (H200, vLLM: FA3, a few FA4 rows; SGLang: FA3, a few
+        # Triton ones), not a median across backends.
+        kernel = df["kernel_source"].value_counts().idxmax()
+        by_isl = df[df["kernel_source"] == kernel].groupby("isl")["latency"].median()  # ms/layer
+        by_isl = by_isl[by_isl.index >= 16]  # 1-token "prompts" are launch time, not attention
+        if len(by_isl) < 2:
+            continue
+        isl = by_isl.index.to_numpy(dtype=float)
+        per_pair = by_isl.to_numpy(dtype=float) * MS / (isl * (isl + 1) / 2)
+        return table_name(path), kernel, isl, per_pair
+    return None
 
 
 def prefill_attention_times(
-    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, tables: Tables = VLLM
 ) -> PrefillAttentionTimes | None:
     """Measured prefill attention for this deployment, or None (roofline): no table for the
     GPU, the per-rank head counts, head size or KV dtype, or MLA attention."""
     if (deployment := _deployment(gpu_name, model, tensor_parallel)) is None:
         return None
     system, heads, kv_heads, kv = deployment
-    found = _context_attention(system, heads, kv_heads, model.head_dim, kv)
+    found = _context_attention(system, heads, kv_heads, model.head_dim, kv, tables)
     if not found:
         return None
-    version, isl, per_pair = found
-    source = f"{ENGINE_NAME} {version}, {heads}/{kv_heads} heads, KV {kv}"
+    table, kernel, isl, per_pair = found
+    source = f"{table} {kernel}, {heads}/{kv_heads} heads, KV {kv}"
     return PrefillAttentionTimes(isl, per_pair, model.layers, source)
 
 
@@ -146,10 +154,12 @@ def fit_decode(batch: np.ndarray, step: np.ndarray, seconds: np.ndarray):
 
 
 @functools.cache
-def _generation_attention(system: str, heads: int, kv_heads: int, head_dim: int, kv: str):
-    """(version, kernel, batch sizes, intercepts, slope) fitted to the newest table holding
+def _generation_attention(
+    system: str, heads: int, kv_heads: int, head_dim: int, kv: str, tables: Tables = VLLM
+):
+    """(table, kernel, batch sizes, intercepts, slope) fitted to the newest table holding
     these heads, or None."""
-    for path in table_paths(system, "attention", "generation_attention_perf.parquet"):
+    for path in table_paths(system, "attention", "generation_attention_perf.parquet", tables):
         df = read(path)
         df = df[
             (df["window_size"] == 0)
@@ -173,21 +183,21 @@ def _generation_attention(system: str, heads: int, kv_heads: int, head_dim: int,
             points["latency"].to_numpy(dtype=float) * MS,
         )
         if fit is not None:
-            return (path.parent.name, kernel, *fit)
+            return (table_name(path), kernel, *fit)
     return None
 
 
 def decode_attention_times(
-    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, tables: Tables = VLLM
 ) -> DecodeAttentionTimes | None:
     """Measured decode attention for this deployment, or None (roofline): no table for the GPU,
     the per-rank head counts, head size or KV dtype, or MLA attention."""
     if (deployment := _deployment(gpu_name, model, tensor_parallel)) is None:
         return None
     system, heads, kv_heads, kv = deployment
-    found = _generation_attention(system, heads, kv_heads, model.head_dim, kv)
+    found = _generation_attention(system, heads, kv_heads, model.head_dim, kv, tables)
     if not found:
         return None
-    version, kernel, batches, intercepts, slope = found
-    source = f"{ENGINE_NAME} {version} {kernel}, {heads}/{kv_heads} heads, KV {kv}"
+    table, kernel, batches, intercepts, slope = found
+    source = f"{table} {kernel}, {heads}/{kv_heads} heads, KV {kv}"
     return DecodeAttentionTimes(batches, intercepts, slope, model.layers, source)

@@ -1,12 +1,12 @@
 """Measured tensor-parallel all-reduce times from aiconfigurator-core's tables (issue 30).
 
 Notable features
-- Table (sim/cost/kernel_data.py): `<gpu>/comm/vllm/<version>/custom_allreduce_perf.parquet`,
-  vLLM's custom all-reduce of `message_size` bf16 VALUES (not bytes: an H200 pair moves 1 GiB
-  of values in 3.3 ms, 330 GB/s, and 8 H200s reach NCCL's ~470 GB/s bus bandwidth only when
-  read so) over `num_gpus` GPUs, `latency` in ms. Rows `vllm_graph` (inside a CUDA graph, as
-  vLLM runs its steps) and `vllm_eager`; aiconfigurator keeps the graph rows only, and so does
-  this reader.
+- Table (sim/cost/kernel_data.py): `<gpu>/comm/<engine>/<version>/custom_allreduce_perf.parquet`,
+  the engine's custom all-reduce of `message_size` bf16 VALUES (not bytes: an H200 pair moves
+  1 GiB of values in 3.3 ms, 330 GB/s, and 8 H200s reach NCCL's ~470 GB/s bus bandwidth only
+  when read so) over `num_gpus` GPUs, `latency` in ms. Rows `vllm_graph` / `sglang_graph`
+  (inside a CUDA graph, as both engines run their decode steps) and `*_eager`; aiconfigurator
+  keeps the graph rows only, and so does this reader.
 - A decoder layer all-reduces its activations twice under tensor parallel (after attention and
   after the MLP): 2 x layers all-reduces of tokens x hidden values a step. Interpolated linearly
   in the message size (23 sizes, 128 .. 2^29 values); past the largest, time grows in
@@ -21,7 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cost.kernel_data import ENGINE_NAME, MS, TABLE_GPUS, envelope, read, table_paths
+from sim.cost.kernel_data import (
+    MS,
+    TABLE_GPUS,
+    VLLM,
+    Tables,
+    envelope,
+    read,
+    table_name,
+    table_paths,
+)
 from sim.cost.specs import ModelSpec
 
 
@@ -46,29 +55,31 @@ class AllReduceTimes:
 
 
 @functools.cache
-def _custom_allreduce(system: str, gpus: int):
-    """(version, sizes, seconds) of the newest table with graph rows for `gpus` GPUs, or None."""
-    for path in table_paths(system, "comm", "custom_allreduce_perf.parquet"):
+def _custom_allreduce(system: str, gpus: int, tables: Tables = VLLM):
+    """(table, sizes, seconds) of the newest table with graph rows for `gpus` GPUs, or None."""
+    for path in table_paths(system, "comm", "custom_allreduce_perf.parquet", tables):
         df = read(path)
+        if "backend" not in df:  # (SGLang 0.5.6's table timed TensorRT-LLM's all-reduce)
+            continue
         df = df[(df["num_gpus"] == gpus) & df["backend"].str.endswith("_graph")]
         by_size = df.groupby("message_size")["latency"].median().sort_index()
         if len(by_size) >= 2:
             seconds = envelope(by_size.to_numpy(dtype=float) * MS)
-            return path.parent.name, by_size.index.to_numpy(dtype=float), seconds
+            return table_name(path), by_size.index.to_numpy(dtype=float), seconds
     return None
 
 
 def allreduce_times(
-    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, tables: Tables = VLLM
 ) -> AllReduceTimes | None:
     """Measured TP all-reduces for this deployment, or None (roofline): one GPU, or no table for
     the GPU or TP size."""
     system = TABLE_GPUS.get(gpu_name)
     if system is None or tensor_parallel < 2:
         return None
-    found = _custom_allreduce(system, tensor_parallel)
+    found = _custom_allreduce(system, tensor_parallel, tables)
     if not found:
         return None
-    version, sizes, seconds = found
-    source = f"{ENGINE_NAME} {version} custom all-reduce (CUDA graph), {tensor_parallel} GPUs"
+    table, sizes, seconds = found
+    source = f"{table} custom all-reduce (CUDA graph), {tensor_parallel} GPUs"
     return AllReduceTimes(sizes, seconds, model.hidden, 2 * model.layers, source)

@@ -1,7 +1,7 @@
 """Measured routed-expert (MoE) times from aiconfigurator-core's tables (issue 30).
 
 Notable features
-- Table (sim/cost/kernel_data.py): `<gpu>/moe/vllm/<version>/moe_perf.parquet`, one row per
+- Table (sim/cost/kernel_data.py): `<gpu>/moe/<engine>/<version>/moe_perf.parquet`, one row per
   (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts, moe_tp_size, moe_ep_size,
   distribution, kernel_source) with `latency` in ms: ONE MoE layer's fused experts (routing
   alignment, gate+up GEMM, activation, down GEMM) on one rank, as aiconfigurator's collector
@@ -33,7 +33,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cost.kernel_data import ENGINE_NAME, MS, TABLE_GPUS, envelope, read, table_paths
+from sim.cost.kernel_data import (
+    MS,
+    TABLE_GPUS,
+    VLLM,
+    Tables,
+    envelope,
+    read,
+    table_name,
+    table_paths,
+)
 from sim.cost.specs import ModelSpec
 
 DISTRIBUTIONS = ("power_law_1.2", "balanced", "power_law_1.01")  # in order of preference
@@ -70,11 +79,13 @@ class MoeTimes:
 
 
 @functools.cache
-def _moe_rows(system: str, shape: tuple[int, int, int, int], tp: int, ep: int, dtype: str):
-    """(version, kernels, num_tokens, seconds) of the newest table with rows for this expert
+def _moe_rows(
+    system: str, shape: tuple[int, int, int, int], tp: int, ep: int, dtype: str, tables: Tables
+):
+    """(table, kernels, num_tokens, seconds) of the newest table with rows for this expert
     shape (hidden, expert width, top-k, experts), parallelism and dtype; None if none has."""
     hidden, width, topk, experts = shape
-    for path in table_paths(system, "moe", "moe_perf.parquet"):
+    for path in table_paths(system, "moe", "moe_perf.parquet", tables):
         df = read(path)
         df = df[
             (df["moe_dtype"] == dtype)
@@ -94,12 +105,16 @@ def _moe_rows(system: str, shape: tuple[int, int, int, int], tp: int, ep: int, d
             best = rows.groupby("num_tokens")["latency"].min().sort_index()
             seconds = envelope(best.to_numpy(dtype=float) * MS)
             kernels = ", ".join(sorted(set(rows["kernel_source"])))
-            return path.parent.name, kernels, best.index.to_numpy(dtype=float), seconds
+            return table_name(path), kernels, best.index.to_numpy(dtype=float), seconds
     return None
 
 
 def moe_times(
-    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, expert_parallel: int = 1
+    gpu_name: str,
+    model: ModelSpec,
+    tensor_parallel: int = 1,
+    expert_parallel: int = 1,
+    tables: Tables = VLLM,
 ) -> MoeTimes | None:
     """Measured routed experts for this deployment, or None (roofline). `expert_parallel`: the
     data-parallel instances sharing the experts (1 = tensor parallel only)."""
@@ -113,10 +128,10 @@ def moe_times(
     else:
         tp, ep = tensor_parallel, 1
     for dtype in moe_dtypes(model):
-        found = _moe_rows(system, shape, tp, ep, dtype)
+        found = _moe_rows(system, shape, tp, ep, dtype, tables)
         if found:
-            version, kernels, tokens, seconds = found
+            table, kernels, tokens, seconds = found
             par = f"TP{tp}" if ep == 1 else f"EP{ep}"
-            source = f"{ENGINE_NAME} {version} {dtype} {par}, {kernels}"
+            source = f"{table} {dtype} {par}, {kernels}"
             return MoeTimes(tokens, seconds, model.moe_layers, source)
     return None

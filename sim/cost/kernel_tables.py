@@ -42,12 +42,14 @@ from sim.cost.kernel_attention import (
 )
 from sim.cost.kernel_comm import AllReduceTimes, allreduce_times
 from sim.cost.kernel_data import (
-    ENGINE_NAME,
     MS,
     TABLE_GPUS,
+    VLLM,
+    Tables,
     available,
     envelope,
     read,
+    table_name,
     table_paths,
 )
 from sim.cost.kernel_moe import MoeTimes, moe_times
@@ -61,7 +63,7 @@ class GemmTable:
     """Measured GEMM latency on a regular (m, n, k) grid, in seconds."""
 
     gpu: str
-    version: str  # the engine version the kernels were measured under
+    version: str  # the engine and version the kernels were measured under ("vLLM 0.24.0")
     m: np.ndarray  # (M,) ascending
     n: np.ndarray  # (N,) ascending
     k: np.ndarray  # (K,) ascending
@@ -90,17 +92,19 @@ def _interp_first_axis(grid: np.ndarray, points: np.ndarray, x: float) -> np.nda
 
 
 @functools.cache
-def gemm_table(gpu_name: str, dtype: str = "bfloat16") -> GemmTable | None:
-    """The newest measured GEMM table of this GPU under ENGINE, or None (no package, no table)."""
+def gemm_table(gpu_name: str, dtype: str = "bfloat16", tables: Tables = VLLM) -> GemmTable | None:
+    """The measured GEMM table of this GPU holding `dtype`: `tables`' engine's newest (or nearest
+    its release), vLLM's where the engine has none; None without the package or a table."""
     import pandas as pd
 
     system = TABLE_GPUS.get(gpu_name)
-    paths = table_paths(system, "gemm", "gemm_perf.parquet") if system else []
-    if not paths:
-        return None
-    df = read(paths[0], ("m", "n", "k", "gemm_dtype", "latency"))
-    df = df[df["gemm_dtype"] == dtype]
-    if df.empty:
+    paths = table_paths(system, "gemm", "gemm_perf.parquet", tables) if system else []
+    for path in paths:
+        df = read(path, ("m", "n", "k", "gemm_dtype", "latency"))
+        df = df[df["gemm_dtype"] == dtype]
+        if not df.empty:
+            break
+    else:
         return None
     # One latency per (m, n, k): the median where a shape was measured more than once.
     cube = df.groupby(["m", "n", "k"])["latency"].median()
@@ -118,7 +122,7 @@ def gemm_table(gpu_name: str, dtype: str = "bfloat16") -> GemmTable | None:
         full = cube.reindex(pd.MultiIndex.from_product(axes))
     m, n, k = axes
     grid = full.to_numpy(dtype=float).reshape(len(m), len(n), len(k)) * MS
-    return GemmTable(gpu_name, paths[0].parent.name, m, n, k, envelope(grid))
+    return GemmTable(gpu_name, table_name(path), m, n, k, envelope(grid))
 
 
 def layer_gemms(model: ModelSpec) -> tuple[tuple[int, int], ...]:
@@ -160,14 +164,16 @@ class LinearTimes:
 
     table: GemmTable
     shapes: tuple[tuple[int, int, int], ...]  # (n, k, layers): one GEMM as one rank holds it
-    source: str  # e.g. "vLLM 0.24.0 GEMMs (fp8)"
+    source: str  # e.g. "vLLM 0.24.0 GEMMs, fp8"
 
     def __call__(self, tokens: int) -> float:
         """Every layer's GEMMs for `tokens` tokens, seconds."""
         return sum(count * self.table.seconds(tokens, n, k) for n, k, count in self.shapes)
 
 
-def linear_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> LinearTimes | None:
+def linear_times(
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, tables: Tables = VLLM
+) -> LinearTimes | None:
     """The measured linear-layer pricing for this deployment, or None (roofline): no package, no
     table for the GPU or dtype, or MLA attention.
 
@@ -179,7 +185,7 @@ def linear_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> L
     dtype = table_dtype(model)
     if model.mla is not None or dtype is None:
         return None
-    table = gemm_table(gpu_name, dtype)
+    table = gemm_table(gpu_name, dtype, tables)
     if table is None:
         return None
     tp = tensor_parallel
@@ -193,7 +199,7 @@ def linear_times(gpu_name: str, model: ModelSpec, tensor_parallel: int = 1) -> L
     for width, count in mlps:
         if width and count:
             shapes += [(max(1, 2 * width // tp), d, count), (d, max(1, width // tp), count)]
-    source = f"{ENGINE_NAME} {table.version} GEMMs, {dtype}"
+    source = f"{table.version} GEMMs, {dtype}"
     return LinearTimes(table, tuple(shapes), source)
 
 
@@ -223,6 +229,7 @@ class KernelTimes:
     moe: MoeTimes | None = None
     allreduce: AllReduceTimes | None = None
     absent: tuple[str, ...] = ()  # operators this deployment does not run (MoE of a dense model)
+    tables: Tables = VLLM  # whose kernels, of which release; a draft model takes the same
 
     @property
     def sources(self) -> dict[str, str]:
@@ -247,22 +254,29 @@ class KernelTimes:
 
 
 def kernel_times(
-    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, expert_parallel: int = 1
+    gpu_name: str,
+    model: ModelSpec,
+    tensor_parallel: int = 1,
+    expert_parallel: int = 1,
+    tables: Tables = VLLM,
 ) -> KernelTimes | None:
     """Every measured pricing this deployment has (None when the tables hold nothing for it).
-    `expert_parallel`: data-parallel instances sharing the experts (vLLM's DP + EP)."""
+    `expert_parallel`: data-parallel instances sharing the experts (vLLM's DP + EP); `tables`:
+    whose kernels, of which release (an operator the engine has no table for takes vLLM's)."""
     absent = {
         "moe": model.moe is None,
         "allreduce": tensor_parallel == 1,
         "expert_parallel": model.moe is None or expert_parallel == 1,
     }
+    tp = tensor_parallel
     times = KernelTimes(
         gpu_name,
-        linear_times(gpu_name, model, tensor_parallel),
-        prefill_attention_times(gpu_name, model, tensor_parallel),
-        decode_attention_times(gpu_name, model, tensor_parallel),
-        moe_times(gpu_name, model, tensor_parallel, expert_parallel),
-        allreduce_times(gpu_name, model, tensor_parallel),
+        linear_times(gpu_name, model, tp, tables),
+        prefill_attention_times(gpu_name, model, tp, tables),
+        decode_attention_times(gpu_name, model, tp, tables),
+        moe_times(gpu_name, model, tp, expert_parallel, tables),
+        allreduce_times(gpu_name, model, tp, tables),
         tuple(op for op, no in absent.items() if no),
+        tables,
     )
     return None if times.source == "roofline" else times

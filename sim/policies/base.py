@@ -104,6 +104,9 @@ class Policy:
     supports_swap: ClassVar[bool] = False  # preemption by swapping KV to host memory (vLLM V0)
     schedules_swap_in: ClassVar[bool] = False  # True: the policy swaps in (else the engine)
     null_blocks: ClassVar[int] = 0  # KV blocks the engine's block pool keeps for itself
+    # Whose measured kernels price its steps under step_costs=kernels (aiconfigurator-core's
+    # engine folder: sim/cost/kernel_data.ENGINES). Every engine without tables takes vLLM's.
+    kernel_engine: ClassVar[str] = "vllm"
 
     def __init__(self, knobs: Knobs | None = None) -> None:
         self.knobs = knobs if knobs is not None else self.Knobs()

@@ -212,6 +212,7 @@ class Sglang(Policy):
     name = "sglang"
     Knobs = SglangKnobs
     requeue_preempted_first = False  # retracted requests join the END of the waiting queue
+    kernel_engine = "sglang"  # sgl-kernel/DeepGEMM GEMMs, its FA3 build, its fused MoE
     mirrors = "SGLang scheduler (sglang 0.5.23, python/sglang/srt/managers/scheduler.py)"
 
     def __init__(self, knobs=None) -> None:
