@@ -12,7 +12,11 @@ Notable features
   peak that a run's measured throughput needs for its prompts' linear layers alone (the table's
   "load" column: the most of any run in the group). Near 1, the measured server cannot have
   prefilled every prompt (prefix-cache hits the source does not state), and no replay that
-  prefills them all can match it.
+  prefills them all can match it. Sharper: `kernel_load` (bench/fidelity_load.py), the same
+  throughput priced by the measured kernels themselves; a run above 1 needs more GPU time for
+  its prompts alone than a second holds. Such runs are counted ("over") and named, and the
+  overall figures are given twice: over every run, and over the runs a cache-free server can
+  produce ("feasible").
 - Every run is marked fit (its GPU's profile was fitted on it, `bench/fit_profiles.py`) or
   held out; the summary keeps them apart, per GPU, model and engine.
 - Writes `assets/fidelity/report.json`, which the app's "How far to trust these numbers"
@@ -39,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from fidelity_load import INFEASIBLE, kernel_load  # noqa: E402
 from fidelity_replay import replay, score, score_failed  # noqa: E402
 from fidelity_runs import client_latency, load_runs, select  # noqa: E402
 
@@ -56,6 +61,7 @@ def _score_one(args: tuple) -> dict:
         row = score(run, replay(run, overrides, prompt_pool), costs)
     except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
         row = {**score_failed(run), "error": str(err)}
+    row["kernel_load"] = kernel_load(run)  # (NaN without the kernel tables)
     row["sim_s"] = time.perf_counter() - started
     return row
 
@@ -88,6 +94,10 @@ def summarize(scores: pd.DataFrame) -> pd.DataFrame:
         # The most compute any of its runs' measurements need for the prompts alone, as a share
         # of peak (fidelity_replay.prompt_load): near 1, a cache-free replay cannot match them.
         row["prompt_load_max"] = float(g["prompt_load"].max()) if "prompt_load" in g else math.nan
+        # ... and by the measured kernels (fidelity_load.kernel_load): the runs above 1.
+        kload = g["kernel_load"] if "kernel_load" in g else pd.Series(dtype=float)
+        row["kernel_load_max"] = float(kload.max()) if kload.notna().any() else math.nan
+        row["over"] = int((kload > INFEASIBLE).sum())
         for m in METRICS:
             e = g[f"{m}_mean_err"].dropna()
             row[f"{m}_bias"] = float(e.mean()) if len(e) else math.nan
@@ -100,16 +110,29 @@ def summarize(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def overall(scores: pd.DataFrame) -> dict:
-    """Mean absolute errors over every held-out run, and over every fitted one."""
+    """Mean absolute errors over every held-out run and every fitted one; and again over those
+    a cache-free server can produce ("_feasible": kernel_load at most INFEASIBLE or unknown)."""
     out = {}
-    for fit, g in scores.groupby("fit"):
-        name = "fit" if fit else "held_out"
+    over = scores["kernel_load"] > INFEASIBLE if "kernel_load" in scores else False
+    sets = [(fit, g, "") for fit, g in scores.groupby("fit")]
+    sets += [(fit, g, "_feasible") for fit, g in scores[~over].groupby("fit")]
+    for fit, g, suffix in sets:
+        name = ("fit" if fit else "held_out") + suffix
         out[name] = {"runs": len(g)}
         for m in METRICS:
             e = g[f"{m}_mean_err"].dropna()
             out[name][f"{m}_mape"] = float(e.abs().mean()) if len(e) else math.nan
             out[name][f"{m}_bias"] = float(e.mean()) if len(e) else math.nan
     return out
+
+
+def infeasible(scores: pd.DataFrame) -> list[dict]:
+    """The runs no cache-free server could have measured (kernel_load > INFEASIBLE), most
+    impossible first: key, GPU, model, engine, kernel_load."""
+    if "kernel_load" not in scores:
+        return []
+    over = scores[scores["kernel_load"] > INFEASIBLE].sort_values("kernel_load", ascending=False)
+    return over[["key", "gpu", "model", "engine", "kernel_load"]].to_dict("records")
 
 
 def _fmt(v: float) -> str:
@@ -120,14 +143,15 @@ def print_summary(summary: pd.DataFrame) -> None:
     print(
         f"{'GPU':13s} {'model':20s} {'engine':7s} {'set':8s} {'runs':>4s} | "
         f"{'TTFT bias':>9s} {'|err|':>5s} {'p90':>5s} | {'TPOT bias':>9s} {'|err|':>5s} "
-        f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s}"
+        f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s} {'kload':>5s} {'over':>4s}"
     )
     for _, r in summary.iterrows():
         print(
             f"{r.gpu:13s} {r.model:20s} {r.engine:7s} {'fit' if r.fit else 'held-out':8s} "
             f"{r.runs:4d} | {_fmt(r.ttft_bias):>9s} {r.ttft_mape:5.0f} {_fmt(r.ttft_p90_err)} | "
             f"{_fmt(r.tpot_bias):>9s} {r.tpot_mape:5.0f} {_fmt(r.tpot_p90_err)} | "
-            f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f} | {r.prompt_load_max:4.2f}"
+            f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f} | {r.prompt_load_max:4.2f} "
+            f"{r.kernel_load_max:5.2f} {r.over:4d}"
         )
 
 
@@ -190,6 +214,7 @@ def report_json(
         "elapsed_s": round(elapsed, 1),
         "profiles": profiles,
         "overall": overall(scores),
+        "infeasible": infeasible(scores),
         "summary": clean(summary.to_dict("records")),
         "runs": clean(points(scores).to_dict("records")),
         "skipped": dict(skipped),
@@ -245,9 +270,13 @@ def main() -> None:
     print_summary(summary)
     for name, o in overall(scores).items():
         print(
-            f"{name:8s} {o['runs']:4d} runs: mean |error| TTFT {o['ttft_mape']:.0f}%, "
+            f"{name:17s} {o['runs']:4d} runs: mean |error| TTFT {o['ttft_mape']:.0f}%, "
             f"TPOT {o['tpot_mape']:.0f}%, E2E {o['e2e_mape']:.0f}%"
         )
+    over = infeasible(scores)
+    print(f"{len(over)} runs need more than a second of measured prompt kernels a second:")
+    for r in over:
+        print(f"  {r['kernel_load']:.2f}  {r['key']}")
     elapsed = time.perf_counter() - started
     print(f"({elapsed:.0f} s)")
     if args.csv:

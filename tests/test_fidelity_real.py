@@ -195,6 +195,37 @@ def test_prompt_load_is_what_the_measurements_need_of_the_gpus(tmp_path: Path) -
     )
 
 
+def test_kernel_load_prices_the_measured_prompts_with_the_measured_kernels(
+    tmp_path: Path,
+) -> None:
+    """Run "a" (4 clients, 512 in, 64 out on 2 H100s; see above) needs 4 / 1.38 prompts a
+    second, each costing a sixteenth of a step of sixteen 512-token prompts at the tables' own
+    speed. Its measured rate scaled up until that exceeds a second per second is counted, named
+    and left out of the "feasible" figures."""
+    pytest.importorskip("aiconfigurator_core", reason="requirements-kernels.txt is not installed")
+    import fidelity_load as fl
+
+    from sim.cost.kernel_tables import kernel_times
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    closed = next(r for r in runs if r.key == "a")
+    per_prompt = fl.prompt_seconds(closed, 512)
+    linear = kernel_times("H100-SXM", get_model("Qwen3-32B"), 2).linear(fl.PACK_TOKENS) / 16
+    # The GEMMs are most of a prefill: the rest (attention, all-reduces, lm_head) adds < 40%.
+    assert linear < per_prompt < 1.4 * linear
+    assert fl.kernel_load(closed) == pytest.approx(4 / 1.38 * per_prompt, rel=1e-9)
+    # Ten thousand times the TPOT-bound rate cannot be prefilled: "over", named, left out.
+    fast = dataclasses.replace(
+        closed, key="fast", measured_means={"ttft_s": 1.2e-5, "tpot_s": 2e-6}
+    )
+    assert fl.kernel_load(fast) > fl.INFEASIBLE
+    scores = bench.score_runs([closed, fast])
+    assert [r["key"] for r in bench.infeasible(scores)] == ["fast"]
+    assert bench.summarize(scores).iloc[0]["over"] == 1
+    both = bench.overall(scores)
+    assert both["fit"]["runs"] == 2 and both["fit_feasible"]["runs"] == 1
+
+
 def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
     # aiconfigurator deploys FP8/FP4 models with an FP8 KV cache; BF16 ones keep BF16.
     runs, _ = fr.load_runs(_fake_data(tmp_path, fp8=True))

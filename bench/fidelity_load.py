@@ -1,0 +1,76 @@
+"""Could a server without a prefix cache have produced this measurement? Measured kernels say.
+
+Notable features
+- `kernel_load(run)`: the share of each second that a run's MEASURED prompt throughput needs on
+  its GPUs for the prompts alone, priced by the measured kernel tables (aiconfigurator-core,
+  the run's engine and release: sim/cost/kernel_data.py) at their own speed: kernel_scale 1,
+  no per-step or per-request overhead, prompts packed into steps of PACK_TOKENS, the most a
+  default vLLM step takes on these GPUs (a bigger step gains little: the GEMMs are GPU-filling
+  long before). Every decode step, the sampler and the scheduler's CPU time come on top.
+- Above 1 the measured server did less work than prefilling every prompt: prefix-cache hits
+  the source does not state (aiperf draws its prompts from 100 synthetic ones, and both
+  engines cache prefixes by default: fidelity_replay.AIPERF_PROMPTS), or lengths other than
+  the stated ones. No replay that prefills every prompt can match such a run, so the report
+  counts them apart (`INFEASIBLE`) and names them, beside its figures over every run.
+- It refines `fidelity_replay.prompt_load` (the same throughput over the GPUs' datasheet peak,
+  for linear layers only) with what the kernels really reach at the prompt's shape, attention
+  included. NaN where no table covers the GPU (the roofline would only restate its own MFU).
+
+Run: imported by bench_fidelity_real.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from fidelity_runs import PublicRun
+
+from sim.cost.hardware import get_gpu, get_model
+from sim.cost.kernel_data import Tables
+from sim.cost.kernel_tables import kernel_times
+from sim.cost.profiles import fitted_profile
+from sim.cost.roofline import StepCostModel
+from sim.policies import get_policy_class
+
+# vLLM's default token budget per step on GPUs of 70 GiB or more under `vllm serve`
+# (vllm/engine/arg_utils.py, EngineArgs default_max_num_batched_tokens, OPENAI_API_SERVER).
+PACK_TOKENS = 8192
+# kernel_load above this: the measured throughput is more than the kernels can prefill.
+INFEASIBLE = 1.0
+
+
+def prompt_seconds(run: PublicRun, isl: int) -> float:
+    """Seconds of measured kernels per prompt of `isl` tokens, packed PACK_TOKENS a step; NaN
+    where no table covers the GPU."""
+    config = run.config({"step_costs": "kernels"})
+    hw = config.hardware
+    model, gpu = get_model(config.hardware.model), get_gpu(hw.gpu)
+    tables = Tables(get_policy_class(config.policy).kernel_engine, hw.kernel_version)
+    kernels = kernel_times(gpu.name, model, hw.tensor_parallel, tables=tables)
+    if kernels is None:
+        return math.nan
+    profile, _ = fitted_profile(gpu.name, model.layers, kernels=True)
+    bare = dataclasses.replace(profile, overhead_s=0.0, overhead_per_seq_s=0.0, kernel_scale=1.0)
+    cost = StepCostModel(gpu, model, hw.tensor_parallel, bare, kernels=kernels)
+    per_step = max(1, PACK_TOKENS // isl)
+    chunks = tuple((isl, 0, True) for _ in range(per_step))
+    return cost.step_cost(chunks, 0, 0).seconds / per_step
+
+
+def kernel_load(run: PublicRun) -> float:
+    """Seconds of measured prompt kernels per second of the run, on each of its GPUs (see the
+    module's notes): above INFEASIBLE, no cache-free server could have measured it."""
+    if run.specs:
+        arrivals = [s.arrival_s for s in run.specs]
+        ids = [s.request_id for s in run.specs]
+        ends = [a + e for a, e in zip(arrivals, run.measured["e2e_s"].reindex(ids), strict=True)]
+        span = max(e for e in ends if e == e) - min(arrivals)
+        isl = round(sum(s.prompt_tokens for s in run.specs) / len(run.specs))
+        rate = len(run.specs) / span if span > 0 else math.nan
+    else:  # Little's law, as prompt_load: clients / mean E2E
+        m = run.measured_means
+        e2e = m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
+        isl, rate = run.isl, run.concurrency / e2e if e2e > 0 else math.nan
+    instances = int(run.settings.get("num_instances", 1))
+    return rate / instances * prompt_seconds(run, isl)
