@@ -30,11 +30,23 @@ from sim.runs.budget import num_workers
 
 # How the closed-loop replays start their clients (see `closed_loop`): the benchmark client sends
 # all N at once; whether they stay together is the engine's doing. SGLang's prefill-first
-# scheduler keeps them together; vLLM's mixed steps let jitter spread them, which "even" stands
-# for (the vLLM fit runs were fitted that way: bench/fit_profiles.py). SGLang with
-# --enable-mixed-chunk (rows >= 0.5.6 below) spreads the first wave over the prefill batches it
-# needs, by itself; those replays also start together, as the client does.
+# scheduler keeps them together; under vLLM's mixed steps they come apart, which "random"
+# stands for (CLOSED_LOOP_DEFAULT). SGLang with --enable-mixed-chunk (rows >= 0.5.6 below)
+# spreads the first wave over the prefill batches it needs, by itself; those replays also start
+# together, as the client does.
 CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
+# vLLM's clients come apart: at 4 clients the measured TTFT is one prompt's prefill, not four
+# (H200, Llama-3.1-70B FP8, 1024 or 8192 tokens in: 0.20 and 1.35 s, as one prefill replays),
+# so nothing keeps them in step. Apart is not evenly spaced, though: a client's phase is where
+# the jitter it has gathered left it, independent of the others', so prompts sometimes meet and
+# wait for each other. An even comb is the one arrangement where they never do: replayed that
+# way, the TTFT of the fit runs fell short more the more clients there were (H200: 0.44 s
+# against 0.73 s measured at 64 clients of 1024 tokens) and was 13 to 30% short on average per
+# GPU. Replayed from random phases (seeded, uniform over a request's lifetime), the fit runs'
+# mean |TTFT error| goes from 26% to 23% (H200 17 -> 13%, B200 21 -> 19%, H100 32 -> 30%),
+# their TPOT and E2E unchanged at 3% (bench_fidelity_real.py --step-costs kernels); three seeds
+# averaged gave the same figures to 1%, so one is replayed.
+CLOSED_LOOP_DEFAULT = "random"
 
 
 def closed_loop(
@@ -57,7 +69,7 @@ def closed_loop(
       the same step), which the vLLM measurements rule out: at concurrency 4 the measured TTFT is
       about one prefill, not four. vLLM puts new prompts into the running decodes' steps, so a
       real benchmark's jitter (HTTP, detokenizing) shifts each client a little and the shifts
-      add up: the clients spread out.
+      add up: the clients spread out. Evenly is the least any spread makes prompts wait.
     - "together": all at t = 0, as the benchmark client does it. aiconfigurator's benchmark
       (src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2, commit
       095f58a) runs `aiperf profile --concurrency N` with no `--concurrency-ramp-duration`, and
@@ -68,7 +80,9 @@ def closed_loop(
       "Run prefill first if possible"), so a request that arrives a little late joins the same
       prefill wave instead of lagging behind it, and with equal output lengths (ignore_eos) the
       wave finishes on one step and comes back as one. Jitter is absorbed, not accumulated.
-    - "random": uniformly over one lifetime (seeded).
+    - "random": uniformly over one lifetime (seeded): spread out as gathered jitter leaves
+      them, each client's phase its own, so prompts meet now and then (the vLLM replays'
+      start: CLOSED_LOOP_DEFAULT).
 
     `prompts` > 0: every request's prompt is one of that many, drawn at random (seeded), so a
     repeated prompt can be served from the prefix cache, as aiperf's synthetic dataset does it
@@ -193,7 +207,7 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # be returned before continuing to the next phase"), so the profiling phase finds the server
 # drained and sends its first N requests at once (CONCURRENCY_BURST, see `closed_loop`). Those
 # N of its AIPERF_MEASURED x N requests wait for each other's prefills (at 64 clients of 1024
-# tokens, eight steps of 8192 prompt tokens); the rest see the steady state that the "even"
+# tokens, eight steps of 8192 prompt tokens); the rest see the steady state that the "random"
 # start stands for. So a vLLM replay weighs that first wave in, replayed on its own (N requests
 # at t = 0): it is why the measured mean TTFT grows with the number of clients (H100, Qwen3-32B
 # on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. An SGLang
@@ -226,16 +240,16 @@ def replay(
         res = simulate(run.specs, config)
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
     n, warm, end = closed_loop_size(run.concurrency, run.osl, prompt_pool)
-    start = CLOSED_LOOP_START.get(run.policy, "even")
+    start = CLOSED_LOOP_START.get(run.policy, CLOSED_LOOP_DEFAULT)
     res = closed_loop(
         config, run.isl, run.osl, run.concurrency, n, start=start, prompts=prompt_pool
     )
     req = res.requests.set_index("request_id")
     columns = ["ttft_s", "tpot_s", "e2e_s"]
     steady = req.loc[(req.index >= warm) & (req.index < end), columns]
-    if start not in ("even", "together") or prompt_pool:
+    if start not in ("even", "random", "together") or prompt_pool:
         return steady
-    if start == "even":
+    if start != "together":
         burst = burst_wave(config, run.isl, run.osl, run.concurrency)
     else:  # the replay's own first round: every client at t = 0 on an idle server
         burst = req.loc[req.index < run.concurrency, columns]

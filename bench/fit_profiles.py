@@ -165,9 +165,9 @@ METRICS = ("ttft", "tpot", "e2e")
 # the fewest clients: one prefill, no queue). Each figure is fitted where the measurements
 # isolate it. A closed loop's mean TPOT is set by the work each step carries (how many prefill
 # tokens ride with the decodes, over the whole run), so it tests the step costs; its mean TTFT
-# also depends on WHEN the clients' prefills meet, which the replay can only assume (clients
-# spread evenly: fidelity_replay.closed_loop), and on the client. Fitted on both, the kernel
-# path's kernel_scale carried TTFT's part: 1.73 on H100 where the fit runs' TPOT alone wants
+# also depends on WHEN the clients' prefills meet, which the replay can only assume (clients at
+# random phases: fidelity_replay.CLOSED_LOOP_DEFAULT), and on the client. Fitted on both, the
+# kernel path's kernel_scale carried TTFT's part: 1.73 on H100 where the fit runs' TPOT alone wants
 # 1.14, a sustained-clock factor; the knee (bench_knee.py), a steady-state rate, then came out
 # 14-25% low on the H100 sweeps. Fitted on every TTFT, the latency took what the replay misses
 # in long prompts' TTFT at low load too: H100's fit runs (Qwen3-32B, vLLM 0.12) take 0.19 ms a
