@@ -131,8 +131,10 @@ CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.085, "H200": 0.050, "B200": 
 # figure like the others, not a measurement of the client. Refitted at the kernel profiles
 # fitted on the fit runs' TPOT, on the TTFT of their shortest prompts at the fewest clients
 # (fit_profiles.py METRICS_TPOT, intercept_runs): H100 Qwen3-32B 1024 tokens in at 8 clients,
-# H200 and B200 Llama-3.1-70B FP8 1024 in at 4. On all their TTFTs: 140, 35 and 90 ms.
-CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.065, "H200": 0.010, "B200": 0.060}
+# H200 and B200 Llama-3.1-70B FP8 1024 in at 4. On all their TTFTs: 140, 35 and 90 ms. Refitted
+# the same way once the vLLM replays started their clients at random phases
+# (fidelity_replay.CLOSED_LOOP_DEFAULT): H100 65 -> 60 ms, H200 and B200 unchanged.
+CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.060, "H200": 0.010, "B200": 0.060}
 
 
 def client_latency(gpu: str, step_costs: str = "roofline") -> float:
