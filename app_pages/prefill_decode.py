@@ -98,7 +98,9 @@ else:
         trust.caption(T("pd.trust_other", gpu=gpu_name))
     table = charts.fidelity_table(gpu_name, L)
     w.number_table(table, digits=0, hide_index=True, where=trust)
-    w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L, where=trust)
+    # TTFT beside TPOT; a phone stacks the two columns.
+    for metric, column in zip(("ttft", "tpot"), trust.columns(2), strict=True):
+        w.cached_chart(charts.fidelity_scatter, gpu_name, lang=L, metric=metric, where=column)
     kernels = charts.load_report(charts.KERNELS_REPORT_PATH)  # the same runs, measured kernels
     if kernels and any(r["gpu"] == gpu_name for r in kernels["summary"]):
         trust.caption(T("pd.trust_kernels"))

@@ -492,6 +492,8 @@ def test_real_runs_replay() -> None:
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
+    from ui.i18n import t
+
     # H200 has Llama-3.1-8B runs from vLLM and from SGLang, both held out: one series each,
     # named by engine (without its version) and drawn with its own marker.
     def row(engine: str, ttft: float) -> dict:
@@ -509,9 +511,16 @@ def test_the_scatter_keeps_engines_of_one_model_apart(lang: str) -> None:
         }
 
     report = {"runs": [row("vLLM 0.12.0", 0.25), row("SGLang 0.5.6.post2", 0.1)], "summary": []}
-    fig = fidelity_scatter("H200", lang, report)
-    named = {tr.name: tr for tr in fig.data if tr.name and tr.showlegend}  # (the TTFT panel)
+    fig = fidelity_scatter("H200", lang, report)  # (TTFT)
+    named = {tr.name: tr for tr in fig.data if tr.mode == "markers"}
     assert len(named) == 2
+    lines = [tr.name for tr in fig.data if tr.mode == "lines" and tr.showlegend]
+    assert lines == [t("charts.fid.scatter.exact", lang), t("charts.fid.scatter.band", lang)]
+    tpot = fidelity_scatter("H200", lang, report, metric="tpot")
+    assert t("charts.fid.scatter.tpot", lang) in tpot.layout.title.text
+    assert sorted(y for tr in tpot.data if tr.mode == "markers" for y in tr.y) == [12.0, 12.0]
+    with pytest.raises(ValueError, match="metric must be one of ttft, tpot"):
+        fidelity_scatter("H200", lang, report, metric="e2e")
     (vllm,) = [tr for name, tr in named.items() if "vLLM" in name]
     (sglang,) = [tr for name, tr in named.items() if "SGLang" in name]
     assert "0.5.6" not in sglang.name and "0.5.6.post2" in sglang.text[0]  # version: in the hover

@@ -7,10 +7,10 @@ Notable features
   aggregated points for the plot. No raw measurements, only derived figures.
 - `fidelity_table(gpu, lang)`: the summary rows of one GPU (all GPUs when it has no runs),
   signed mean errors (+ = the simulator is slower than the real server) and mean |errors|.
-- `fidelity_scatter(gpu, lang)`: predicted against measured mean TTFT and TPOT, one point per
-  GPU, model, engine and parallelism (the geometric mean of its runs), on log axes with the
-  y = x diagonal and a ±25% band; fitted points hollow, held-out ones filled, one colour per
-  model.
+- `fidelity_scatter(gpu, lang, metric=)`: predicted against measured mean TTFT or TPOT, one
+  point per GPU, model, engine and parallelism (the geometric mean of its runs), on log axes
+  with the y = x diagonal and a ±25% band; fitted points hollow, held-out ones filled, one
+  colour per model.
 - Pure builders: the report (a dict) can be passed in; by default the shipped file is read once.
 """
 
@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.charts_base import INK, SERIES_COLORS, styled
 from ui.i18n import t
@@ -111,31 +110,40 @@ def _errors(bias: float | None, mape: float | None) -> str:
 SCATTER_HEIGHT = 620  # px
 
 
-def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> go.Figure:
-    """Simulated vs measured mean TTFT (s) and TPOT (ms), one point per GPU, model, engine and
-    parallelism (the geometric mean of its public runs)."""
+# The scatter's metrics: (label key, unit key, seconds -> unit).
+SCATTER_METRICS = {
+    "ttft": ("charts.fid.scatter.ttft", "charts.fid.axis.s", 1.0),
+    "tpot": ("charts.fid.scatter.tpot", "charts.fid.axis.ms", 1000.0),
+}
+
+
+def fidelity_scatter(
+    gpu: str | None, lang: str, report: dict | None = None, metric: str = "ttft"
+) -> go.Figure:
+    """Simulated vs measured mean TTFT (s) or TPOT (ms), one point per GPU, model, engine and
+    parallelism (the geometric mean of its public runs). One metric a figure: the page sets
+    the two side by side, and a phone stacks them (two panels in one figure were 160 px wide
+    each there, their axis titles over each other)."""
+    if metric not in SCATTER_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(SCATTER_METRICS)}, got {metric!r}")
+    label_key, unit_key, scale = SCATTER_METRICS[metric]
     report = report if report is not None else load_report()
     runs = _gpu_rows(report["runs"] if report else [], gpu)
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        horizontal_spacing=0.12,
-        subplot_titles=(t("charts.fid.scatter.ttft", lang), t("charts.fid.scatter.tpot", lang)),
-    )
+    fig = go.Figure()
     models = sorted({r["model"] for r in runs})
     colour = {m: SERIES_COLORS[i % len(SERIES_COLORS)] for i, m in enumerate(models)}
-    for col, metric, scale in ((1, "ttft", 1.0), (2, "tpot", 1000.0)):
-        pts = [
-            r
-            for r in runs
-            if r.get(f"{metric}_measured_mean") and r.get(f"{metric}_predicted_mean")
-        ]
-        if not pts:
-            continue
+    pts = [
+        r for r in runs if r.get(f"{metric}_measured_mean") and r.get(f"{metric}_predicted_mean")
+    ]
+    if pts:
         values = [r[f"{metric}_{k}_mean"] * scale for r in pts for k in ("measured", "predicted")]
-        lo, hi = min(values) / 1.5, max(values) * 1.5
-        diag = np.geomspace(lo, hi, 2)
-        for factor, dash in ((1 + BAND, "dot"), (1 - BAND, "dot"), (1.0, "solid")):
+        diag = np.geomspace(min(values) / 1.5, max(values) * 1.5, 2)
+        lines = (
+            (1.0, "solid", t("charts.fid.scatter.exact", lang)),
+            (1 + BAND, "dot", t("charts.fid.scatter.band", lang)),
+            (1 - BAND, "dot", None),  # (the band's other edge: one legend entry for both)
+        )
+        for factor, dash, name in lines:
             fig.add_trace(
                 go.Scatter(
                     x=diag,
@@ -143,53 +151,44 @@ def fidelity_scatter(gpu: str | None, lang: str, report: dict | None = None) -> 
                     mode="lines",
                     hoverinfo="skip",
                     line={"color": INK, "width": 1, "dash": dash},
-                    showlegend=False,
-                ),
-                row=1,
-                col=col,
+                    name=name,
+                    showlegend=name is not None,
+                )
             )
-        # One series per model, engine and role: a GPU's runs of one model may come from vLLM
-        # and SGLang (colour = model, symbol = engine; the hover names its version).
-        for model, engine, fit in sorted({_series(r) for r in pts}):
-            sel = [r for r in pts if _series(r) == (model, engine, fit)]
-            label = t("label.fid_series", lang, model=model, engine=engine, role=_role(fit, lang))
-            fig.add_trace(
-                go.Scatter(
-                    x=[r[f"{metric}_measured_mean"] * scale for r in sel],
-                    y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
-                    mode="markers",
-                    name=label,
-                    legendgroup=label,
-                    showlegend=col == 1,
-                    marker={
-                        "color": "white" if fit else colour[model],
-                        "size": 8,
-                        "symbol": ENGINE_SYMBOLS.get(engine, "square"),
-                        "line": {"color": colour[model], "width": 1.5},
-                    },
-                    text=[
-                        f"{r['gpu']} {r['engine']} {r['parallel']}, "
-                        + t("charts.fid.points", lang, n=r.get("n", 1))
-                        for r in sel
-                    ],
-                    hovertemplate="%{text}<br>" + t("charts.fid.hover", lang) + "<extra></extra>",
-                ),
-                row=1,
-                col=col,
+    # One series per model, engine and role: a GPU's runs of one model may come from vLLM and
+    # SGLang (colour = model, symbol = engine; the hover names its version).
+    for model, engine, fit in sorted({_series(r) for r in pts}):
+        sel = [r for r in pts if _series(r) == (model, engine, fit)]
+        label = t("label.fid_series", lang, model=model, engine=engine, role=_role(fit, lang))
+        fig.add_trace(
+            go.Scatter(
+                x=[r[f"{metric}_measured_mean"] * scale for r in sel],
+                y=[r[f"{metric}_predicted_mean"] * scale for r in sel],
+                mode="markers",
+                name=label,
+                marker={
+                    "color": "white" if fit else colour[model],
+                    "size": 8,
+                    "symbol": ENGINE_SYMBOLS.get(engine, "square"),
+                    "line": {"color": colour[model], "width": 1.5},
+                },
+                text=[
+                    f"{r['gpu']} {r['engine']} {r['parallel']}, "
+                    + t("charts.fid.points", lang, n=r.get("n", 1))
+                    for r in sel
+                ],
+                hovertemplate="%{text}<br>" + t("charts.fid.hover", lang) + "<extra></extra>",
             )
-        unit = t("charts.fid.axis.s" if metric == "ttft" else "charts.fid.axis.ms", lang)
-        fig.update_xaxes(
-            type="log", title_text=t("charts.fid.axis.measured", lang, unit=unit), row=1, col=col
         )
-        fig.update_yaxes(
-            type="log", title_text=t("charts.fid.axis.predicted", lang, unit=unit), row=1, col=col
-        )
-    title = t("charts.fid.scatter.title", lang, gpu=gpu or "")
+    unit = t(unit_key, lang)
+    fig.update_xaxes(type="log", title_text=t("charts.fid.axis.measured", lang, unit=unit))
+    fig.update_yaxes(type="log", title_text=t("charts.fid.axis.predicted", lang, unit=unit))
+    title = t("charts.fid.scatter.title", lang, gpu=gpu or "", metric=t(label_key, lang))
     if not runs:
         title = t("charts.fid.missing", lang)
     fig = styled(fig, title, height=SCATTER_HEIGHT)
-    # Below the axis titles, which the log axes' two-line tick labels push down: 115 px under
-    # the plot area (the Korean titles sit lowest), as a share of the plot area's height.
+    # Below the axis title, which the log axis' two-line tick labels push down: 115 px under
+    # the plot area (the Korean title sits lowest), as a share of the plot area's height.
     plot_px = SCATTER_HEIGHT - fig.layout.margin.t - fig.layout.margin.b
     fig.update_layout(legend={"y": -115 / plot_px})
     return fig
