@@ -65,6 +65,28 @@ class PrefillAttentionTimes:
         return self.layers * pairs * per_pair
 
 
+def _rows(df, shape: tuple[int, int, int, str], **fixed):
+    """(rows, kernel) of an attention table for one rank's (heads, KV heads, head size, KV
+    dtype), full attention (no window) and the `fixed` column values, timed with the backend
+    timed on the grid: the one with the most rows (H200, vLLM: FA3 beside a few FA4 rows;
+    SGLang: FA3 beside a few Triton ones), not a median across backends. kernel None: none."""
+    heads, kv_heads, head_dim, kv = shape
+    keep = (
+        (df["window_size"] == 0)
+        & (df["num_heads"] == heads)
+        & (df["num_key_value_heads"] == kv_heads)
+        & (df["head_dim"] == head_dim)
+        & (df["kv_cache_dtype"] == kv)
+    )
+    for column, value in fixed.items():
+        keep &= df[column] == value
+    df = df[keep]
+    if df.empty:
+        return df, None
+    kernel = df["kernel_source"].value_counts().idxmax()
+    return df[df["kernel_source"] == kernel], kernel
+
+
 @functools.cache
 def _context_attention(
     system: str, heads: int, kv_heads: int, head_dim: int, kv: str, tables: Tables = VLLM
@@ -72,21 +94,10 @@ def _context_attention(
     """(table, kernel, isl grid, seconds per pair) of the newest table holding these heads, or
     None."""
     for path in table_paths(system, "attention", "context_attention_perf.parquet", tables):
-        df = read(path)
-        df = df[
-            (df["batch_size"] == 1)
-            & (df["window_size"] == 0)
-            & (df["num_heads"] == heads)
-            & (df["num_key_value_heads"] == kv_heads)
-            & (df["head_dim"] == head_dim)
-            & (df["kv_cache_dtype"] == kv)
-        ]
-        if df.empty:
+        df, kernel = _rows(read(path), (heads, kv_heads, head_dim, kv), batch_size=1)
+        if kernel is None:
             continue
-        # The backend timed on the grid (H200, vLLM: FA3, a few FA4 rows; SGLang: FA3, a few
-        # Triton ones), not a median across backends.
-        kernel = df["kernel_source"].value_counts().idxmax()
-        by_isl = df[df["kernel_source"] == kernel].groupby("isl")["latency"].median()  # ms/layer
+        by_isl = df.groupby("isl")["latency"].median()  # ms per layer
         by_isl = by_isl[by_isl.index >= 16]  # 1-token "prompts" are launch time, not attention
         if len(by_isl) < 2:
             continue
@@ -160,20 +171,10 @@ def _generation_attention(
     """(table, kernel, batch sizes, intercepts, slope) fitted to the newest table holding
     these heads, or None."""
     for path in table_paths(system, "attention", "generation_attention_perf.parquet", tables):
-        df = read(path)
-        df = df[
-            (df["window_size"] == 0)
-            & (df["isl"] == 1)
-            & (df["beam_width"] == 1)
-            & (df["num_heads"] == heads)
-            & (df["num_key_value_heads"] == kv_heads)
-            & (df["head_dim"] == head_dim)
-            & (df["kv_cache_dtype"] == kv)
-        ]
-        if df.empty:
+        df, kernel = _rows(read(path), (heads, kv_heads, head_dim, kv), isl=1, beam_width=1)
+        if kernel is None:
             continue
-        kernel = df["kernel_source"].value_counts().idxmax()  # the backend timed on the grid
-        points = df[df["kernel_source"] == kernel].groupby(["batch_size", "step"])["latency"]
+        points = df.groupby(["batch_size", "step"])["latency"]
         points = points.median().reset_index()
         if points["batch_size"].nunique() < 2:
             continue
