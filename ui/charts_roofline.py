@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from sim.cost.hardware import GpuSpec, ModelSpec
 from sim.cost.roofline import StepCostModel
 from sim.cost.step_terms import DeviceProfile
-from ui.charts_base import INK, finite, shade_regions, styled
+from ui.charts_base import INK, finite, shade_regions, styled, token_tick_text
 from ui.charts_steps import cost_model
 from ui.i18n import t
 from ui.theme import COLORS, FONT_SIZE
@@ -92,9 +92,9 @@ def roofline(
                 hoverinfo="skip",
             )
         )
-    for kind, color, symbol, position in (
-        ("decode", COLORS["decode"], "circle", "middle right"),
-        ("prefill", COLORS["prefill"], "diamond", "bottom center"),
+    for kind, color, symbol, position, size_text in (
+        ("decode", COLORS["decode"], "circle", "middle right", str),
+        ("prefill", COLORS["prefill"], "diamond", "bottom center", token_tick_text),
     ):
         group = [p for p in points if p["kind"] == kind]
         if not group:
@@ -107,23 +107,27 @@ def roofline(
                 name=t(f"charts.roofline.{kind}", lang, context=context_tokens),
                 mode="markers+text",
                 marker={"color": color, "size": 15, "symbol": symbol, "line": {"color": INK}},
-                text=[t(label_key, lang, size=p["size"]) for p in group],
+                # (a chunk's tokens as 512, 2k, 8k: on a phone the chunks sit ~26 px apart)
+                text=[t(label_key, lang, size=size_text(p["size"])) for p in group],
                 textposition=position,
                 textfont={"size": FONT_SIZE - 1, "color": INK},
                 customdata=[p["step_ms"] for p in group],
                 hovertemplate=t("charts.roofline.hover", lang) + "<extra></extra>",
             )
         )
+    # Below and right of the ridge, where no step sits (decode steps are left of it, prefill
+    # chunks right of it just under the roof); to its left the label ran off a phone's screen.
     fig.add_annotation(
         x=math.log10(ridge),
         y=math.log10(peak),
         text=t("charts.roofline.ridge", lang, ridge=ridge, peak=peak, bw=bw),
         showarrow=True,
         arrowhead=2,
-        ax=-140,
-        ay=10,
-        xanchor="right",
-        align="right",
+        ax=12,
+        ay=110,
+        xanchor="left",
+        yanchor="top",
+        align="left",
         bgcolor="rgba(255,255,255,0.9)",
         font={"size": FONT_SIZE - 1},
     )
