@@ -247,6 +247,8 @@ def replay(
     req = res.requests.set_index("request_id")
     columns = ["ttft_s", "tpot_s", "e2e_s"]
     steady = req.loc[(req.index >= warm) & (req.index < end), columns]
+    if steady.empty or steady["e2e_s"].isna().all():  # (rejected: prompts beyond the KV cache)
+        raise ValueError(f"{run.key}: no request of the measured window was served")
     if start not in ("even", "random", "together") or prompt_pool:
         return steady
     if start != "together":

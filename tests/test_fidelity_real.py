@@ -593,3 +593,15 @@ def test_the_client_latency_is_fitted_where_the_engine_adds_least(tmp_path: Path
     picked = fp.intercept_runs([*runs, longer])
     assert picked == [r for r in closed if r.concurrency == 4]  # 512 tokens in, 4 clients
     assert fp.intercept_runs([r for r in runs if r.specs]) == []
+
+
+def test_a_replay_that_serves_nothing_is_scored_as_failed(tmp_path: Path) -> None:
+    """Prompts longer than the whole KV cache are rejected, every one: the run is scored as one
+    the simulator could not replay (NaN errors, the reason kept), not a crash of the bench."""
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8)
+    tiny = dataclasses.replace(run, settings={**run.settings, "kv_capacity_tokens": run.isl // 2})
+    with pytest.raises(ValueError, match="no request of the measured window was served"):
+        rp.replay(tiny)
+    row = bench.score_runs([tiny]).iloc[0]
+    assert math.isnan(row["ttft_mean_err"]) and "was served" in row["error"]
