@@ -54,11 +54,11 @@ METRICS = ("ttft", "tpot", "e2e")
 
 
 def _score_one(args: tuple) -> dict:
-    run, overrides, prompt_pool = args
+    run, overrides, prompt_pool, start = args
     started = time.perf_counter()
     costs = (overrides or {}).get("step_costs", "roofline")
     try:
-        row = score(run, replay(run, overrides, prompt_pool), costs)
+        row = score(run, replay(run, overrides, prompt_pool, start), costs)
     except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
         row = {**score_failed(run), "error": str(err)}
     row["kernel_load"] = kernel_load(run)  # (NaN without the kernel tables)
@@ -67,11 +67,16 @@ def _score_one(args: tuple) -> dict:
 
 
 def score_runs(
-    runs, overrides: dict | None = None, jobs: int = 1, prompt_pool: int = 0
+    runs,
+    overrides: dict | None = None,
+    jobs: int = 1,
+    prompt_pool: int = 0,
+    start: str | None = None,
 ) -> pd.DataFrame:
     """One row per run: measured and predicted means, signed % errors (closed loops drawing
-    from `prompt_pool` prompts when > 0: fidelity_replay.AIPERF_PROMPTS)."""
-    work = [(r, overrides, prompt_pool) for r in runs]
+    from `prompt_pool` prompts when > 0: fidelity_replay.AIPERF_PROMPTS; their clients started
+    as `start` says, None = as each engine keeps them: fidelity_replay.replay)."""
+    work = [(r, overrides, prompt_pool, start) for r in runs]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             rows = list(pool.map(_score_one, work, chunksize=4))
@@ -245,7 +250,15 @@ def main() -> None:
         "aiperf's 100 synthetic ones (prefix-cache hits); the app's report "
         "is not overwritten",
     )
+    parser.add_argument(
+        "--closed-loop-start",
+        choices=("together", "random", "even"),
+        help="what-if: every closed loop's clients start this way (fidelity_replay.closed_loop) "
+        "instead of as their engine keeps them; the app's report is not overwritten",
+    )
     args = parser.parse_args()
+    if args.closed_loop_start and args.json == str(REPORT):
+        args.json = ""  # (the app shows the report of the replay as scored)
     if args.prompt_pool < 0:
         parser.error("--prompt-pool must be 0 (every prompt its own) or more")
     if args.prompt_pool and args.json == str(REPORT):
@@ -265,7 +278,7 @@ def main() -> None:
         if args.json == str(REPORT):  # shown beside the roofline's on Prefill vs decode
             args.json = str(REPORT.with_name(f"report_{args.step_costs}.json"))
     overrides = overrides or None
-    scores = score_runs(runs, overrides, args.jobs, args.prompt_pool)
+    scores = score_runs(runs, overrides, args.jobs, args.prompt_pool, args.closed_loop_start)
     summary = summarize(scores)
     print_summary(summary)
     for name, o in overall(scores).items():

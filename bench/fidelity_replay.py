@@ -46,6 +46,12 @@ CLOSED_LOOP_START: dict[str, str] = {"sglang": "together"}
 # mean |TTFT error| goes from 26% to 23% (H200 17 -> 13%, B200 21 -> 19%, H100 32 -> 30%),
 # their TPOT and E2E unchanged at 3% (bench_fidelity_real.py --step-costs kernels); three seeds
 # averaged gave the same figures to 1%, so one is replayed.
+# What random phases miss (bench_fidelity_real.py --step-costs kernels --closed-loop-start
+# together, H100 Qwen3-32B fit runs): their 4096-token runs' TTFT comes out 43% short from random
+# phases and 22% short from clients sent together, their 1024-token runs' 17% short and 91% too
+# long. The measured 4096-token runs keep much of the first burst's lockstep, the 1024-token ones
+# lose it. Delaying each client's next send by an exponential 20 to 150 ms (mean) did not do both
+# either: the delays split a burst, but the prompts that arrive during a prefill still meet.
 CLOSED_LOOP_DEFAULT = "random"
 
 
@@ -227,12 +233,17 @@ def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.Da
 
 
 def replay(
-    run: PublicRun, profile_overrides: dict | None = None, prompt_pool: int = 0
+    run: PublicRun,
+    profile_overrides: dict | None = None,
+    prompt_pool: int = 0,
+    start: str | None = None,
 ) -> pd.DataFrame:
     """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count, and for a
     closed loop a `weight` each (its burst wave's N requests 1, the steady state's share the
     other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
-    `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS)."""
+    `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS).
+    `start`: how a closed loop's clients start (see `closed_loop`); None = as its engine keeps
+    them (CLOSED_LOOP_START, CLOSED_LOOP_DEFAULT)."""
     config = run.config(profile_overrides)
     if run.specs:
         from sim.cluster.topologies import simulate
@@ -240,7 +251,7 @@ def replay(
         res = simulate(run.specs, config)
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
     n, warm, end = closed_loop_size(run.concurrency, run.osl, prompt_pool)
-    start = CLOSED_LOOP_START.get(run.policy, CLOSED_LOOP_DEFAULT)
+    start = start or CLOSED_LOOP_START.get(run.policy, CLOSED_LOOP_DEFAULT)
     res = closed_loop(
         config, run.isl, run.osl, run.concurrency, n, start=start, prompts=prompt_pool
     )

@@ -605,3 +605,17 @@ def test_a_replay_that_serves_nothing_is_scored_as_failed(tmp_path: Path) -> Non
         rp.replay(tiny)
     row = bench.score_runs([tiny]).iloc[0]
     assert math.isnan(row["ttft_mean_err"]) and "was served" in row["error"]
+
+
+def test_the_clients_start_can_be_chosen_for_a_what_if(tmp_path: Path) -> None:
+    """--closed-loop-start: a vLLM closed loop replayed with its clients sent together waits
+    longer for its first tokens than one started at random phases (its default), since every
+    round's prompts then meet; nothing else about the run changes."""
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8 and r.policy == "vllm")
+    default, together = (bench.score_runs([run], start=s).iloc[0] for s in (None, "together"))
+    assert together["ttft_predicted_mean"] > default["ttft_predicted_mean"]
+    assert together["ttft_measured_mean"] == default["ttft_measured_mean"]
+    assert default["ttft_predicted_mean"] == pytest.approx(
+        bench.score_runs([run], start=rp.CLOSED_LOOP_DEFAULT).iloc[0]["ttft_predicted_mean"]
+    )
