@@ -10,6 +10,7 @@ from ui.labels import sim_label
 
 T, L = w.translator(), w.lang()
 SCENARIO = "c11-memory-pressure"
+ENGINES = {"vllm": "vLLM V1", "vllm-v0": "vLLM V0"}  # the policies this lesson's variants run
 st.title(T("memory.title"))
 w.glossary("KV", "GPU", "PCIe")
 c1, c2 = st.columns(2)
@@ -39,8 +40,10 @@ except ValueError as err:
     st.stop()
 if mode == "swap":  # say it: choosing swap also switches the engine to vLLM V0
     st.info(T("memory.swap_is_v0"))
-policy = w.option_label("policy")(spec[2].policy)  # a human name, not the policy's id
-label = T("label.memory_run", policy=policy, mode=sim_label(variant, L), capacity=capacity)
+# The engine's bare name: the policy's option label ("vLLM V1 (today's default)") made the
+# timeline's title run off a phone's screen.
+engine = ENGINES.get(spec[2].policy) or w.option_label("policy")(spec[2].policy)
+label = T("label.memory_run", engine=engine, mode=sim_label(variant, L), capacity=capacity)
 w.look("look.memory_swap" if mode == "swap" else "look.memory")  # swap: no second prefill
 w.timeline_of([(label, spec[1], spec[2])])
 st.caption(T("common.legend"))

@@ -18,6 +18,7 @@ from sim.cost.hardware import get_gpu, get_model
 from sim.cost.roofline import StepCostModel
 from sim.runs.metrics import goodput
 from ui import charts
+from ui.charts_base import paren_on_own_line
 from ui.i18n import t
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -324,7 +325,9 @@ def test_chunk_tradeoff(lang):
     (curve,) = fig.data
     assert list(curve.x) == pytest.approx([30, 100, 370])  # ms
     assert list(curve.y) == [0.78, 0.69, 0.67]  # s
-    assert list(curve.text) == [t("charts.chunk.point", lang, size=c) for c in (512, 2048, 8192)]
+    # The first point says what the numbers are; the rest are numbers (room on a phone).
+    assert list(curve.text) == [t("charts.chunk.point", lang, size=512), "2048", "8192"]
+    assert [row[1] for row in curve.customdata] == [512, 2048, 8192]  # (the hover's chunk)
     assert "lines" in curve.mode and "text" in curve.mode
     # Doubling chunks spread evenly on a log ITL axis, every point (and room for its label) inside.
     assert fig.layout.xaxis.type == "log"
@@ -407,10 +410,10 @@ def test_worker_utilisation_bars(lang):
     memory = _trace(fig, t("charts.util.memory", lang))
     other = _trace(fig, t("charts.util.overhead", lang))
     prefill = t("charts.worker", lang, name="P0", role=t("charts.role.prefill", lang))
-    assert list(compute.x) == [
-        prefill,
-        t("charts.worker", lang, name="D0", role=t("charts.role.decode", lang)),
-    ]
+    decode = t("charts.worker", lang, name="D0", role=t("charts.role.decode", lang))
+    # (the role on its own line: upright labels, not tilted onto the axis title)
+    assert list(compute.x) == [paren_on_own_line(prefill), paren_on_own_line(decode)]
+    assert fig.layout.xaxis.tickangle == 0
     # Run lasts 3 s. P0: 1 s busy, 0.8 compute, 0.1 memory; D0: 2 s busy, 1.8 memory.
     assert list(compute.y) == pytest.approx([80 / 3, 0])
     assert list(memory.y) == pytest.approx([10 / 3, 180 / 3])

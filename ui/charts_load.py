@@ -198,6 +198,15 @@ def chunk_tradeoff_table(runs_by_chunk: Mapping[int, RunResult]) -> pd.DataFrame
     return pd.DataFrame(rows, columns=columns).sort_values("chunk_size").reset_index(drop=True)
 
 
+def chunk_labels(chunk_sizes, lang: str = "en") -> list[str]:
+    """'chunk 256', then '512', '1024', ...: the points sit ~35 px apart on a phone, too close
+    for 'chunk 1024' beside 'chunk 2048'; the first label says what the numbers are."""
+    sizes = [int(c) for c in chunk_sizes]
+    return [
+        t("charts.chunk.point", lang, size=s) if i == 0 else str(s) for i, s in enumerate(sizes)
+    ]
+
+
 def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
     """Long prompt's TTFT (s) vs running requests' max ITL (ms), one point per chunk size."""
     table = table.dropna(subset=["max_itl_s", "long_ttft_s"]).sort_values("chunk_size")
@@ -210,11 +219,18 @@ def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
             mode="lines+markers+text",
             line={"color": INK, "width": 2},
             marker={"size": 16, "color": COLORS["prefill"], "line": {"color": INK, "width": 1}},
-            text=[t("charts.chunk.point", lang, size=int(c)) for c in table["chunk_size"]],
-            textposition="top right",
-            textfont={"size": FONT_SIZE},
-            customdata=finite(p99),
-            hovertemplate="%{text}<br>" + t("label.hover.chunk", lang) + "<extra></extra>",
+            text=chunk_labels(table["chunk_size"], lang),
+            # Large chunks' points crowd where the curve flattens: their numbers alternate
+            # below and above it, and the last may reach into the right margin.
+            textposition=["top right"]
+            + ["bottom center" if i % 2 else "top center" for i in range(1, len(table))],
+            textfont={"size": FONT_SIZE - 1},
+            cliponaxis=False,
+            customdata=np.column_stack([finite(p99), table["chunk_size"].to_numpy(dtype=float)]),
+            hovertemplate=t("charts.chunk.point", lang, size="%{customdata[1]:.0f}")
+            + "<br>"
+            + t("label.hover.chunk", lang)
+            + "<extra></extra>",
         )
     )
     fig.add_annotation(

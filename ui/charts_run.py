@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 
 from sim.core.trace import RunResult
 from sim.runs.metrics import kv_use_over_time, worker_utilisation
-from ui.charts_base import BOUND_COLORS, INK, SERIES_COLORS, finite, styled
+from ui.charts_base import BOUND_COLORS, INK, SERIES_COLORS, finite, paren_on_own_line, styled
 from ui.i18n import t
 from ui.theme import COLORS, FONT_SIZE
 
@@ -134,7 +134,8 @@ def worker_utilisation_bars(run: RunResult, lang: str = "en") -> go.Figure:
     """Per worker, % of the run = busy_share·{compute, bandwidth, other}_share·100, stacked."""
     util = worker_utilisation(run)
     roles = _roles(run)
-    labels = [_worker_label(str(w), roles, lang) for w in util["worker"]]
+    # 'P0<br>(prefill)': on one line plotly tilts them on a phone, onto the axis title
+    labels = [paren_on_own_line(_worker_label(str(w), roles, lang)) for w in util["worker"]]
     busy = util["busy_share"].fillna(0.0).to_numpy(dtype=float)
     compute = busy * util["compute_share"].fillna(0.0).to_numpy(dtype=float)
     bandwidth = busy * util["bandwidth_share"].fillna(0.0).to_numpy(dtype=float)
@@ -162,6 +163,7 @@ def worker_utilisation_bars(run: RunResult, lang: str = "en") -> go.Figure:
             text=[t("charts.util.busy", lang, pct=100 * b) for b in busy],
             textposition="top center",
             textfont={"size": FONT_SIZE, "color": INK},
+            cliponaxis=False,  # (on a phone "busy 64%" is wider than the first bar's slot)
             showlegend=False,
             hoverinfo="skip",
         )
@@ -170,7 +172,7 @@ def worker_utilisation_bars(run: RunResult, lang: str = "en") -> go.Figure:
     fig.update_layout(barmode="stack", bargap=0.45)
     top = max(100.0, float(100 * busy.max(initial=0.0)))
     fig.update_yaxes(range=[0, top * 1.12], title_text=t("charts.axis.run_pct", lang))
-    fig.update_xaxes(title_text=t("charts.axis.worker", lang))
+    fig.update_xaxes(title_text=t("charts.axis.worker", lang), tickangle=0)
     return fig
 
 
