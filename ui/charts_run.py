@@ -172,7 +172,9 @@ def worker_utilisation_bars(run: RunResult, lang: str = "en") -> go.Figure:
     fig.update_layout(barmode="stack", bargap=0.45)
     top = max(100.0, float(100 * busy.max(initial=0.0)))
     fig.update_yaxes(range=[0, top * 1.12], title_text=t("charts.axis.run_pct", lang))
-    fig.update_xaxes(title_text=t("charts.axis.worker", lang), tickangle=0)
+    # No axis title: the labels name the workers, and on a phone a title line under their two
+    # lines ran into the legend.
+    fig.update_xaxes(tickangle=0)
     return fig
 
 
