@@ -241,6 +241,12 @@ AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
 # task_v1_compat.py, _PROFILE_TO_QUANT), and a checkpoint quantized to fp8, fp8_block or nvfp4
 # gets kvcache fp8 (aic-core/.../sdk/models/helpers.py, _infer_quant_modes_from_raw_config).
 # BF16 models keep a BF16 cache. The CSV has no KV column, so the replay follows that rule.
+# The knees agree on H200 and B200, not on H100 (bench_knee.py, kernel tables): Llama-3.1-70B FP8
+# on two H100s queues at 32 clients of 8192 tokens (TTFT 6.5 s, 1.3 s at 16), which an FP8 cache
+# of ~500k tokens would not (a BF16 one holds ~250k: its knee error goes from +29% to -4%); but
+# with a BF16 cache that group's mean |E2E error| goes from 9% to 10% (its TPOT at up to 16
+# clients from +8% to +10%), and the H200 and B200 knees on one GPU go from -1% and +11% to -25%
+# and -17% (their held-out TTFT errors from 21% and 17% to 153% and 202%). So the rule stays.
 AIC_FP8_KV = ("fp8", "fp4")
 
 # How aiconfigurator's generator deploys SGLang aggregated (src/aiconfigurator/generator/
