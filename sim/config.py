@@ -97,8 +97,10 @@ class HardwareConfig:
     # fitted: mfu, mfu_attn, mbu and the two overheads left at their defaults take the values
     # fitted for the GPU to public vLLM measurements (sim/cost/profiles.py); generic: the defaults.
     profile: str = "fitted"
-    # MoE on topology=router: the instances are one vLLM data-parallel group whose experts are
-    # split across them (vLLM's --enable-expert-parallel); False = independent full replicas.
+    # MoE, vLLM's --enable-expert-parallel: each rank holds whole experts. On topology=router the
+    # instances are one data-parallel group whose experts are split across them (False =
+    # independent full replicas); one tensor-parallel instance splits its experts whole across
+    # its ranks instead of slicing each (the kernel tables' moe_tp 1, moe_ep = TP).
     expert_parallel: bool = False
     # roofline: every operator at the profile's efficiencies. kernels: linear layers, attention,
     # routed experts and TP all-reduces from NVIDIA's measured tables (aiconfigurator-core,

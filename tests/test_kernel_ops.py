@@ -83,10 +83,58 @@ def test_expert_parallel_reads_the_ep_rows_and_missing_shapes_keep_the_roofline(
     model = get_model(QWEN)
     ep = moe_times("H200", model, 2, expert_parallel=2)  # DP2 + EP over TP2: EP4, moe_tp 1
     assert "EP4" in ep.source and ep(256) == pytest.approx(94 * moe_rows(1, 4)[256] / 1000)
-    assert moe_times("H200", model, 8) is None  # no fp8_block rows at moe_tp 8
+    # No fp8_block rows split 8 ways: the whole-expert rows over 8 ranks stand in, named so.
+    tp8 = moe_times("H200", model, 8)
+    assert "EP8 rows for TP8" in tp8.source
+    assert tp8(256) == pytest.approx(94 * moe_rows(1, 8)[256] / 1000)
     assert moe_times("RTX-4090", model, 2) is None  # no tables for the GPU
     assert moe_times("H200", get_model("Llama-3.1-8B"), 1) is None  # not a MoE model
     assert moe_times("H200", get_model("Qwen3-235B-A22B:fp4"), 2) is None  # no FP4 rows on Hopper
+
+
+def test_one_instance_with_expert_parallel_reads_the_whole_expert_rows():
+    """vLLM's --enable-expert-parallel on one TP2 instance: each rank holds whole experts (the
+    table's moe_tp 1, moe_ep 2) and sees the step's own tokens; without it, every expert is
+    split (moe_tp 2). kernel_times passes the choice on, and a simulated deployment takes it
+    from hardware.expert_parallel."""
+    model = get_model(QWEN)
+    whole = moe_times("H200", model, 2, whole_experts=True)
+    assert "EP2" in whole.source and whole(256) == pytest.approx(94 * moe_rows(1, 2)[256] / 1000)
+    split = moe_times("H200", model, 2)
+    assert "TP2" in split.source and split(256) == pytest.approx(94 * moe_rows(2, 1)[256] / 1000)
+    assert whole(256) != pytest.approx(split(256), rel=0.01)  # two kernels' layouts, timed apart
+    assert "EP2" in kernel_times("H200", model, 2, whole_experts=True).sources["moe"]
+    from sim.cluster.topologies import Cluster
+    from sim.config import SimConfig, with_overrides
+
+    config = with_overrides(
+        SimConfig(),
+        {
+            "gpu": "H200",
+            "model": QWEN,
+            "tensor_parallel": 2,
+            "expert_parallel": True,
+            "step_costs": "kernels",
+        },
+    )
+    assert "EP2" in Cluster(config).cost.kernel_sources["moe"]
+
+
+def test_minimax_m25_in_the_catalog_is_the_shape_aiconfigurator_ships():
+    """The catalog's MiniMax-M2.5 (the public runs' model) and the config.json aiconfigurator-core
+    ships for it (model_configs/MiniMaxAI--MiniMax-M2.5_config.json) describe one model; its
+    FP8 checkpoint reads the fp8_block expert rows that shape has on an H200."""
+    from importlib.resources import files
+
+    from sim.cost.hf_config import read_model_file
+
+    path = files("aiconfigurator_core") / "model_configs" / "MiniMaxAI--MiniMax-M2.5_config.json"
+    shipped = read_model_file(str(path), 0)
+    ours = get_model("MiniMax-M2.5:fp8")
+    same = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "moe", "mla")
+    assert {k: getattr(ours, k) for k in same} == {k: getattr(shipped, k) for k in same}
+    assert ours.bytes_per_param == shipped.bytes_per_param == 1
+    assert "fp8_block TP4" in moe_times("H200", ours, 4).source
 
 
 # ---- decode attention -----------------------------------------------------------------------
@@ -189,7 +237,9 @@ def test_the_breakdown_names_every_operator_of_the_deployment():
     assert "routed experts (vLLM 0.24.0 fp8_block" in moe.source
     assert "roofline: lm_head, sampling, KV write" in moe.source
     tp8 = kernel_times("H200", get_model(QWEN), 8)
-    assert tp8.sources["moe"] == "roofline"  # no table for it: the roofline, and it says so
+    assert "EP8 rows for TP8" in tp8.sources["moe"]  # a stand-in, and it says so
+    fp4 = kernel_times("H200", get_model("Qwen3-235B-A22B:fp4"), 2)  # no FP4 rows on Hopper
+    assert fp4.sources["moe"] == "roofline"  # no table for it: the roofline, and it says so
     assert kernel_times("RTX-4090", get_model(QWEN), 2) is None
 
 

@@ -92,7 +92,7 @@ class Cluster:
         def measured(gpu_name: str, ep: int = 1):
             if hw.step_costs != "kernels":
                 return None
-            return kernel_times(gpu_name, self.model, tp, ep, tables)
+            return kernel_times(gpu_name, self.model, tp, ep, tables, hw.expert_parallel)
 
         self.cost = cost_model or StepCostModel(
             self.gpu, self.model, tp, profile, ep, measured(self.gpu.name, ep)

@@ -271,6 +271,24 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             _qwen3_moe(
                 "Qwen3-235B-A22B", 94, 4096, 64, 4, 12288, 128, 8, 1536, "Qwen/Qwen3-235B-A22B"
             ),
+            # MiniMax-M2.5 (MiniMaxM2ForCausalLM): 62 layers, all full GQA attention (48 query
+            # heads, 8 KV heads of 128), 256 routed experts of width 1,536, top-8, no shared
+            # expert, in every layer; a 200,064-token vocabulary. Its checkpoint is FP8 with
+            # 128 x 128 block scales (":fp8"). The config aiconfigurator-core ships
+            # (model_configs/MiniMaxAI--MiniMax-M2.5_config.json) gives the same shape.
+            ModelSpec(
+                "MiniMax-M2.5",
+                62,
+                3072,
+                48,
+                8,
+                128,
+                1536,
+                200064,
+                False,
+                moe=MoeSpec(256, 8, 1536),
+                source="MiniMaxAI/MiniMax-M2.5",
+            ),
             # DeepSeek-V2-Lite: MLA (kv_lora_rank 512, no query LoRA), 64 routed experts of width
             # 1,408, top-6, 2 shared experts, layer 0 dense (first_k_dense_replace = 1).
             ModelSpec(

@@ -22,8 +22,12 @@ Notable features
   0.24.0 on an H200: Triton for tensor parallel, FlashInfer's Cutlass for expert parallel), the
   fastest at each token count, as the engine's kernel choice aims for.
 - Interpolated linearly in num_tokens (27 values, 1..16384 on an H200); past the largest, time
-  grows in proportion to the tokens. A model whose expert shape (hidden, expert width, top-k,
-  experts) or parallelism the table lacks keeps the roofline.
+  grows in proportion to the tokens. Experts split over n ranks that the table never timed
+  split take its whole-expert rows over n ranks (named "EP8 rows for TP8"). A model whose
+  expert shape (hidden, expert width, top-k, experts) or parallelism the table lacks keeps
+  the roofline.
+- Parallelism as vLLM's --enable-expert-parallel sets it on one instance too: its ranks hold
+  whole experts (moe_tp 1, moe_ep = TP), the public MoE runs' `TP4+EP4`.
 """
 
 from __future__ import annotations
@@ -115,23 +119,36 @@ def moe_times(
     tensor_parallel: int = 1,
     expert_parallel: int = 1,
     tables: Tables = VLLM,
+    whole_experts: bool = False,
 ) -> MoeTimes | None:
     """Measured routed experts for this deployment, or None (roofline). `expert_parallel`: the
-    data-parallel instances sharing the experts (1 = tensor parallel only)."""
+    data-parallel instances sharing the experts (1 = one instance); `whole_experts`: each rank
+    holds whole experts (vLLM's --enable-expert-parallel, which one tensor-parallel instance
+    takes too: moe_tp 1, moe_ep = TP; its ranks see the same tokens, so the caller passes the
+    step's), where False with one instance splits every expert across the ranks."""
     system = TABLE_GPUS.get(gpu_name)
     m = model.moe
     if system is None or m is None:
         return None
     shape = (model.hidden, m.expert_intermediate, m.experts_per_token, m.num_experts)
-    if expert_parallel > 1:
-        tp, ep = 1, tensor_parallel * expert_parallel
+    if expert_parallel > 1 or whole_experts:
+        layouts = [(1, tensor_parallel * expert_parallel)]
     else:
-        tp, ep = tensor_parallel, 1
+        # Experts split n ways where the table times that; else its whole-expert rows over n
+        # ranks (vLLM 0.19.0 on an H200 times fp8_block slices for moe_tp 1, 2 and 4 only):
+        # each rank reads the same share of the picked experts' weights and launches the same
+        # kernels, arranged as whole experts. Where a table has both they agree: MiniMax-M2.5's
+        # experts on an H200 (power_law_1.2), moe_tp 4 against moe_ep 4, 58 against 73 us a
+        # layer at 4 tokens, 296 against 285 us at 256.
+        layouts = [(tensor_parallel, 1)] + ([(1, tensor_parallel)] if tensor_parallel > 1 else [])
     for dtype in moe_dtypes(model):
-        found = _moe_rows(system, shape, tp, ep, dtype, tables)
-        if found:
-            table, kernels, tokens, seconds = found
-            par = f"TP{tp}" if ep == 1 else f"EP{ep}"
-            source = f"{table} {dtype} {par}, {kernels}"
-            return MoeTimes(tokens, seconds, model.moe_layers, source)
+        for tp, ep in layouts:
+            found = _moe_rows(system, shape, tp, ep, dtype, tables)
+            if found:
+                table, kernels, tokens, seconds = found
+                par = f"TP{tp}" if ep == 1 else f"EP{ep}"
+                if not (expert_parallel > 1 or whole_experts) and ep > 1:
+                    par += f" rows for TP{ep}"
+                source = f"{table} {dtype} {par}, {kernels}"
+                return MoeTimes(tokens, seconds, model.moe_layers, source)
     return None

@@ -147,7 +147,15 @@ def layer_gemm_efficiency(gpu: GpuSpec, model: ModelSpec, tokens: int) -> float 
 def table_dtype(model: ModelSpec) -> str | None:
     """The table's gemm_dtype for this model's matmuls: bf16, FP8 W8A8 with a per-tensor scale
     (vLLM's Cutlass scaled-mm rows), or NVFP4 (E2M1 with an FP8 scale per 16 weights: the
-    FlashInfer kernel's rows, Blackwell only); None for widths the tables do not hold (W4A16)."""
+    FlashInfer kernel's rows, Blackwell only); None for widths the tables do not hold (W4A16).
+
+    Block-scaled FP8 checkpoints (Qwen3-235B-A22B-FP8, MiniMax-M2.5: 128 x 128 scales) take the
+    per-tensor rows too. The `fp8_block` rows are timed without CUDA graphs (aiconfigurator's
+    collector/vllm/collect_gemm.py: `use_cuda_graph=gemm_type != "fp8_block"`), so they hold the
+    host's launches: on an H200 (vLLM 0.24.0) 58 us at m = 1 for (n, k) = (2048, 3072) and a
+    flat 83-87 us from m = 64 to 4,096, against 9 us and 16-81 us per-tensor, where a server's
+    decode replays its steps as CUDA graphs. The MoE rows are timed in CUDA graphs and do take
+    the block-scaled kernels (kernel_moe.py)."""
     if model.matmul_bytes_per_param == 2:
         return "bfloat16"
     if model.matmul_bytes_per_param == 1 and model.bytes_per_param == 1:
@@ -259,10 +267,12 @@ def kernel_times(
     tensor_parallel: int = 1,
     expert_parallel: int = 1,
     tables: Tables = VLLM,
+    whole_experts: bool = False,
 ) -> KernelTimes | None:
     """Every measured pricing this deployment has (None when the tables hold nothing for it).
     `expert_parallel`: data-parallel instances sharing the experts (vLLM's DP + EP); `tables`:
-    whose kernels, of which release (an operator the engine has no table for takes vLLM's)."""
+    whose kernels, of which release (an operator the engine has no table for takes vLLM's);
+    `whole_experts`: ranks hold whole experts (--enable-expert-parallel, one instance too)."""
     absent = {
         "moe": model.moe is None,
         "allreduce": tensor_parallel == 1,
@@ -274,7 +284,7 @@ def kernel_times(
         linear_times(gpu_name, model, tp, tables),
         prefill_attention_times(gpu_name, model, tp, tables),
         decode_attention_times(gpu_name, model, tp, tables),
-        moe_times(gpu_name, model, tp, expert_parallel, tables),
+        moe_times(gpu_name, model, tp, expert_parallel, tables, whole_experts),
         allreduce_times(gpu_name, model, tp, tables),
         tuple(op for op, no in absent.items() if no),
         tables,
