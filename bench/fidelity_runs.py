@@ -234,6 +234,7 @@ AIC_MODELS = {
     "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B",
     "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B",
     "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B",
+    "MiniMaxAI/MiniMax-M2.5": "MiniMax-M2.5",
 }
 AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
 # aiconfigurator deploys an FP8 or FP4 model with an FP8 KV cache: its quantization presets pair
@@ -275,6 +276,29 @@ SGLANG_RESERVES_FIXED_OUTPUT = (0, 5, 23)
 # where either pool holds more than their clients need.
 
 
+# The sample gathers several exports: a run measured once can appear in two of them (MiniMax-M2.5
+# on H200: a db-dump row and a 2026-04-06.csv row, same date, same means), and a rerun of the
+# same deployment on another day is a second measurement (2026-03-25.csv). A row whose
+# deployment, workload and measured means all equal an earlier one's is that earlier run.
+AIC_SAME_RUN = (
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "mode",
+    "isl",
+    "osl",
+    "tp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    "attention_dp_size",
+    "batch_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+)
+
+
 def _version(text: str) -> tuple[int, ...]:
     """(0, 5, 6) of "0.5.6.post2"; () when it does not start with numbers."""
     parts = []
@@ -298,11 +322,17 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
     if not path.is_file():
         return []
     runs = []
+    seen = set()  # one measurement reached the sample from several files (see AIC_SAME_RUN)
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
             why = None
             moe_gpus = (_num(row["moe_tp_size"]) or 0) * (_num(row["moe_ep_size"]) or 0)
-            if row["mode"] != "agg":
+            same = tuple(row[k] for k in AIC_SAME_RUN)
+            if "wip=True" in row["silicon_data_source"]:
+                why = "a row its source marks work in progress"
+            elif same in seen:
+                why = "the same measurement as an earlier row"
+            elif row["mode"] != "agg":
                 why = "disaggregated deployment"
             elif row["backend"] not in AIC_ENGINES:
                 why = f"engine {row['backend']}"
@@ -319,6 +349,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             if why:
                 skipped[f"aiconfigurator: {why}"] += 1
                 continue
+            seen.add(same)
             precision = (row["precision"] or "bf16").lower()
             model = AIC_MODELS[row["model_path"]]
             model += "" if precision == "bf16" else f":{precision}"
@@ -335,6 +366,8 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             version = row["backend_version"] or "?"
             ep = _num(row["moe_ep_size"])
             settings = {"tensor_parallel": tp}
+            if ep > 1:  # --enable-expert-parallel on one instance: its ranks hold whole experts
+                settings["expert_parallel"] = True
             if policy == "sglang":
                 # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb

@@ -619,3 +619,42 @@ def test_the_clients_start_can_be_chosen_for_a_what_if(tmp_path: Path) -> None:
     assert default["ttft_predicted_mean"] == pytest.approx(
         bench.score_runs([run], start=rp.CLOSED_LOOP_DEFAULT).iloc[0]["ttft_predicted_mean"]
     )
+
+
+def test_one_measurement_counts_once_and_work_in_progress_rows_stay_out(tmp_path: Path) -> None:
+    """The silicon sample gathers several exports: a row equal to an earlier one in deployment,
+    workload and measured means is the same run (skipped, counted); a rerun with other means is
+    a second measurement (kept); a row its source marks wip=True is left out. A MoE row with
+    moe_ep = TP on one instance replays with its ranks holding whole experts."""
+    root = _fake_data(tmp_path)
+    path = root / "aiconfigurator" / "silicon_sample.csv"
+    rows = list(csv.DictReader(path.open()))
+    first = rows[0]
+    rows += [
+        {**first, "id": "a-again", "silicon_data_source": "db-dump; silicon_concurrency=4"},
+        {**first, "id": "a-rerun", "silicon_ttft_ms": "125"},
+        {**first, "id": "a-wip", "silicon_ttft_ms": "130", "silicon_data_source": "wip=True"},
+        {
+            **first,
+            "id": "moe-ep",
+            "model_path": "MiniMaxAI/MiniMax-M2.5",
+            "system": "h200_sxm",
+            "precision": "fp8",
+            "tp_size": "4",
+            "moe_tp_size": "1",
+            "moe_ep_size": "4",
+        },
+    ]
+    with path.open("w", newline="") as f:
+        out = csv.DictWriter(f, AIC_FIELDS)
+        out.writeheader()
+        out.writerows(rows)
+    runs, skipped = fr.load_runs(root)
+    keys = {r.key for r in runs}
+    assert {"a", "a-rerun", "moe-ep"} <= keys and not keys & {"a-again", "a-wip"}
+    assert skipped["aiconfigurator: the same measurement as an earlier row"] == 1
+    assert skipped["aiconfigurator: a row its source marks work in progress"] == 1
+    ep = next(r for r in runs if r.key == "moe-ep")
+    assert ep.model == "MiniMax-M2.5:fp8" and ep.kv_dtype == "fp8" and ep.parallel == "TP4+EP4"
+    assert ep.settings == {"tensor_parallel": 4, "expert_parallel": True}
+    assert ep.config().hardware.expert_parallel and not ep.fit
