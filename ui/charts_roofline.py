@@ -117,21 +117,24 @@ def roofline(
         )
     # Below and right of the ridge, where no step sits (decode steps are left of it, prefill
     # chunks right of it just under the roof); to its left the label ran off a phone's screen.
+    # Its left edge is the ridge, where the shading changes: no arrow (on a phone the 512-token
+    # chunk sits 9 px right of the ridge, and an arrow ran through its label).
     fig.add_annotation(
         x=math.log10(ridge),
         y=math.log10(peak),
         text=t("charts.roofline.ridge", lang, ridge=ridge, peak=peak, bw=bw),
-        showarrow=True,
-        arrowhead=2,
-        ax=12,
-        ay=110,
+        showarrow=False,
+        xshift=2,
+        yshift=-95,
         xanchor="left",
         yanchor="top",
         align="left",
         bgcolor="rgba(255,255,255,0.9)",
         font={"size": FONT_SIZE - 1},
     )
-    shade_regions(fig, ridge, x_min, x_max, lang)
+    # The compute label at the bottom right: at the top it met the memory label at a phone's
+    # ridge, and the roof and the chunks fill the top right.
+    shade_regions(fig, ridge, x_min, x_max, lang, compute_label_low=True)
     styled(fig, t("charts.roofline.title", lang, gpu=cm.gpu.name, model=cm.model.name))
     fig.update_xaxes(
         type="log",
