@@ -67,7 +67,7 @@ def test_per_token_flop_constants() -> None:
 def test_catalog_lookup() -> None:
     assert list(GPUS)[:5] == ["A100-80GB", "H100-SXM", "H200", "L4", "RTX-4090"]
     assert {"RTX-PRO-6000", "B200", "A10G", "L40S"} <= set(GPUS)
-    assert list(MODELS)[:2] == ["Llama-3.1-8B", "Llama-3.3-70B"] and len(MODELS) == 16
+    assert list(MODELS)[:2] == ["Llama-3.1-8B", "Llama-3.3-70B"] and len(MODELS) == 17
     assert get_gpu("h100-sxm") is GPUS["H100-SXM"]
     assert get_model("  qwen2.5-0.5b ") is MODELS["Qwen2.5-0.5B"]
     with pytest.raises(ValueError, match="A100-80GB, H100-SXM"):
