@@ -137,6 +137,28 @@ def test_minimax_m25_in_the_catalog_is_the_shape_aiconfigurator_ships():
     assert "fp8_block TP4" in moe_times("H200", ours, 4).source
 
 
+def test_blackwell_block_fp8_experts_are_the_kernel_vllm_picks_there():
+    """vLLM 0.18+ on a 10.x GPU runs block-FP8 experts on FlashInfer's TRTLLM-gen kernels
+    (oracle/fp8.py: FLASHINFER_TRTLLM first, Triton moved ahead on Hopper only), but the 0.19.0
+    B200 table timed Triton's fused_moe alone: those runs read the nearest table that timed
+    TRTLLM-gen (0.24.0), named so; vLLM 0.17 (no router-agnostic TRTLLM-gen class: DeepGEMM,
+    untimed) keeps the Triton rows, as does Hopper. The two kernels differ where it matters:
+    Triton's tile switch past 64 tokens nearly doubles a layer's time, TRTLLM-gen's does not."""
+    from sim.cost.kernel_data import Tables
+
+    model = get_model("MiniMax-M2.5:fp8")
+    v19 = moe_times("B200", model, 2, tables=Tables("vllm", "0.19.0"))
+    v17 = moe_times("B200", model, 2, tables=Tables("vllm", "0.17.0"))
+    assert "vLLM 0.24.0" in v19.source and "flashinfer_trtllm" in v19.source
+    assert "the kernel vLLM 0.19.0 runs here" in v19.source
+    assert "vLLM 0.19.0" in v17.source and "vllm_fused_moe" in v17.source
+    assert v17(128) / v17(64) > 1.5 > 1.2 > v19(128) / v19(64)
+    hopper = moe_times("H200", model, 4, tables=Tables("vllm", "0.19.0"))
+    assert "vllm_fused_moe" in hopper.source and "trtllm" not in hopper.source
+    sglang = moe_times("B200", model, 2, tables=Tables("sglang", "0.5.14"))
+    assert sglang is None or "the kernel vLLM" not in sglang.source
+
+
 # ---- decode attention -----------------------------------------------------------------------
 
 

@@ -53,7 +53,7 @@ def available() -> bool:
     return importlib.util.find_spec(PACKAGE) is not None
 
 
-def _release(name: str) -> tuple[int, ...]:
+def release(name: str) -> tuple[int, ...]:
     """'0.5.6.post2' -> (0, 5, 6, 0): a release's numbers, for ordering."""
     return tuple(int(x) if x.isdigit() else 0 for x in name.split("."))
 
@@ -61,7 +61,7 @@ def _release(name: str) -> tuple[int, ...]:
 def _nearness(version: str, wanted: str) -> tuple[int, ...]:
     """How far a table's version is from the wanted one, part by part (0.12 -> 0.19 is nearer
     than 0.24; 0.5.6.post2 -> 0.5.10 nearer than 0.5.14)."""
-    a, b = _release(version), _release(wanted)
+    a, b = release(version), release(wanted)
     size = max(len(a), len(b))
     a, b = a + (0,) * (size - len(a)), b + (0,) * (size - len(b))
     return tuple(abs(x - y) for x, y in zip(a, b, strict=True))
@@ -97,7 +97,7 @@ def table_paths(system: str, op: str, filename: str, tables: Tables = VLLM) -> l
     for name in dict.fromkeys((engine, ENGINE)):
         folder = root / system / op / name
         found = [p / filename for p in folder.glob("*") if (p / filename).is_file()]
-        found.sort(key=lambda p: _release(p.parent.name), reverse=True)  # newest first, ...
+        found.sort(key=lambda p: release(p.parent.name), reverse=True)  # newest first, ...
         if version and name == engine:  # ... then (stable) nearest the wanted release first
             found.sort(key=lambda p: _nearness(p.parent.name, version))
         out += found

@@ -21,6 +21,11 @@ Notable features
   the `bfloat16` rows, NVFP4 the `nvfp4` ones. Where several kernels were timed for one shape (vLLM
   0.24.0 on an H200: Triton for tensor parallel, FlashInfer's Cutlass for expert parallel), the
   fastest at each token count, as the engine's kernel choice aims for.
+- Which kernel: the one vLLM's FP8 MoE oracle picks for the GPU (`vllm_kernel`). On Blackwell a
+  block-FP8 model runs FlashInfer's TRTLLM-gen experts from vLLM 0.18 on, but aiconfigurator's
+  vLLM 0.19 and 0.22 tables time only Triton's fused_moe there (its collector calls
+  `fused_experts` directly); those rows are taken from the nearest table that timed the
+  engine's own kernel (0.24.0), and the source line says so.
 - Interpolated linearly in num_tokens (27 values, 1..16384 on an H200); past the largest, time
   grows in proportion to the tokens. Experts split over n ranks that the table never timed
   split take its whole-expert rows over n ranks (named "EP8 rows for TP8"). A model whose
@@ -44,12 +49,39 @@ from sim.cost.kernel_data import (
     Tables,
     envelope,
     read,
+    release,
     table_name,
     table_paths,
 )
 from sim.cost.specs import ModelSpec
 
 DISTRIBUTIONS = ("power_law_1.2", "balanced", "power_law_1.01")  # in order of preference
+# aiconfigurator's systems whose GPUs are compute capability 10.x (vLLM's
+# `is_device_capability_family(100)`): B200 and B300. (The RTX PRO 6000 is 12.0.)
+SM100_SYSTEMS = frozenset({"b200_sxm", "b300_sxm", "gb200", "gb300"})
+# The first vLLM release whose FlashInfer TRTLLM-gen FP8 experts take any router
+# (`TrtLlmFp8ExpertsModular`, vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py). In
+# 0.17 only the monolithic class exists, whose block-FP8 path takes DeepSeek-V3 and Renormalize
+# routing only, so a sigmoid router without expert groups (MiniMax-M2.5) falls through to
+# DeepGEMM, which no vLLM table times: it keeps the Triton rows.
+TRTLLM_FP8_ANY_ROUTER = (0, 18)
+
+
+def vllm_kernel(system: str, dtype: str, tables: Tables) -> str | None:
+    """The kernel_source (a substring of it) of the experts vLLM runs on this GPU, where its
+    tables time more than one and it matters; None = any (the fastest at each token count).
+
+    Mirrors vLLM 0.18-0.19's `select_fp8_moe_backend` (oracle/fp8.py): its priority list starts
+    FLASHINFER_TRTLLM, FLASHINFER_CUTLASS, DEEPGEMM, ..., TRITON, and only on Hopper does
+    `_get_priority_backends` move Triton (tensor parallel) or FlashInfer's Cutlass (expert
+    parallel) to the front for block FP8. On a 10.x GPU the first that supports the layer wins:
+    TRTLLM-gen (the Cutlass path takes block FP8 on 9.0 only, flashinfer_cutlass_moe.py
+    `_supports_quant_scheme`)."""
+    if tables.engine != "vllm" or dtype != "fp8_block" or system not in SM100_SYSTEMS:
+        return None
+    if tables.version and release(tables.version) < TRTLLM_FP8_ANY_ROUTER:
+        return None
+    return "flashinfer_trtllm"
 
 
 def moe_dtypes(model: ModelSpec) -> tuple[str, ...]:
@@ -84,10 +116,17 @@ class MoeTimes:
 
 @functools.cache
 def _moe_rows(
-    system: str, shape: tuple[int, int, int, int], tp: int, ep: int, dtype: str, tables: Tables
+    system: str,
+    shape: tuple[int, int, int, int],
+    tp: int,
+    ep: int,
+    dtype: str,
+    tables: Tables,
+    kernel: str | None = None,
 ):
-    """(table, kernels, num_tokens, seconds) of the newest table with rows for this expert
-    shape (hidden, expert width, top-k, experts), parallelism and dtype; None if none has."""
+    """(table, kernels, num_tokens, seconds) of the nearest table with rows for this expert
+    shape (hidden, expert width, top-k, experts), parallelism and dtype, of a kernel_source
+    containing `kernel` when given; None if none has."""
     hidden, width, topk, experts = shape
     for path in table_paths(system, "moe", "moe_perf.parquet", tables):
         df = read(path)
@@ -100,6 +139,8 @@ def _moe_rows(
             & (df["moe_tp_size"] == tp)
             & (df["moe_ep_size"] == ep)
         ]
+        if kernel:
+            df = df[df["kernel_source"].str.contains(kernel, regex=False)]
         for dist in DISTRIBUTIONS:
             rows = df[df["distribution"] == dist]
             if rows["num_tokens"].nunique() < 2:
@@ -142,13 +183,18 @@ def moe_times(
         # layer at 4 tokens, 296 against 285 us at 256.
         layouts = [(tensor_parallel, 1)] + ([(1, tensor_parallel)] if tensor_parallel > 1 else [])
     for dtype in moe_dtypes(model):
-        for tp, ep in layouts:
-            found = _moe_rows(system, shape, tp, ep, dtype, tables)
-            if found:
-                table, kernels, tokens, seconds = found
-                par = f"TP{tp}" if ep == 1 else f"EP{ep}"
-                if not (expert_parallel > 1 or whole_experts) and ep > 1:
-                    par += f" rows for TP{ep}"
-                source = f"{table} {dtype} {par}, {kernels}"
-                return MoeTimes(tokens, seconds, model.moe_layers, source)
+        # The engine's own kernel from the nearest table that timed it, else any kernel.
+        kernel = vllm_kernel(system, dtype, tables)
+        for want in dict.fromkeys((kernel, None)):
+            for tp, ep in layouts:
+                found = _moe_rows(system, shape, tp, ep, dtype, tables, want)
+                if found:
+                    table, kernels, tokens, seconds = found
+                    par = f"TP{tp}" if ep == 1 else f"EP{ep}"
+                    if not (expert_parallel > 1 or whole_experts) and ep > 1:
+                        par += f" rows for TP{ep}"
+                    source = f"{table} {dtype} {par}, {kernels}"
+                    if want and tables.version and not table.endswith(f" {tables.version}"):
+                        source += f" (the kernel vLLM {tables.version} runs here)"
+                    return MoeTimes(tokens, seconds, model.moe_layers, source)
     return None
