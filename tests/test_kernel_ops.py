@@ -132,6 +132,7 @@ def test_minimax_m25_in_the_catalog_is_the_shape_aiconfigurator_ships():
     shipped = read_model_file(str(path), 0)
     ours = get_model("MiniMax-M2.5:fp8")
     same = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "moe", "mla")
+    same += ("qk_norm_across_heads",)
     assert {k: getattr(ours, k) for k in same} == {k: getattr(shipped, k) for k in same}
     assert ours.bytes_per_param == shipped.bytes_per_param == 1
     assert "fp8_block TP4" in moe_times("H200", ours, 4).source
@@ -231,6 +232,40 @@ def test_allreduce_sizes_are_values_and_no_faster_than_nvlink():
     assert allreduce_times("H200", get_model("Llama-3.1-8B"), 1) is None
     assert allreduce_times("H200", get_model("Llama-3.1-8B"), 3) is None
     assert allreduce_times("L4", get_model("Llama-3.1-8B"), 2) is None
+
+
+def test_minimax_all_reduces_its_qk_norms_once_more_a_layer():
+    """MiniMax-M2 normalises q and k over all heads (vLLM's MiniMaxText01RMSNormTP.forward_qk):
+    under TP every layer all-reduces two fp32 variances a token, besides the two hidden-sized
+    all-reduces; a model normalising per head (Llama) does not. On one GPU there is none."""
+    from sim.cost.kernel_comm import NORM_VALUES_PER_TOKEN
+
+    model = get_model("MiniMax-M2.5:fp8")
+    assert model.qk_norm_across_heads and not get_model("Llama-3.1-70B").qk_norm_across_heads
+    ar = allreduce_times("H200", model, 4)
+    assert ar.norm_calls == 62 and "q/k norms" in ar.source
+    tokens = 64
+    two = 2 * 62 * ar.seconds(tokens * 3072)
+    assert ar(tokens) == pytest.approx(two + 62 * ar.seconds(tokens * NORM_VALUES_PER_TOKEN))
+    assert ar(tokens) - two > 62 * ar.seconds(1) * 0.99  # latency-bound: never free
+    assert allreduce_times("H200", model, 1) is None
+
+
+def test_a_moe_layer_pays_its_replicated_bf16_router():
+    """vLLM's gate is a ReplicatedLinear left in bf16 (modules_to_not_convert: "gate"): every
+    rank runs the (tokens x hidden) x (hidden x experts) GEMM each MoE layer, as aiconfigurator's
+    MoE block prices it; the rest of an FP8 model's linear layers read the FP8 rows."""
+    from sim.cost.kernel_tables import linear_times
+
+    model = get_model("MiniMax-M2.5:fp8")
+    for tp in (1, 4):
+        lin = linear_times("H200", model, tp)
+        table, n, k, layers = lin.router
+        assert (n, k, layers) == (256, 3072, 62) and "router bf16" in lin.source
+        assert table.version == lin.table.version and lin.table is not table  # bf16 beside fp8
+        bare = sum(c * lin.table.seconds(8, n_, k_) for n_, k_, c in lin.shapes)
+        assert lin(8) == pytest.approx(bare + 62 * table.seconds(8, 256, 3072))
+    assert linear_times("H200", get_model("Llama-3.1-70B"), 2).router is None  # dense
 
 
 # ---- timing spikes, sources, and the step --------------------------------------------------

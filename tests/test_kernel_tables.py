@@ -226,7 +226,7 @@ def test_each_engine_is_priced_with_its_own_kernels_and_its_release():
     for policy, release in (("sglang", ""), ("sglang", "0.5.6.post2"), ("vllm", "")):
         config = with_overrides(SimConfig(policy=policy), {**base, "kernel_version": release})
         sources[policy, release] = Cluster(config).cost.kernels.sources
-    assert sources["sglang", ""]["linear"] == "SGLang 0.5.14 GEMMs, fp8"
+    assert sources["sglang", ""]["linear"] == "SGLang 0.5.14 GEMMs, fp8, router bf16"
     assert sources["sglang", ""]["moe"].startswith("SGLang 0.5.14 fp8_block TP2")
     assert sources["sglang", "0.5.6.post2"]["moe"].startswith("SGLang 0.5.10 fp8_block TP2")
     assert sources["vllm", ""]["moe"].startswith("vLLM 0.24.0 fp8_block TP2")

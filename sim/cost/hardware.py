@@ -287,6 +287,7 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
                 200064,
                 False,
                 moe=MoeSpec(256, 8, 1536),
+                qk_norm_across_heads=True,
                 source="MiniMaxAI/MiniMax-M2.5",
             ),
             # DeepSeek-V2-Lite: MLA (kv_lora_rank 512, no query LoRA), 64 routed experts of width

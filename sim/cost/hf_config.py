@@ -91,6 +91,12 @@ def _weight_format(config: Mapping) -> tuple[float, float, float]:
     return (1 if "float8" in dtype else 2), 0.0, 0.0
 
 
+def _architecture(config: Mapping) -> str:
+    """The model class vLLM picks for this config (its first `architectures` entry), or ""."""
+    names = config.get("architectures")
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else ""
+
+
 def model_from_hf_config(
     config: Mapping, name: str | None = None, default_name: str = "hf-model", source: str = ""
 ) -> ModelSpec:
@@ -202,4 +208,6 @@ def _model_from_hf_config(config, name, default_name, source) -> ModelSpec:
         source=source or label,
         scale_bytes_per_param=scales,
         matmul_bytes=matmul,
+        # vLLM serves this architecture with q/k norms over all heads (models/minimax_m2.py)
+        qk_norm_across_heads=_architecture(config) == "MiniMaxM2ForCausalLM",
     )

@@ -11,6 +11,9 @@ Notable features
   after the MLP): 2 x layers all-reduces of tokens x hidden values a step. Interpolated linearly
   in the message size (23 sizes, 128 .. 2^29 values); past the largest, time grows in
   proportion to the size. A TP size the table lacks (it has 2, 4 and 8) keeps the roofline.
+- MiniMax-M2 normalises q and k over all heads (ModelSpec.qk_norm_across_heads): one more
+  all-reduce per layer, of each token's two fp32 variances (4 bf16 values' bytes), priced from
+  the same rows at that size (latency-bound: the table's smallest message, 128 values).
 - The roofline keeps the lm_head's logit all-gather and expert-parallel transfers.
 """
 
@@ -33,6 +36,9 @@ from sim.cost.kernel_data import (
 )
 from sim.cost.specs import ModelSpec
 
+# The q/k norm all-reduce's message per token: two fp32 variances, as bf16 values' bytes.
+NORM_VALUES_PER_TOKEN = 4
+
 
 @dataclass(frozen=True)
 class AllReduceTimes:
@@ -43,6 +49,7 @@ class AllReduceTimes:
     values_per_token: int  # the hidden size: values all-reduced per token
     calls: int  # all-reduces a step: 2 per layer
     source: str
+    norm_calls: int = 0  # all-reduces of the q/k variances a step (qk_norm_across_heads)
 
     def seconds(self, values: float) -> float:
         """One all-reduce of `values` bf16 values, seconds."""
@@ -51,7 +58,8 @@ class AllReduceTimes:
 
     def __call__(self, tokens: int) -> float:
         """Every all-reduce of a step of `tokens` tokens, seconds."""
-        return self.calls * self.seconds(tokens * self.values_per_token)
+        norms = self.norm_calls * self.seconds(tokens * NORM_VALUES_PER_TOKEN)
+        return self.calls * self.seconds(tokens * self.values_per_token) + norms
 
 
 @functools.cache
@@ -82,4 +90,7 @@ def allreduce_times(
         return None
     table, sizes, seconds = found
     source = f"{table} custom all-reduce (CUDA graph), {tensor_parallel} GPUs"
-    return AllReduceTimes(sizes, seconds, model.hidden, 2 * model.layers, source)
+    norm_calls = model.layers if model.qk_norm_across_heads else 0
+    if norm_calls:
+        source += ", + the q/k norms' all-reduce per layer"
+    return AllReduceTimes(sizes, seconds, model.hidden, 2 * model.layers, source, norm_calls)

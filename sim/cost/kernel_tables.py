@@ -20,7 +20,8 @@ Notable features
   peak as a 4,096-token one. Measured, it does not (small m cannot fill the GPU's tiles):
   `layer_gemm_efficiency` shows it, the Prefill vs decode lesson draws it.
 - `linear_times` prices a step's linear layers (bf16 or FP8 W8A8, any tensor-parallel size):
-  every layer's QKV and output projections, the dense MLPs, a MoE model's shared experts.
+  every layer's QKV and output projections, the dense MLPs, a MoE model's shared experts and
+  router (bf16, replicated on every rank).
 - `kernel_times` gathers what the tables price for one deployment (`KernelTimes`): these GEMMs,
   prefill and decode attention (kernel_attention.py), the routed experts (kernel_moe.py) and the
   tensor-parallel all-reduces (kernel_comm.py); `KernelTimes.sources` says which source priced
@@ -173,10 +174,18 @@ class LinearTimes:
     table: GemmTable
     shapes: tuple[tuple[int, int, int], ...]  # (n, k, layers): one GEMM as one rank holds it
     source: str  # e.g. "vLLM 0.24.0 GEMMs, fp8"
+    # A MoE layer's router, (bf16 table, experts, hidden, MoE layers): every rank holds all of it
+    # (vLLM's gate is a ReplicatedLinear, never quantized: modules_to_not_convert "gate"), as
+    # aiconfigurator's own MoE block prices it (sdk/models/blocks/moe.py `router_gemm`, bf16).
+    router: tuple[GemmTable, int, int, int] | None = None
 
     def __call__(self, tokens: int) -> float:
         """Every layer's GEMMs for `tokens` tokens, seconds."""
-        return sum(count * self.table.seconds(tokens, n, k) for n, k, count in self.shapes)
+        s = sum(count * self.table.seconds(tokens, n, k) for n, k, count in self.shapes)
+        if self.router is not None:
+            table, n, k, count = self.router
+            s += count * table.seconds(tokens, n, k)
+        return s
 
 
 def linear_times(
@@ -188,7 +197,7 @@ def linear_times(
     Tensor parallel as vLLM splits a layer: QKV and gate+up by output columns (n / TP), the
     output and down projections by input rows (k / TP). A MoE model's layers keep their
     attention projections here, plus the dense MLPs of its leading dense layers and its shared
-    experts; the routed experts are kernel_moe.py's.
+    experts and router (bf16); the routed experts are kernel_moe.py's.
     """
     dtype = table_dtype(model)
     if model.mla is not None or dtype is None:
@@ -208,7 +217,13 @@ def linear_times(
         if width and count:
             shapes += [(max(1, 2 * width // tp), d, count), (d, max(1, width // tp), count)]
     source = f"{table.version} GEMMs, {dtype}"
-    return LinearTimes(table, tuple(shapes), source)
+    router = None
+    if model.moe is not None:
+        bf16 = table if dtype == "bfloat16" else gemm_table(gpu_name, "bfloat16", tables)
+        if bf16 is not None:
+            router = (bf16, model.moe.num_experts, d, model.moe_layers)
+            source += ", router bf16"
+    return LinearTimes(table, tuple(shapes), source, router)
 
 
 # The operators of a step, in the order `KernelTimes.sources` lists them, and their names.

@@ -145,6 +145,10 @@ class ModelSpec:
     # weight-only formats (GPTQ/AWQ W4A16: the kernel dequantizes to BF16, so no FP4 or FP8
     # tensor cores, whatever the GPU has).
     matmul_bytes: float = 0.0
+    # q and k RMS-normalised over ALL heads rather than per head (MiniMax-M2's attention): under
+    # tensor parallel each rank holds some heads, so every layer all-reduces the two variances
+    # (vLLM's MiniMaxText01RMSNormTP.forward_qk, model_executor/layers/mamba/linear_attn.py).
+    qk_norm_across_heads: bool = False
     source: str = field(default="", compare=False)  # where the numbers come from
 
     def __post_init__(self) -> None:
