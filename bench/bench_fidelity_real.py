@@ -14,7 +14,9 @@ Notable features
   prefilled every prompt (prefix-cache hits the source does not state), and no replay that
   prefills them all can match it. Sharper: `kernel_load` (bench/fidelity_load.py), the same
   throughput priced by the measured kernels themselves; a run above 1 needs more GPU time for
-  its prompts alone than a second holds. Such runs are counted ("over") and named, and the
+  its prompts alone than a second holds; `step_load` adds the decode steps its measured TPOT
+  implies (above 1.3, its TPOT is shorter than the kernels can step). Such runs are counted
+  ("over") and named, and the
   overall figures are given twice: over every run, and over the runs a cache-free server can
   produce ("feasible").
 - Every run is marked fit (its GPU's profile was fitted on it, `bench/fit_profiles.py`) or
@@ -43,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from fidelity_load import INFEASIBLE, kernel_load  # noqa: E402
+from fidelity_load import STEP_INFEASIBLE, kernel_load, step_load  # noqa: E402
+from fidelity_load import infeasible as too_fast  # noqa: E402
 from fidelity_replay import replay, score, score_failed  # noqa: E402
 from fidelity_runs import client_latency, load_runs, select  # noqa: E402
 
@@ -62,6 +65,7 @@ def _score_one(args: tuple) -> dict:
     except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
         row = {**score_failed(run), "error": str(err)}
     row["kernel_load"] = kernel_load(run)  # (NaN without the kernel tables)
+    row["step_load"] = step_load(run)  # ... with the decode steps (NaN for traces too)
     row["sim_s"] = time.perf_counter() - started
     return row
 
@@ -102,7 +106,8 @@ def summarize(scores: pd.DataFrame) -> pd.DataFrame:
         # ... and by the measured kernels (fidelity_load.kernel_load): the runs above 1.
         kload = g["kernel_load"] if "kernel_load" in g else pd.Series(dtype=float)
         row["kernel_load_max"] = float(kload.max()) if kload.notna().any() else math.nan
-        row["over"] = int((kload > INFEASIBLE).sum())
+        row["step_load_max"] = float(g["step_load"].max()) if "step_load" in g else math.nan
+        row["over"] = int(over_mask(g).sum())
         for m in METRICS:
             e = g[f"{m}_mean_err"].dropna()
             row[f"{m}_bias"] = float(e.mean()) if len(e) else math.nan
@@ -118,7 +123,7 @@ def overall(scores: pd.DataFrame) -> dict:
     """Mean absolute errors over every held-out run and every fitted one; and again over those
     a cache-free server can produce ("_feasible": kernel_load at most INFEASIBLE or unknown)."""
     out = {}
-    over = scores["kernel_load"] > INFEASIBLE if "kernel_load" in scores else False
+    over = over_mask(scores)
     sets = [(fit, g, "") for fit, g in scores.groupby("fit")]
     sets += [(fit, g, "_feasible") for fit, g in scores[~over].groupby("fit")]
     for fit, g, suffix in sets:
@@ -131,13 +136,27 @@ def overall(scores: pd.DataFrame) -> dict:
     return out
 
 
+def over_mask(scores: pd.DataFrame) -> pd.Series:
+    """Per run: could no cache-free server have measured it (fidelity_load.infeasible)?"""
+    if "kernel_load" not in scores:
+        return pd.Series(False, index=scores.index)
+    steps = scores["step_load"] if "step_load" in scores else pd.Series(math.nan, scores.index)
+    return pd.Series(
+        [too_fast(k, s) for k, s in zip(scores["kernel_load"], steps, strict=True)],
+        index=scores.index,
+    )
+
+
 def infeasible(scores: pd.DataFrame) -> list[dict]:
-    """The runs no cache-free server could have measured (kernel_load > INFEASIBLE), most
-    impossible first: key, GPU, model, engine, kernel_load."""
+    """The runs no cache-free server could have measured (fidelity_load.infeasible), most
+    impossible first: key, GPU, model, engine, kernel_load (prompts), step_load (all steps)."""
     if "kernel_load" not in scores:
         return []
-    over = scores[scores["kernel_load"] > INFEASIBLE].sort_values("kernel_load", ascending=False)
-    return over[["key", "gpu", "model", "engine", "kernel_load"]].to_dict("records")
+    over = scores[over_mask(scores)].copy()
+    if "step_load" not in over:
+        over["step_load"] = math.nan
+    over = over.sort_values(["kernel_load", "step_load"], ascending=False)
+    return over[["key", "gpu", "model", "engine", "kernel_load", "step_load"]].to_dict("records")
 
 
 def _fmt(v: float) -> str:
@@ -148,7 +167,8 @@ def print_summary(summary: pd.DataFrame) -> None:
     print(
         f"{'GPU':13s} {'model':20s} {'engine':7s} {'set':8s} {'runs':>4s} | "
         f"{'TTFT bias':>9s} {'|err|':>5s} {'p90':>5s} | {'TPOT bias':>9s} {'|err|':>5s} "
-        f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s} {'kload':>5s} {'over':>4s}"
+        f"{'p90':>5s} | {'E2E bias':>8s} {'|err|':>5s} | {'load':>4s} {'kload':>5s} {'sload':>5s} "
+        f"{'over':>4s}"
     )
     for _, r in summary.iterrows():
         print(
@@ -156,7 +176,7 @@ def print_summary(summary: pd.DataFrame) -> None:
             f"{r.runs:4d} | {_fmt(r.ttft_bias):>9s} {r.ttft_mape:5.0f} {_fmt(r.ttft_p90_err)} | "
             f"{_fmt(r.tpot_bias):>9s} {r.tpot_mape:5.0f} {_fmt(r.tpot_p90_err)} | "
             f"{_fmt(r.e2e_bias):>8s} {r.e2e_mape:5.0f} | {r.prompt_load_max:4.2f} "
-            f"{r.kernel_load_max:5.2f} {r.over:4d}"
+            f"{r.kernel_load_max:5.2f} {r.step_load_max:5.2f} {r.over:4d}"
         )
 
 
@@ -287,9 +307,12 @@ def main() -> None:
             f"TPOT {o['tpot_mape']:.0f}%, E2E {o['e2e_mape']:.0f}%"
         )
     over = infeasible(scores)
-    print(f"{len(over)} runs need more than a second of measured prompt kernels a second:")
+    print(
+        f"{len(over)} runs need more of the measured kernels than a second holds (prompts > 1 s "
+        f"a second, or prompts and decode steps > {STEP_INFEASIBLE} s): kernel_load, step_load"
+    )
     for r in over:
-        print(f"  {r['kernel_load']:.2f}  {r['key']}")
+        print(f"  {r['kernel_load']:.2f} {r['step_load']:5.2f}  {r['key']}")
     elapsed = time.perf_counter() - started
     print(f"({elapsed:.0f} s)")
     if args.csv:

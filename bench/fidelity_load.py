@@ -12,6 +12,11 @@ Notable features
   engines cache prefixes by default: fidelity_replay.AIPERF_PROMPTS), or lengths other than
   the stated ones. No replay that prefills every prompt can match such a run, so the report
   counts them apart (`INFEASIBLE`) and names them, beside its figures over every run.
+- `step_load(run)` adds the decode steps (`decode_load`): a closed loop's server ran 1 / TPOT
+  steps a second, and each one not carrying prompts read the weights and the decoding
+  requests' KV at least once. Above STEP_INFEASIBLE (1.3: the fit runs reach 1.05) the
+  measured TPOT is shorter than the measured kernels can step: cache hits again, or several
+  tokens a step (speculative decoding), which no source states.
 - It refines `fidelity_replay.prompt_load` (the same throughput over the GPUs' datasheet peak,
   for linear layers only) with what the kernels really reach at the prompt's shape, attention
   included. NaN where no table covers the GPU (the roofline would only restate its own MFU).
@@ -38,24 +43,70 @@ from sim.policies import get_policy_class
 PACK_TOKENS = 8192
 # kernel_load above this: the measured throughput is more than the kernels can prefill.
 INFEASIBLE = 1.0
+# step_load above this: more than the kernels can run. Not 1: isolated kernels add up to a bit
+# more than a real step that replays them in one CUDA graph (kernel tails overlap, launches go);
+# on the fit runs, whose TPOT the kernel profiles match within 3%, step_load reaches 1.05.
+STEP_INFEASIBLE = 1.3
 
 
-def prompt_seconds(run: PublicRun, isl: int) -> float:
-    """Seconds of measured kernels per prompt of `isl` tokens, packed PACK_TOKENS a step; NaN
-    where no table covers the GPU."""
+def _bare_cost(run: PublicRun) -> StepCostModel | None:
+    """The run's deployment priced by the measured kernels at their own speed (kernel_scale 1,
+    no per-step or per-request overhead); None where no table covers the GPU."""
     config = run.config({"step_costs": "kernels"})
     hw = config.hardware
     model, gpu = get_model(config.hardware.model), get_gpu(hw.gpu)
     tables = Tables(get_policy_class(config.policy).kernel_engine, hw.kernel_version)
     kernels = kernel_times(gpu.name, model, hw.tensor_parallel, tables=tables)
     if kernels is None:
-        return math.nan
+        return None
     profile, _ = fitted_profile(gpu.name, model.layers, kernels=True)
     bare = dataclasses.replace(profile, overhead_s=0.0, overhead_per_seq_s=0.0, kernel_scale=1.0)
-    cost = StepCostModel(gpu, model, hw.tensor_parallel, bare, kernels=kernels)
+    return StepCostModel(gpu, model, hw.tensor_parallel, bare, kernels=kernels)
+
+
+def prompt_seconds(run: PublicRun, isl: int) -> float:
+    """Seconds of measured kernels per prompt of `isl` tokens, packed PACK_TOKENS a step; NaN
+    where no table covers the GPU."""
+    cost = _bare_cost(run)
+    if cost is None:
+        return math.nan
     per_step = max(1, PACK_TOKENS // isl)
     chunks = tuple((isl, 0, True) for _ in range(per_step))
     return cost.step_cost(chunks, 0, 0).seconds / per_step
+
+
+def decode_seconds(run: PublicRun, batch: int, context: int) -> float:
+    """Seconds of measured kernels for one decode-only step of `batch` requests, each reading
+    `context` cached tokens (the weights once, every request's KV); NaN without a table."""
+    cost = _bare_cost(run)
+    if cost is None:
+        return math.nan
+    return cost.step_cost((), batch, batch * context).seconds
+
+
+def decode_load(run: PublicRun) -> float:
+    """Seconds of measured decode-step kernels per second of a closed-loop run, on each GPU.
+
+    Every decoding request takes one token a step (vLLM V1 and SGLang alike), so the server ran
+    1 / TPOT steps a second. The fewest that could have carried the prompts (their tokens over
+    PACK_TOKENS) are already priced by `prompt_seconds`, weights and all; each other step read
+    the weights and the KV of the requests decoding (Little's law: clients x their share of a
+    request's life spent decoding, each at a context of isl + osl / 2 on average), with no
+    prefill to hide that read behind. A lower bound: the kernels at their own speed, nothing
+    for the sampler, the scheduler or the launches. Speculative decoding (several tokens a
+    step) would break it; no public run states it. NaN for traces and without a table."""
+    m = run.measured_means
+    if run.specs or not m:
+        return math.nan
+    tpot, e2e = m["tpot_s"], m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
+    if not (tpot > 0 and e2e > 0):
+        return math.nan
+    rate = run.concurrency / e2e
+    steps = max(0.0, 1.0 / tpot - rate * run.isl / PACK_TOKENS)
+    decoding = max(1, int(run.concurrency * (run.osl - 1) * tpot / e2e))
+    instances = int(run.settings.get("num_instances", 1))
+    per_instance = max(1, decoding // instances)
+    return steps * decode_seconds(run, per_instance, run.isl + run.osl // 2)
 
 
 def kernel_load(run: PublicRun) -> float:
@@ -74,3 +125,15 @@ def kernel_load(run: PublicRun) -> float:
         isl, rate = run.isl, run.concurrency / e2e if e2e > 0 else math.nan
     instances = int(run.settings.get("num_instances", 1))
     return rate / instances * prompt_seconds(run, isl)
+
+
+def step_load(run: PublicRun) -> float:
+    """kernel_load plus decode_load: the prompts and every other step's reads, per second, on
+    each GPU (NaN where either is unknown). Above STEP_INFEASIBLE no cache-free server without
+    speculative decoding could have measured the run."""
+    return kernel_load(run) + decode_load(run)
+
+
+def infeasible(kernel: float, step: float) -> bool:
+    """Could no cache-free server have measured a run with these loads? (NaN = unknown: no.)"""
+    return bool(kernel > INFEASIBLE or step > STEP_INFEASIBLE)

@@ -226,6 +226,37 @@ def test_kernel_load_prices_the_measured_prompts_with_the_measured_kernels(
     assert both["fit"]["runs"] == 2 and both["fit_feasible"]["runs"] == 1
 
 
+def test_step_load_adds_the_decode_steps_a_measured_tpot_implies(tmp_path: Path) -> None:
+    """Run "a" (4 clients, 512 in, 64 out, TTFT 0.12 s, TPOT 0.02 s on 2 H100s) ran 1 / TPOT
+    steps a second; all but the 8192-token steps its prompts could have packed into read the
+    weights and the KV of the clients decoding (Little: 4 x 63 x 0.02 / 1.38 -> 3, at 512 + 32
+    tokens each). A TPOT the kernels cannot step flags a run whose prompts alone would pass."""
+    pytest.importorskip("aiconfigurator_core", reason="requirements-kernels.txt is not installed")
+    import fidelity_load as fl
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    closed = next(r for r in runs if r.key == "a")
+    trace = next(r for r in runs if r.kind == "trace")
+    e2e = 0.12 + 63 * 0.02
+    steps = 1 / 0.02 - 4 / e2e * 512 / fl.PACK_TOKENS
+    want = steps * fl.decode_seconds(closed, 3, 512 + 32)
+    assert fl.decode_load(closed) == pytest.approx(want, rel=1e-9)
+    assert 0 < fl.decode_load(closed) < 1  # a real server's pace: feasible
+    assert fl.step_load(closed) == pytest.approx(fl.kernel_load(closed) + want, rel=1e-9)
+    # One decode step reads at least the GPU's share of the weights at its full bandwidth.
+    gpu, model = get_gpu("H100-SXM"), get_model("Qwen3-32B")
+    floor = model.params_body * 2 / 2 / (gpu.mem_bw_gb_s * 1e9)
+    assert fl.decode_seconds(closed, 3, 544) > floor
+    assert math.isnan(fl.decode_load(trace))  # traces: prompts only
+    # Ten times faster decoding, prompts as measured: only the steps give it away.
+    fast = dataclasses.replace(closed, key="fast", measured_means={"ttft_s": 0.12, "tpot_s": 2e-3})
+    assert fl.kernel_load(fast) < fl.INFEASIBLE < fl.STEP_INFEASIBLE < fl.step_load(fast)
+    assert fl.infeasible(fl.kernel_load(fast), fl.step_load(fast))
+    assert not fl.infeasible(math.nan, math.nan)
+    scores = bench.score_runs([closed, fast])
+    assert [r["key"] for r in bench.infeasible(scores)] == ["fast"]
+
+
 def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
     # aiconfigurator deploys FP8/FP4 models with an FP8 KV cache; BF16 ones keep BF16.
     runs, _ = fr.load_runs(_fake_data(tmp_path, fp8=True))
