@@ -57,11 +57,11 @@ METRICS = ("ttft", "tpot", "e2e")
 
 
 def _score_one(args: tuple) -> dict:
-    run, overrides, prompt_pool, start = args
+    run, overrides, prompt_pool, start, send_delay_s = args
     started = time.perf_counter()
     costs = (overrides or {}).get("step_costs", "roofline")
     try:
-        row = score(run, replay(run, overrides, prompt_pool, start), costs)
+        row = score(run, replay(run, overrides, prompt_pool, start, send_delay_s), costs)
     except ValueError as err:  # a deployment the simulator refuses (e.g. it does not fit)
         row = {**score_failed(run), "error": str(err)}
     row["kernel_load"] = kernel_load(run)  # (NaN without the kernel tables)
@@ -76,11 +76,13 @@ def score_runs(
     jobs: int = 1,
     prompt_pool: int = 0,
     start: str | None = None,
+    send_delay_s: float = 0.0,
 ) -> pd.DataFrame:
     """One row per run: measured and predicted means, signed % errors (closed loops drawing
     from `prompt_pool` prompts when > 0: fidelity_replay.AIPERF_PROMPTS; their clients started
-    as `start` says, None = as each engine keeps them: fidelity_replay.replay)."""
-    work = [(r, overrides, prompt_pool, start) for r in runs]
+    as `start` says, None = as each engine keeps them, and each send `send_delay_s` late on
+    average: fidelity_replay.replay)."""
+    work = [(r, overrides, prompt_pool, start, send_delay_s) for r in runs]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             rows = list(pool.map(_score_one, work, chunksize=4))
@@ -272,12 +274,22 @@ def main() -> None:
     )
     parser.add_argument(
         "--closed-loop-start",
-        choices=("together", "random", "even"),
+        choices=("together", "random", "even", "aiperf"),
         help="what-if: every closed loop's clients start this way (fidelity_replay.closed_loop) "
-        "instead of as their engine keeps them; the app's report is not overwritten",
+        "instead of as their engine keeps them, or 'aiperf': the benchmark's whole measured "
+        "phase (fidelity_replay.AIPERF_PHASE); the app's report is not overwritten",
+    )
+    parser.add_argument(
+        "--send-delay-ms",
+        type=float,
+        default=0.0,
+        help="what-if: each closed-loop client sends its next request this many ms after its "
+        "last one finished, on average (exponential); the app's report is not overwritten",
     )
     args = parser.parse_args()
-    if args.closed_loop_start and args.json == str(REPORT):
+    if not (args.send_delay_ms >= 0 and math.isfinite(args.send_delay_ms)):
+        parser.error("--send-delay-ms must be 0 or more")
+    if (args.closed_loop_start or args.send_delay_ms) and args.json == str(REPORT):
         args.json = ""  # (the app shows the report of the replay as scored)
     if args.prompt_pool < 0:
         parser.error("--prompt-pool must be 0 (every prompt its own) or more")
@@ -298,7 +310,14 @@ def main() -> None:
         if args.json == str(REPORT):  # shown beside the roofline's on Prefill vs decode
             args.json = str(REPORT.with_name(f"report_{args.step_costs}.json"))
     overrides = overrides or None
-    scores = score_runs(runs, overrides, args.jobs, args.prompt_pool, args.closed_loop_start)
+    scores = score_runs(
+        runs,
+        overrides,
+        args.jobs,
+        args.prompt_pool,
+        args.closed_loop_start,
+        args.send_delay_ms / 1000,
+    )
     summary = summarize(scores)
     print_summary(summary)
     for name, o in overall(scores).items():

@@ -15,6 +15,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -463,6 +464,38 @@ def test_sglang_clients_start_together(tmp_path: Path) -> None:
     assert rp.CLOSED_LOOP_START == {"sglang": "together"}
     with pytest.raises(ValueError, match="start"):
         rp.closed_loop(config, run.isl, run.osl, 8, 8, start="ramp")
+
+
+def test_send_delays_split_a_wave_and_the_aiperf_phase_measures_every_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # The what-if of AIPERF_PHASE: clients started together stay one wave without delays (SGLang
+    # above; vLLM's mixed steps too, with equal prompts and outputs), and each send's random
+    # delay splits it; "aiperf" replays the benchmark's whole measured phase, every request of
+    # it counted, at event speed as step by step.
+    from test_fastforward import assert_same_run
+
+    runs, _ = fr.load_runs(_fake_data(tmp_path))
+    run = next(r for r in runs if r.concurrency == 8)
+    args = (run.config(), run.isl, 60, 8, 24)
+    still = rp.closed_loop(*args, start="together").requests
+    late = rp.closed_loop(*args, start="together", send_delay_s=0.05).requests
+    later = late.sort_values("request_id").iloc[8:]
+    assert still.sort_values("request_id").iloc[8:]["arrival_s"].nunique() < 8
+    assert later["arrival_s"].nunique() == 16  # every send its own instant
+    # Each later request arrives after some earlier one finished (a client's own), never before.
+    finishes = np.sort(late["finish_s"].to_numpy())
+    for k, t in enumerate(np.sort(later["arrival_s"].to_numpy())):
+        assert finishes[k] < t
+    fast = rp.closed_loop(*args, start="together", send_delay_s=0.05)
+    step = rp.closed_loop(*args, start="together", send_delay_s=0.05, step_by_step=True)
+    assert_same_run(fast, step)
+    whole = rp.replay(run, start="aiperf")
+    assert len(whole) == rp.AIPERF_MEASURED * 8 and "weight" not in whole
+    monkeypatch.setattr(sys, "argv", ["bench_fidelity_real.py", "--send-delay-ms", "-1"])
+    with pytest.raises(SystemExit) as exit_:
+        bench.main()
+    assert exit_.value.code == 2 and "--send-delay-ms must be 0 or more" in capsys.readouterr().err
 
 
 def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
