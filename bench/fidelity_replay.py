@@ -176,7 +176,9 @@ def closed_loop(
 # random, "reused until benchmarking is complete" (ai-dynamo/aiperf at db4f639:
 # aiperf/common/config/config_defaults.py ConversationDefaults.NUM = 100; conversation_config.py
 # --num-dataset-entries; dataset_manager.py `self._conversation_query_random.choice`).
-# aiconfigurator's benchmark keeps that default (bench_run.sh.j2: no --num-dataset-entries) and
+# aiconfigurator's generated benchmark keeps that default (bench_run.sh.j2: no
+# --num-dataset-entries; its evaluation pipeline, which measured the public rows, passed 12 x N:
+# see MEASURED_ROUNDS) and
 # its generator leaves vLLM's prefix caching and SGLang's radix cache at their defaults, on
 # (rule_plugin/*.rule set disable_prefix_cache only to false). Yet the measurements disagree
 # among themselves, so the report replays every prompt as its own (prompt_pool 0) and this stays
@@ -193,6 +195,25 @@ AIPERF_PROMPTS = 100
 # 11 x N; but no more than SETTLED_SENDS: by then 99% of 100 prompts have been sent once
 # (1 - 0.99^460), and the cache holds what it will hold.
 AIPERF_WARMUP, AIPERF_MEASURED, SETTLED_SENDS = 2, 20, 460
+# The rounds each client's measured requests make up in the public runs, which the burst below
+# is weighed against: 10. aiconfigurator's evaluation pipeline, which measured the silicon rows
+# while it existed (2025-08 to 2026-03-03; the fit runs' Llama-3.1-70B rows are dated
+# 2025-10-29, the vLLM 0.12 and SGLang ones are of January 2026), ran `aiperf profile
+# --concurrency N --request-count 10N --warmup-request-count 2N --num-dataset-entries 12N`
+# (ai-dynamo/aiconfigurator src/aiconfigurator/eval/benchmarks/genai_perf_runner.py `run`, at
+# commit ca9dffd61; removed in c0c44d911). bench_run.sh.j2's 20 x N (50 x N until 2026-04-01)
+# came with the generator's benchmark command, 2026-02-11. Twelve prompts a client for its
+# twelve requests, and aiperf from 0.3.0 (2025-11-20) on shuffles its dataset without
+# replacement (dataset/dataset_samplers.py ShuffleSampler): no prompt repeats, no prefix-cache
+# hit (the report's prompt_pool 0; releases before drew with replacement, but the 2025-10-29
+# rows show no hit either: one H200's TTFT at 4 clients of 8192 tokens is a whole prefill).
+# The fit runs' own TTFTs say one tenth too: measured minus the replay's steady state, over the
+# burst's extra wait, is 1.96-2.11 twentieths (median per GPU over their 1024-token runs at 16
+# to 64 clients); weighed as 1 of 20 rounds, their mean TTFT came out 21% short (mean |error|
+# 23%), as 1 of 10 it is 16% (bench_fidelity_real.py --step-costs kernels). Rows measured
+# after March 2026 (MiniMax-M2.5's) may come from the generator's script instead; nothing in
+# them says which, and all are replayed alike.
+MEASURED_ROUNDS = 10
 
 
 # The replay never measures the LAST round it sends. A closed loop ends by draining: once a
@@ -229,13 +250,13 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # db4f639: aiperf/timing/credit_issuing_strategy.py `_execute_phases`, "Wait for the credits to
 # be returned before continuing to the next phase"), so the profiling phase finds the server
 # drained and sends its first N requests at once (CONCURRENCY_BURST, see `closed_loop`). Those
-# N of its AIPERF_MEASURED x N requests wait for each other's prefills (at 64 clients of 1024
+# N of its MEASURED_ROUNDS x N requests wait for each other's prefills (at 64 clients of 1024
 # tokens, eight steps of 8192 prompt tokens); the rest see the steady state that the "random"
 # start stands for. So a vLLM replay weighs that first wave in, replayed on its own (N requests
 # at t = 0): it is why the measured mean TTFT grows with the number of clients (H100, Qwen3-32B
 # on 2 GPUs: 0.15 s at 8 clients, 0.65 s at 128) while one request's prefill does not. An SGLang
 # replay starts its clients together, so its own first round IS that burst (N requests at t = 0
-# on an idle server), and it is weighed in the same way, 1 of AIPERF_MEASURED rounds. Until then
+# on an idle server), and it is weighed in the same way, 1 of MEASURED_ROUNDS rounds. Until then
 # the SGLang replays left it out with the warm-up: right where the waves stay in step (the 0.5.1
 # rows: every round is a burst), not where they do not: with --enable-mixed-chunk (the 0.5.6
 # rows) a couple of prompts join the running batch per step, the first round's prompts wait
@@ -243,7 +264,7 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # the later rounds arrive spread out. (A prompt pool's what-if keeps the steady state only.)
 # AIPERF_PHASE, a what-if (`bench_fidelity_real.py --closed-loop-start aiperf [--send-delay-ms
 # D]`): the most literal replay, the measured phase itself: N clients sent together to an idle
-# server, AIPERF_MEASURED x N requests, every one of them counted (its opening burst and its
+# server, MEASURED_ROUNDS x N requests, every one of them counted (its opening burst and its
 # draining end included), each send optionally D ms late on average (exponential: the client's
 # and the network's jitter). It is not the report's replay because it measures worse: with
 # D = 0, kernel tables, the held-out runs' mean |error| TTFT/TPOT/E2E is 79/17/16% (as scored:
@@ -271,7 +292,7 @@ def replay(
 ) -> pd.DataFrame:
     """Simulate a run; per-request ttft_s, tpot_s, e2e_s of the requests that count, and for a
     closed loop a `weight` each (its burst wave's N requests 1, the steady state's share the
-    other (AIPERF_MEASURED - 1) x N): read its means with `mean_of`.
+    other (MEASURED_ROUNDS - 1) x N): read its means with `mean_of`.
     `prompt_pool` > 0: a closed loop's requests draw from that many prompts (AIPERF_PROMPTS).
     `start`: how a closed loop's clients start (see `closed_loop`); None = as its engine keeps
     them (CLOSED_LOOP_START, CLOSED_LOOP_DEFAULT); "aiperf": the benchmark's whole measured
@@ -284,7 +305,7 @@ def replay(
         return res.requests.set_index("request_id")[["ttft_s", "tpot_s", "e2e_s"]]
     columns = ["ttft_s", "tpot_s", "e2e_s"]
     if start == "aiperf":
-        n = AIPERF_MEASURED * run.concurrency
+        n = MEASURED_ROUNDS * run.concurrency
         res = closed_loop(
             config, run.isl, run.osl, run.concurrency, n, "together", send_delay_s=send_delay_s
         )
@@ -312,7 +333,7 @@ def replay(
     else:  # the replay's own first round: every client at t = 0 on an idle server
         burst = req.loc[req.index < run.concurrency, columns]
     burst.index = pd.Index(range(-len(burst), 0), name="request_id")  # (before the others)
-    share = (AIPERF_MEASURED - 1) * run.concurrency / len(steady)
+    share = (MEASURED_ROUNDS - 1) * run.concurrency / len(steady)
     return pd.concat([burst.assign(weight=1.0), steady.assign(weight=share)])
 
 

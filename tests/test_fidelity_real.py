@@ -387,27 +387,27 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     tmp_path: Path,
 ) -> None:
     # aiperf drains its warm-up before the measured phase, which then sends its N requests at
-    # once: 1 of each client's 20 measured requests queues behind the others' prefills.
+    # once: 1 of each client's 10 measured requests queues behind the others' prefills.
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
     pred = rp.replay(run)
     burst, steady = pred[pred.index < 0], pred[pred.index >= 0]
-    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.AIPERF_MEASURED * 8)
+    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.MEASURED_ROUNDS * 8)
     assert burst["ttft_s"].mean() > 2 * steady["ttft_s"].mean()  # eight prompts in one step
-    mean = (burst["ttft_s"].sum() + (rp.AIPERF_MEASURED - 1) * 8 * steady["ttft_s"].mean()) / (
-        rp.AIPERF_MEASURED * 8
+    mean = (burst["ttft_s"].sum() + (rp.MEASURED_ROUNDS - 1) * 8 * steady["ttft_s"].mean()) / (
+        rp.MEASURED_ROUNDS * 8
     )
     assert rp.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
     assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
         mean + fr.client_latency(run.gpu), rel=1e-9
     )
     # SGLang's replay starts its clients together: its own first round is that burst, weighed
-    # in the same way (1 of AIPERF_MEASURED rounds), with mixed chunks or without.
+    # in the same way (1 of MEASURED_ROUNDS rounds), with mixed chunks or without.
     for knobs in ({}, {"enable_mixed_chunk": True, "max_prefill_tokens": run.isl + 1500}):
         sg = dataclasses.replace(run, policy="sglang", settings={**run.settings, **knobs})
         pred = rp.replay(sg)
         burst = pred[pred.index < 0]
-        assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.AIPERF_MEASURED * 8)
+        assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.MEASURED_ROUNDS * 8)
         n, _, _ = rp.closed_loop_size(8, run.osl)
         first = rp.closed_loop(sg.config(), run.isl, run.osl, 8, n, start="together").requests
         first = first.sort_values("request_id").iloc[:8]
@@ -491,7 +491,7 @@ def test_send_delays_split_a_wave_and_the_aiperf_phase_measures_every_request(
     step = rp.closed_loop(*args, start="together", send_delay_s=0.05, step_by_step=True)
     assert_same_run(fast, step)
     whole = rp.replay(run, start="aiperf")
-    assert len(whole) == rp.AIPERF_MEASURED * 8 and "weight" not in whole
+    assert len(whole) == rp.MEASURED_ROUNDS * 8 and "weight" not in whole
     monkeypatch.setattr(sys, "argv", ["bench_fidelity_real.py", "--send-delay-ms", "-1"])
     with pytest.raises(SystemExit) as exit_:
         bench.main()
