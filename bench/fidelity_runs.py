@@ -374,6 +374,9 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             if ep > 1:  # --enable-expert-parallel on one instance: its ranks hold whole experts
                 settings["expert_parallel"] = True
             if policy == "sglang":
+                # The overlap event loop, on unless --disable-overlap-schedule (SglangKnobs):
+                # nothing in these rows says it was turned off.
+                settings["overlap_schedule"] = True
                 # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
                 settings["mem_utilization"] = sglang_mem_fraction_static(

@@ -216,6 +216,26 @@ def test_azure_excerpt_every_policy_and_topology(policy, topology, azure_conv_30
     assert_same_run(*both(azure_conv_300, config))
 
 
+@pytest.mark.parametrize("topology", ["colocated", "router", "disaggregated"])
+@pytest.mark.parametrize("mixed", ["false", "true"])
+def test_azure_excerpt_sglang_overlap_loop(topology, mixed, azure_conv_300):
+    """SGLang's overlap loop defers a request that arrived during a busy step to the batch after
+    next (sim/policies/sglang.py): the fast-forwarded run defers it alike."""
+    knobs = {"topology": topology, "overlap_schedule": "true", "enable_mixed_chunk": mixed}
+    if topology == "router":
+        knobs.update(router="least-loaded", num_instances="2")
+    if topology == "disaggregated":
+        knobs.update(num_prefill="1", num_decode="2")
+    config = with_overrides(SimConfig(policy="sglang"), knobs)
+    fast, step = both(azure_conv_300, config)
+    assert_same_run(fast, step)
+    normal = simulate(azure_conv_300, with_overrides(config, {"overlap_schedule": "false"}))
+    # (the deferral shows; a P/D prefill worker defers only behind other queued prompts)
+    assert (
+        fast.requests.ttft_s.mean() > normal.requests.ttft_s.mean() or topology == "disaggregated"
+    )
+
+
 @pytest.mark.parametrize(
     "knobs",
     [

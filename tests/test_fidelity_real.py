@@ -513,22 +513,25 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     by_key = {r.key: r for r in fr.load_runs(root)[0]}
     old, new, newest = by_key["s0"], by_key["s1"], by_key["s2"]
     assert old.policy == new.policy == "sglang" and not old.fit
-    # All keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9; the
-    # releases before 0.5.23 scale running fixed-length requests' output by new_token_ratio.
+    # All keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9, and
+    # its default overlap event loop; the releases before 0.5.23 scale running fixed-length
+    # requests' output by new_token_ratio.
     assert old.settings == {
         "tensor_parallel": 2,
+        "overlap_schedule": True,
         "mem_utilization": 0.834,
         "reserve_fixed_output": False,
     }
     assert new.settings == {
         "tensor_parallel": 2,
+        "overlap_schedule": True,
         "mem_utilization": 0.834,
         "reserve_fixed_output": False,
         "enable_mixed_chunk": True,
         "max_prefill_tokens": 512 + 1500,
     }
     knobs = new.config().knobs
-    assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012
+    assert knobs.enable_mixed_chunk and knobs.max_prefill_tokens == 2012 and knobs.overlap_schedule
     assert not knobs.reserve_fixed_output
     assert new.config().engine.mem_utilization == 0.834
     assert newest.config().knobs.reserve_fixed_output  # 0.5.23: in full, the default

@@ -307,6 +307,29 @@ def test_sglang_ratio_after_a_retraction_and_when_idle():
     assert policy.new_token_ratio(engine) == 0.7
 
 
+def test_sglang_overlap_loop_admits_a_request_that_arrived_in_a_busy_step_one_step_later():
+    # SGLang's overlap event loop (0.5.6.post2 scheduler.py event_loop_overlap 1005-1063) forms
+    # the next batch while the current one runs: a request that arrives during a busy step
+    # joins the batch after next. A 4-step decode of b0 runs; b1 arrives before step 2.
+    from sim.stepper import run_steps
+
+    arrivals = [(0, RequestSpec(0, 0.0, 300, 6)), (2, RequestSpec(1, 0.0, 300, 4))]
+
+    def first_steps(overlap: bool) -> dict[int, int]:
+        config = with_overrides(
+            SimConfig(policy="sglang"),
+            {"enable_prefix_caching": False, "block_size": 1, "overlap_schedule": overlap},
+        )
+        steps, outputs = run_steps(arrivals, config, kv_blocks=320_000)
+        assert outputs == {0: 6, 1: 4}
+        return {rid: next(k for k, s in enumerate(steps) if rid in s.scheduled) for rid in (0, 1)}
+
+    normal, overlap = first_steps(False), first_steps(True)
+    assert normal == {0: 0, 1: 2}  # the normal loop prefills b1 in the step it arrived before
+    # An idle server launches at once (b0), a busy one one step later (b1).
+    assert overlap == {0: 0, 1: 3}
+
+
 def test_sglang_default_memory_fraction():
     # memory_hook.py handle_gpu_memory_settings: 512 MiB + 1.5 x chunk + tp/8 GiB + 2 x graph bs,
     # at least 10 GiB on big GPUs.

@@ -59,6 +59,7 @@ def configs(draw):
         knobs["enable_mixed_chunk"] = draw(st.booleans())
         knobs["enable_prefix_caching"] = draw(st.booleans())
         knobs["schedule_policy"] = draw(st.sampled_from(["fcfs", "lpm"]))
+        knobs["overlap_schedule"] = draw(st.booleans())
     else:
         budget = draw(st.sampled_from([64, 256, 1024, 4096, 8192]))
         knobs["max_num_batched_tokens"] = 8192 if policy == "prefill-first" else budget

@@ -65,8 +65,11 @@ GPU kernels stubbed) and this policy on the same workloads (staggered arrivals, 
 mixed chunk, KV pressure with retraction, radix cache on and off, lpm and fcfs, page size 1
 and 16, max_running_requests) and compares every step. Still differing (marked there): one
 workload with new_token_ratio admission right after a retraction (requests without
-ignore_eos, random-105). Not
-modelled: the overlap event loop (SGLang's server default), EOS before max_new_tokens, prompt
+ignore_eos, random-105). The overlap event loop (SGLang's server default: a request that
+arrives during a busy step joins the batch after next) is the knob `overlap_schedule`, off by
+default here: the differential test drives the real scheduler's normal loop, and a lesson's
+step shows the scheduler's own decision; the replays of real servers turn it on. Not
+modelled: EOS before max_new_tokens, prompt
 sharing other than prefix groups in the lpm in-batch check (Mooncake hash ids), and the waiting
 queue keeping lpm's order between steps (PD Lab re-sorts from arrival order: ties may differ).
 """
@@ -176,6 +179,11 @@ class SglangKnobs(Knobs):
     # estimate"). False: scaled by new_token_ratio like any request, as 0.5.1-0.5.8 did (the same
     # function there: 0.5.6.post2 372-379, 0.5.8.post1 434-441). PD Lab's outputs are all fixed.
     reserve_fixed_output: bool = True
+    # The overlap event loop (SGLang's server default; --disable-overlap-schedule turns it off):
+    # off here, so that each step shows the scheduler's own decision and the differential test
+    # can drive the real scheduler's normal loop; the replays of real servers turn it on
+    # (bench/fidelity_runs.py). See `Sglang.schedule`.
+    overlap_schedule: bool = False
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
         "chunked_prefill_size": "tokens per prefill batch, cut into chunks to fit",
@@ -186,6 +194,7 @@ class SglangKnobs(Knobs):
         "schedule_policy": "SGLang's order of the waiting queue",
         "schedule_conservativeness": "how much future output the KV check reserves (x 0.7)",
         "reserve_fixed_output": "fixed-length requests reserve all their output (0.5.23)",
+        "overlap_schedule": "overlap event loop: a request that arrives in a step waits one more",
     }
 
     def __post_init__(self) -> None:
@@ -238,6 +247,7 @@ class Sglang(Policy):
         self.batch_is_full = False
         self._running_ids: set[int] = set()  # who was running after the last step formed
         self._waited: set[int] = set()  # who was waiting after the last step formed
+        self._busy = False  # the last step formed a batch: the GPU ran until now
         self._last_prefill_merged = False  # the last step's prefill batch joins the running one
         self._running_before_merge = False  # ... and the running batch was not empty then
 
@@ -384,7 +394,23 @@ class Sglang(Policy):
                     prefill_reqs += 1
                     rem_total -= min(req.output_tokens, CLIP_MAX_NEW_TOKENS)
 
+        # The overlap event loop (scheduler.py event_loop_overlap; 0.5.6.post2 1005-1063): the
+        # batch that runs next was formed while the last one ran, from the requests received
+        # before it started, so a request that arrived during a busy step joins the batch after
+        # next: one step later than in the normal loop, when that next batch holds anything
+        # (running decodes, a chunked prompt, requests received before). Otherwise, and on an
+        # idle server (the last step formed no batch), the loop receives and launches at once.
+        # Not modelled: a request that finished in the last step decodes once more in the
+        # next, wasted; so when the last requests just finished, the new ones go at once
+        # instead of after that one short decode step.
+        late = (
+            k.overlap_schedule
+            and self._busy
+            and bool(decodes or self.chunked or any(id(r) in self._waited for r in engine.waiting))
+        )
         for req in [] if self.batch_is_full else self._order(engine):
+            if late and id(req) not in self._waited:
+                continue  # not received when the running batch was formed
             # budget_state (schedule_policy.py 871-893): NO_TOKEN before OTHER.
             if rem_total <= 0:
                 break  # NO_TOKEN from budget_state: the loop just stops (4262-4264)
@@ -456,6 +482,7 @@ class Sglang(Policy):
 
         self._running_ids = {id(r) for r in engine.running}
         self._waited = {id(r) for r in engine.waiting}
+        self._busy = bool(plan.items) or bool(decodes)
         # What get_next_batch_to_run's merge will see at the next step.
         self._last_prefill_merged = bool(plan.items) and (
             prefill_reqs > 0 or (k.enable_mixed_chunk and bool(decodes))
