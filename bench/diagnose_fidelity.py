@@ -108,7 +108,7 @@ def main() -> None:
             after = float(steady.arrival_s.min()) if "arrival_s" in steady else 0.0
             until = float(steady.finish_s.max()) if "finish_s" in steady else float("inf")
             s = step_summary(res.steps, after, until)
-            ttft = 1000 * (np.nanmean(steady.ttft_s) + client_latency(args.gpu, costs))
+            ttft = 1000 * (np.nanmean(steady.ttft_s) + client_latency(args.gpu, costs, r.campaign))
             tpot = 1000 * np.nanmean(steady.tpot_s)
             print(
                 f"  {costs:8s} TTFT {ttft:6.0f} ({ttft / 1000 / meas['ttft_s'] - 1:+4.0%}) "

@@ -410,7 +410,7 @@ def score(run: PublicRun, predicted: pd.DataFrame, step_costs: str = "roofline")
             out[f"{m[:-2]}_mean_err"] = signed_pct(a.mean(), b.mean())
             out[f"{m[:-2]}_p90_err"] = signed_pct(np.percentile(a, 90), np.percentile(b, 90))
     else:
-        latency = client_latency(run.gpu, step_costs)
+        latency = client_latency(run.gpu, step_costs, run.campaign)
         out["client_latency_s"] = latency
         for m in ("ttft_s", "tpot_s"):
             p, q = mean_of(predicted, m), run.measured_means[m]

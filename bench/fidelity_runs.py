@@ -78,6 +78,7 @@ class PublicRun:
     parallel: str  # e.g. "TP2", "DP2+EP"
     fit: bool = False  # True: used to fit the GPU's profile; False: held out
     kv_dtype: str = ""  # the server's --kv-cache-dtype when not the weights' 16 bits ("fp8")
+    campaign: str = ""  # aiconfigurator's measurement campaign (`aic_campaign`)
     # Trace runs: the requests as they arrived, and measured per-request seconds.
     specs: list[RequestSpec] = field(default_factory=list)
     measured: pd.DataFrame | None = None  # columns ttft_s, tpot_s, e2e_s (index request_id)
@@ -138,13 +139,43 @@ CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.040, "H200": 0.020, "B200": 
 # the same way once the vLLM replays started their clients at random phases
 # (fidelity_replay.CLOSED_LOOP_DEFAULT): H100 65 -> 60 ms, H200 and B200 unchanged. Refitted
 # with the kernel profiles' shared per-request overhead (bench/fit_shared_overhead.py): H200
-# 10 -> 15 ms, H100 and B200 unchanged.
+# 10 -> 15 ms, H100 and B200 unchanged; and with the burst as 1 of 10 rounds
+# (fidelity_replay.MEASURED_ROUNDS): 50, 5 and 55 ms.
 CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.050, "H200": 0.005, "B200": 0.055}
 
+# The latency is the measurement's, not the GPU's: the benchmark client, the serving frontend
+# (vLLM's own API server or Dynamo's) and the builds of one campaign. The silicon rows come from
+# three campaigns (`aic_campaign`), and each GPU's latency was fitted on ONE campaign's runs: its
+# fit runs' (FIT_CAMPAIGN). So a run takes the latency fitted on a GPU of its own campaign and
+# generation where there is one (H100 and H200 are both Hopper: same client, frontend and
+# build), else its own GPU's. At 4-8 clients of 1024 tokens, eight GPUs, the 2025-10 Llama-3.1-70B
+# FP8 rows measure 70 ms of TTFT on H100 and 73 ms on H200, priced 43 and 39 ms a prefill; the
+# 2026-01 Qwen3-32B rows on H100 91 ms, priced 24 ms: two campaigns, ~50 ms apart, on one GPU.
+FIT_CAMPAIGN = {"H100-SXM": "gap-analysis", "H200": "eval-2025", "B200": "eval-2025"}
+GENERATION = {"H100-SXM": "Hopper", "H200": "Hopper", "B200": "Blackwell"}
 
-def client_latency(gpu: str, step_costs: str = "roofline") -> float:
-    """Seconds added to a closed-loop run's simulated TTFT, for the cost model it replays with."""
+
+def aic_campaign(source: dict[str, str]) -> str:
+    """Which measurement campaign a silicon row comes from, by its silicon_data_source fields:
+    "gap-analysis" (aic-auto-gap-analysis files: vLLM 0.12 and SGLang 0.5 through Dynamo,
+    2026-01), "eval-2025" (measured in 2025: the evaluation pipeline's Llama-3.1-70B rows,
+    2025-10-29) or "silicon-2026" (the 2026 silicon database: MiniMax-M2.5's rows)."""
+    if "aic-auto-gap-analysis" in source.get("source_file", ""):
+        return "gap-analysis"
+    if source.get("measured", "").startswith("2025"):
+        return "eval-2025"
+    return "silicon-2026"
+
+
+def client_latency(gpu: str, step_costs: str = "roofline", campaign: str = "") -> float:
+    """Seconds added to a closed-loop run's simulated TTFT, for the cost model it replays with:
+    the latency fitted on a GPU of the run's campaign and generation (FIT_CAMPAIGN), else the
+    run's GPU's."""
     table = CLIENT_LATENCY_KERNELS_S if step_costs == "kernels" else CLIENT_LATENCY_S
+    for fitted, fit_campaign in FIT_CAMPAIGN.items():
+        same = campaign == fit_campaign and GENERATION[fitted] == GENERATION.get(gpu)
+        if same and fitted in table:
+            return table[fitted]
     return table.get(gpu, 0.0)
 
 
@@ -399,6 +430,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                     policy=policy,
                     settings=settings,
                     kv_dtype="fp8" if precision in AIC_FP8_KV else "",
+                    campaign=aic_campaign(source),
                     parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
                     isl=int(row["isl"]),
                     osl=int(row["osl"]),

@@ -546,6 +546,34 @@ def _public_runs_present() -> bool:
     return True
 
 
+def test_a_runs_client_latency_is_its_campaigns() -> None:
+    # The latency belongs to the measurement campaign (client, frontend, builds) and the GPU's
+    # generation: a run takes the one fitted on a GPU of its campaign and generation, else its
+    # own GPU's.
+    assert fr.aic_campaign({"source_file": "/x/aic-auto-gap-analysis/data/h200_sxm/a.csv"}) == (
+        "gap-analysis"
+    )
+    assert fr.aic_campaign(
+        {"source_file": "2026-04-06.csv", "measured": "2025-10-29T00:00:00"}
+    ) == ("eval-2025")
+    assert fr.aic_campaign({"measured": "2026-04-17T00:00:00.000Z"}) == "silicon-2026"
+    table = fr.CLIENT_LATENCY_KERNELS_S
+    assert fr.client_latency("H100-SXM", "kernels", "eval-2025") == table["H200"]  # Hopper
+    assert fr.client_latency("H200", "kernels", "gap-analysis") == table["H100-SXM"]
+    assert fr.client_latency("B200", "kernels", "gap-analysis") == table["B200"]  # no Blackwell
+    assert fr.client_latency("H100-SXM", "kernels", "silicon-2026") == table["H100-SXM"]
+    assert fr.client_latency("H200", "roofline", "gap-analysis") == fr.CLIENT_LATENCY_S["H100-SXM"]
+    assert fr.client_latency("RTX-4090", "kernels", "") == 0.0
+
+
+@pytest.mark.skipif(not _public_runs_present(), reason="public runs not present")
+def test_each_gpus_fit_runs_are_of_the_campaign_its_latency_is_credited_to() -> None:
+    runs, _ = fr.load_runs()
+    for gpu, campaign in fr.FIT_CAMPAIGN.items():
+        fit = [r for r in runs if r.gpu == gpu and r.fit]
+        assert fit and {r.campaign for r in fit} == {campaign}, gpu
+
+
 @pytest.mark.skipif(not _public_runs_present(), reason="public runs not present")
 def test_real_runs_replay() -> None:
     runs, _ = fr.load_runs()
