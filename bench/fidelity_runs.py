@@ -169,13 +169,16 @@ def aic_campaign(source: dict[str, str]) -> str:
 
 def client_latency(gpu: str, step_costs: str = "roofline", campaign: str = "") -> float:
     """Seconds added to a closed-loop run's simulated TTFT, for the cost model it replays with:
-    the latency fitted on a GPU of the run's campaign and generation (FIT_CAMPAIGN), else the
-    run's GPU's."""
+    the latency fitted on a GPU of the run's campaign and generation (FIT_CAMPAIGN); for a
+    campaign no GPU was fitted on (silicon-2026), the mean of the fitted ones: nothing says
+    which of the known campaigns its client and frontend resemble; else the run's GPU's."""
     table = CLIENT_LATENCY_KERNELS_S if step_costs == "kernels" else CLIENT_LATENCY_S
     for fitted, fit_campaign in FIT_CAMPAIGN.items():
         same = campaign == fit_campaign and GENERATION[fitted] == GENERATION.get(gpu)
         if same and fitted in table:
             return table[fitted]
+    if campaign and campaign not in FIT_CAMPAIGN.values():
+        return sum(table[g] for g in FIT_CAMPAIGN) / len(FIT_CAMPAIGN)
     return table.get(gpu, 0.0)
 
 
