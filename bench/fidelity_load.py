@@ -49,19 +49,27 @@ INFEASIBLE = 1.0
 STEP_INFEASIBLE = 1.3
 
 
-def _bare_cost(run: PublicRun) -> StepCostModel | None:
-    """The run's deployment priced by the measured kernels at their own speed (kernel_scale 1,
-    no per-step or per-request overhead); None where no table covers the GPU."""
-    config = run.config({"step_costs": "kernels"})
-    hw = config.hardware
-    model, gpu = get_model(config.hardware.model), get_gpu(hw.gpu)
-    tables = Tables(get_policy_class(config.policy).kernel_engine, hw.kernel_version)
-    kernels = kernel_times(gpu.name, model, hw.tensor_parallel, tables=tables)
+def bare_cost(
+    gpu_name: str, model, tensor_parallel: int, tables: Tables, whole_experts: bool = False
+) -> StepCostModel | None:
+    """One deployment priced by the measured kernels at their own speed (kernel_scale 1, no
+    per-step or per-request overhead); None where no table covers the GPU."""
+    kernels = kernel_times(
+        gpu_name, model, tensor_parallel, tables=tables, whole_experts=whole_experts
+    )
     if kernels is None:
         return None
-    profile, _ = fitted_profile(gpu.name, model.layers, kernels=True)
+    profile, _ = fitted_profile(gpu_name, model.layers, kernels=True)
     bare = dataclasses.replace(profile, overhead_s=0.0, overhead_per_seq_s=0.0, kernel_scale=1.0)
-    return StepCostModel(gpu, model, hw.tensor_parallel, bare, kernels=kernels)
+    return StepCostModel(get_gpu(gpu_name), model, tensor_parallel, bare, kernels=kernels)
+
+
+def _bare_cost(run: PublicRun) -> StepCostModel | None:
+    """The run's deployment priced by `bare_cost`."""
+    config = run.config({"step_costs": "kernels"})
+    hw = config.hardware
+    tables = Tables(get_policy_class(config.policy).kernel_engine, hw.kernel_version)
+    return bare_cost(get_gpu(hw.gpu).name, get_model(hw.model), hw.tensor_parallel, tables)
 
 
 def prompt_seconds(run: PublicRun, isl: int) -> float:
