@@ -73,3 +73,18 @@ def test_block_fp8_checkpoints_take_the_per_tensor_gemm_rows_on_both_sides():
     ).decode_step_latency(16, 1000, 100)
     assert abs(ours / same - 1) < 0.05
     assert block > 1.2 * same
+
+
+def test_the_lesson_quotes_the_range_this_check_measures():
+    """Prefill vs decode's trust note gives the ratio range of bench/vs_aiconfigurator.py's
+    deployments, in whole percent: the text and the check must agree."""
+    import json
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    text = json.loads((root / "assets/i18n/en/pages.json").read_text())["pd.trust_kernels"]
+    low, high = map(int, re.search(r"at (\d+)-(\d+)% of what", text).groups())
+    ratios = [r["ours_ms"] / r["aic_ms"] for d in vs.DEPLOYMENTS for r in vs.compare(d)]
+    assert (low, high) == (round(100 * min(ratios)), round(100 * max(ratios)))
+    ko = json.loads((root / "assets/i18n/ko/pages.json").read_text())["pd.trust_kernels"]
+    assert f"{low}-{high}%" in ko
