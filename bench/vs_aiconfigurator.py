@@ -44,7 +44,7 @@ from fidelity_load import PACK_TOKENS, bare_cost  # noqa: E402
 
 from sim.cost.hardware import get_gpu, get_model  # noqa: E402
 from sim.cost.kernel_attention import KV_DTYPES  # noqa: E402
-from sim.cost.kernel_data import TABLE_GPUS, Tables  # noqa: E402
+from sim.cost.kernel_data import TABLE_GPUS, Tables, available  # noqa: E402
 from sim.cost.kernel_moe import moe_dtypes  # noqa: E402
 from sim.cost.kernel_tables import table_dtype  # noqa: E402
 
@@ -178,6 +178,10 @@ def aic_load(run) -> float:
 
 
 def main() -> None:
+    if not available():
+        raise SystemExit(
+            "vs_aiconfigurator: needs aiconfigurator-core: pip install -r requirements-kernels.txt"
+        )
     print("step prices, ms: ours (tables at their own speed) vs aiconfigurator-core's estimator")
     worst = [math.inf, -math.inf]
     for d in DEPLOYMENTS:
