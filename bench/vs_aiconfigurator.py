@@ -179,9 +179,11 @@ def aic_load(run) -> float:
 
 def main() -> None:
     if not available():
-        raise SystemExit(
-            "vs_aiconfigurator: needs aiconfigurator-core: pip install -r requirements-kernels.txt"
+        print(
+            "vs_aiconfigurator: install requirements-kernels.txt (aiconfigurator-core)",
+            file=sys.stderr,
         )
+        sys.exit(2)
     print("step prices, ms: ours (tables at their own speed) vs aiconfigurator-core's estimator")
     worst = [math.inf, -math.inf]
     for d in DEPLOYMENTS:
