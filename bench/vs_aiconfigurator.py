@@ -6,7 +6,8 @@ Notable features
   those tables: `aiconfigurator_core.sdk.engine.EngineHandle`, whose `mixed_step_latency` and
   `decode_step_latency` (the Rust `Engine`, aic-core/rust/aiconfigurator-core/src/engine/
   runtime.rs at 095f58a, lines 591-800) price one engine step from the model's full op list.
-  This module prices the same steps both ways: a differential check of how we read the tables.
+  This module prices the same steps both ways: a differential check of how we read the tables,
+  vLLM's and SGLang's alike (each on the release aiconfigurator calls current: CURRENT).
 - The same step, both ways, ms:
   - `mixed`: one prompt of `isl` tokens prefilled whole (offset 0) beside `gen` decodes.
     Theirs: pass 1 the non-attention ops at isl + gen tokens, pass 2 the prompt's context
@@ -61,10 +62,11 @@ AIC_MODELS = {
 # kernel_scale can take (norms, activations, rotary, quantization: measured up to 17% of a
 # 1,000-token prefill at TP4).
 COVERS = (0.80, 1.05)
-# The vLLM release both sides read: the one aiconfigurator-core 0.12.0 calls `current` (its
-# estimator refuses older ones without AIC_ALLOW_UNLISTED_VERSIONS; our tables for 0.12-era
-# runs fall back to it too: it is the oldest vLLM release it ships GEMMs of).
-CURRENT = "0.24.0"
+# The release of each engine both sides read: the one aiconfigurator-core 0.12.0 calls
+# `current` on H100, H200 and B200 (its estimator refuses older ones without
+# AIC_ALLOW_UNLISTED_VERSIONS; vLLM 0.24.0 is also the oldest vLLM release it ships GEMMs of, so
+# our tables for 0.12-era vLLM runs fall back to it too).
+CURRENT = {"vllm": "0.24.0", "sglang": "0.5.14"}
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,12 @@ class Deployment:
     model: str  # catalog model, e.g. "Llama-3.1-8B:fp8" (":kv-fp8" for an FP8 KV cache)
     tensor_parallel: int = 1
     whole_experts: bool = False  # --enable-expert-parallel: ranks hold whole experts
+    engine: str = "vllm"  # whose kernels: "vllm" or "sglang" (sim/cost/kernel_data.ENGINES)
 
 
-def aic_engine(d: Deployment, version: str = CURRENT):
-    """aiconfigurator-core's compiled estimator for this deployment on vLLM's tables of
-    `version`, with the GEMM rows we take."""
+def aic_engine(d: Deployment):
+    """aiconfigurator-core's compiled estimator for this deployment on its engine's CURRENT
+    tables, with the GEMM rows we take."""
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     from aiconfigurator_core.sdk.engine import EngineHandle
 
@@ -90,8 +93,8 @@ def aic_engine(d: Deployment, version: str = CURRENT):
     return EngineHandle.compile(
         AIC_MODELS[d.model.split(":")[0]],
         TABLE_GPUS[d.gpu],
-        "vllm",
-        backend_version=version,
+        d.engine,
+        backend_version=CURRENT[d.engine],
         tp_size=tp,
         gemm_quant_mode=table_dtype(model),
         moe_quant_mode=moe[0] if moe and model.moe is not None else None,
@@ -101,10 +104,11 @@ def aic_engine(d: Deployment, version: str = CURRENT):
     )
 
 
-def our_cost(d: Deployment, version: str = CURRENT):
-    """Our StepCostModel for this deployment at the tables' own speed."""
+def our_cost(d: Deployment):
+    """Our StepCostModel for this deployment at the tables' own speed, on its engine's
+    CURRENT tables (each operator the nearest release measured)."""
     model = get_model(d.model)
-    tables = Tables("vllm", version)
+    tables = Tables(d.engine, CURRENT[d.engine])
     return bare_cost(get_gpu(d.gpu).name, model, d.tensor_parallel, tables, d.whole_experts)
 
 
@@ -138,6 +142,8 @@ DEPLOYMENTS = (
     Deployment("B200", "Llama-3.1-70B:fp8", 2),
     Deployment("H200", "Qwen3-235B-A22B:fp8:kv-fp8", 2),
     Deployment("H200", "MiniMax-M2.5:fp8:kv-fp8", 4, whole_experts=True),
+    Deployment("H100-SXM", "Qwen3-32B", 2, engine="sglang"),
+    Deployment("H200", "Llama-3.1-8B:fp8", 1, engine="sglang"),
 )
 
 
@@ -188,7 +194,7 @@ def main() -> None:
     worst = [math.inf, -math.inf]
     for d in DEPLOYMENTS:
         ep = " whole experts" if d.whole_experts else ""
-        print(f"\n{d.gpu} {d.model} TP{d.tensor_parallel}{ep}")
+        print(f"\n{d.engine} {CURRENT[d.engine]}: {d.gpu} {d.model} TP{d.tensor_parallel}{ep}")
         for r in compare(d):
             ratio = r["ours_ms"] / r["aic_ms"]
             worst = [min(worst[0], ratio), max(worst[1], ratio)]

@@ -19,18 +19,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import vs_aiconfigurator as vs  # noqa: E402
 
 # One of each kind the public runs hold: dense FP8 and BF16 on three GPUs, tensor parallel,
-# block-FP8 MoE with its experts split (TP) and whole (EP), FP8 KV.
+# block-FP8 MoE with its experts split (TP) and whole (EP), FP8 KV; vLLM's tables and SGLang's.
 CASES = (
     vs.Deployment("H200", "Llama-3.1-8B:fp8", 1),
     vs.Deployment("H100-SXM", "Qwen3-32B", 2),
     vs.Deployment("B200", "Llama-3.1-70B:fp8", 2),
     vs.Deployment("H200", "Qwen3-235B-A22B:fp8:kv-fp8", 2),
     vs.Deployment("H200", "MiniMax-M2.5:fp8:kv-fp8", 4, whole_experts=True),
+    vs.Deployment("H100-SXM", "Qwen3-32B", 2, engine="sglang"),
 )
 
 
 @pytest.mark.parametrize(
-    "deployment", CASES, ids=lambda d: f"{d.gpu}-{d.model}-TP{d.tensor_parallel}"
+    "deployment", CASES, ids=lambda d: f"{d.engine}-{d.gpu}-{d.model}-TP{d.tensor_parallel}"
 )
 def test_every_step_is_priced_as_aiconfigurators_estimator_prices_it(deployment):
     low, high = vs.COVERS
@@ -62,7 +63,7 @@ def test_block_fp8_checkpoints_take_the_per_tensor_gemm_rows_on_both_sides():
         vs.AIC_MODELS["Qwen3-235B-A22B"],
         "h200_sxm",
         "vllm",
-        backend_version=vs.CURRENT,
+        backend_version=vs.CURRENT["vllm"],
         tp_size=2,
         moe_tp_size=2,
         moe_ep_size=1,
