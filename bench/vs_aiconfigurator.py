@@ -81,8 +81,10 @@ class Deployment:
 def aic_engine(d: Deployment):
     """aiconfigurator-core's compiled estimator for this deployment on its engine's CURRENT
     tables, with the GEMM rows we take."""
-    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     from aiconfigurator_core.sdk.engine import EngineHandle
+
+    # Its tables' provenance notes ("low-fidelity fallback rows" of ops no step here runs).
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
 
     model = get_model(d.model)
     tp = d.tensor_parallel
