@@ -7,6 +7,10 @@ Notable features
   measured as a closed loop at several client counts. A closed loop of c clients that each wait
   E2E seconds per request serves c / E2E requests per second (Little's law), measured and
   simulated alike.
+- Some deployments were measured more than once at one client count (the silicon sample holds
+  one campaign from two source files): those rates are averaged first, so each client count is
+  ONE point of the curve. (Scored as separate points, two repeats at the largest count made a
+  curve look flat whatever it did between its two largest counts.)
 - The sustainable rate is the highest of those rates over the sweep: past it, more clients only
   queue. It is decided only where the measured curve has flattened: its two largest client
   counts within PLATEAU of each other. A curve still rising at its last point never reached
@@ -48,16 +52,29 @@ def sweeps(rows: list[dict]) -> dict[tuple, list[tuple[int, float, float]]]:
     return {k: sorted(v) for k, v in out.items() if len({c for c, _, _ in v}) >= 3}
 
 
+def rates(points: list[tuple[int, float, float]]) -> list[tuple[int, float, float]]:
+    """(clients, measured, simulated requests/s) per client count, in order; repeated
+    measurements at one count averaged."""
+    by_clients: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for c, e2e, sim in points:
+        by_clients[c].append((c / e2e, c / sim))
+    return [
+        (c, sum(m for m, _ in v) / len(v), sum(s for _, s in v) / len(v))
+        for c, v in sorted(by_clients.items())
+    ]
+
+
 def knee(points: list[tuple[int, float, float]]) -> dict:
     """Sustainable rates (requests/s) of one sweep; `decided` False where the measured curve
     is still rising at its largest client count."""
-    measured = [c / e2e for c, e2e, _ in points]
-    simulated = [c / sim for c, _, sim in points]
+    curve = rates(points)
+    measured = [m for _, m, _ in curve]
+    simulated = [s for _, _, s in curve]
     last, before = measured[-1], measured[-2]
     decided = abs(last - before) <= PLATEAU * max(last, before)
     m, s = max(measured), max(simulated)
     return {
-        "clients": [c for c, _, _ in points],
+        "clients": [c for c, _, _ in curve],
         "measured_rps": m,
         "simulated_rps": s,
         "error": (s - m) / m,

@@ -43,3 +43,25 @@ def test_rows_that_are_not_closed_loop_or_not_finite_are_left_out():
     bad = [dict(row(c, 1.0, 1.0), kind="trace") for c in (1, 2, 3)]
     bad += [row(c, float("nan"), 1.0) for c in (1, 2, 3)]
     assert knee.sweeps(bad) == {}
+
+
+def test_repeats_at_one_client_count_are_one_point_of_the_curve():
+    # One deployment measured twice at each count (two source files of one campaign): the rate
+    # still climbs 6.5 -> 8.9 req/s from 256 to 512 clients, so the knee is not in the data,
+    # however close the two repeats at 512 are to each other.
+    rising = [
+        row(c, c / r, c / r)
+        for c, rs in ((64, (2.79, 2.78)), (256, (6.51, 6.51)), (512, (8.91, 8.85)))
+        for r in rs
+    ]
+    (points,) = knee.sweeps(rising).values()
+    k = knee.knee(points)
+    assert k["clients"] == [64, 256, 512]
+    assert not k["decided"]
+    assert k["measured_rps"] == pytest.approx((8.91 + 8.85) / 2)
+    # flat at the end, repeats or not: decided, on the averaged rates
+    flat = [row(c, c / r, c / (0.9 * r)) for c, r in ((16, 4), (64, 9.6), (64, 10.4), (128, 10))]
+    (points,) = knee.sweeps(flat).values()
+    k = knee.knee(points)
+    assert k["decided"] and k["measured_rps"] == pytest.approx(10)
+    assert k["error"] == pytest.approx(-0.1)
