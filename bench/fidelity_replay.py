@@ -270,13 +270,14 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # D = 0, kernel tables, the held-out runs' mean |error| TTFT/TPOT/E2E is 79/17/16% (as scored:
 # 33/16/16%) and the fit runs' 78/3/3% (24/3/3%); the knee within 10% on 13 of 20 decided
 # sweeps (12). Again with 10 measured rounds and the profiles of 2026-12-06: 79/16/15% (as
-# scored: 27/16/15%), fit 82/4/3% (17/3/3%), knee 12 of 20 (12). In the simulator a wave sent
-# together stays together (equal prompts, equal outputs, nothing to tell them apart), so every
-# round's prompts wait for each other; the real servers' waves come apart within the first
-# rounds (B200, Llama-3.1-70B FP8, 1024 tokens in and out, 16 clients: measured TTFT 0.20 s,
-# this replay 1.30 s). Exponential delays of 2 to
-# 100 ms (mean) did not take them apart either, on those fit runs: a delayed prompt still meets
-# the others of its wave in a prefill (TTFT 0.80 to 1.21 s at 16 clients).
+# scored: 27/16/15%), fit 82/4/3% (17/3/3%), knee 12 of 20 (12). (Those knee counts predate
+# bench_knee.py averaging repeats at one client count: the report's replay is now 9 of 13.)
+# In the simulator a wave sent together stays together (equal prompts, equal outputs, nothing
+# to tell them apart), so every round's prompts wait for each other; the real servers' waves
+# come apart within the first rounds (B200, Llama-3.1-70B FP8, 1024 tokens in and out, 16
+# clients: measured TTFT 0.20 s, this replay 1.30 s). Exponential delays of 2 to 100 ms (mean)
+# did not take them apart either, on those fit runs: a delayed prompt still meets the others of
+# its wave in a prefill (TTFT 0.80 to 1.21 s at 16 clients).
 def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.DataFrame:
     """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server."""
     from sim.cluster.topologies import simulate
