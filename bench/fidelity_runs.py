@@ -37,7 +37,8 @@ import pandas as pd
 
 from sim.config import SimConfig, with_overrides
 from sim.core.request import RequestSpec
-from sim.cost.hardware import get_gpu
+from sim.cost.engine_memory import vllm_profile_reserve_gb
+from sim.cost.hardware import get_gpu, get_model
 from sim.policies.sglang import sglang_chunk_default, sglang_mem_fraction_static
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +106,20 @@ class PublicRun:
         release = self.engine.split(" ")[-1]
         if release[:1].isdigit():  # step_costs=kernels: the tables nearest the run's release
             sets["kernel_version"] = release
-        return with_overrides(base, {**sets, **(profile_overrides or {})})
+        config = with_overrides(base, {**sets, **(profile_overrides or {})})
+        if self.policy != "vllm" or config.engine.kv_capacity_tokens:
+            return config
+        # vLLM's start-up keeps its profile run's peak off the KV cache, as the run's release
+        # ran it (sim/cost/engine_memory.py); a run without one, by its measurement date.
+        gpu = get_gpu(self.gpu)
+        knobs = config.knobs.for_gpu(gpu.name, gpu.mem_gb)
+        reserve = vllm_profile_reserve_gb(
+            get_model(model),
+            config.hardware.tensor_parallel,
+            min(knobs.max_num_seqs, knobs.max_num_batched_tokens),
+            release if release[:1].isdigit() else CAMPAIGN_RELEASE.get(self.campaign, ""),
+        )
+        return with_overrides(config, {"activation_reserve_gb": reserve})
 
 
 # ---- which runs fit each GPU's profile --------------------------------------------------------
@@ -152,6 +166,10 @@ CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.050, "H200": 0.005, 
 # FP8 rows measure 70 ms of TTFT on H100 and 73 ms on H200, priced 43 and 39 ms a prefill; the
 # 2026-01 Qwen3-32B rows on H100 91 ms, priced 24 ms: two campaigns, ~50 ms apart, on one GPU.
 FIT_CAMPAIGN = {"H100-SXM": "gap-analysis", "H200": "eval-2025", "B200": "eval-2025"}
+# The vLLM release of a campaign whose rows name none: the eval-2025 rows were measured on
+# 2025-10-29, when vLLM's release was 0.11 (0.11.0 on 2025-10-02, 0.11.1 on 2025-11-18). Used
+# for the start-up memory only (`PublicRun.config`), not for the kernel tables.
+CAMPAIGN_RELEASE = {"eval-2025": "0.11"}
 GENERATION = {"H100-SXM": "Hopper", "H200": "Hopper", "B200": "Blackwell"}
 
 

@@ -22,7 +22,7 @@ import numbers
 import re
 from dataclasses import dataclass, field
 
-from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens
+from sim.cost.hardware import GIB, get_gpu, get_model
 from sim.policies import DEFAULT_POLICY, POLICIES, Knobs, get_policy_class
 
 TOPOLOGY_NAMES = ("colocated", "router", "disaggregated")
@@ -70,13 +70,6 @@ def _known(knob: str, lookup, name: str) -> None:
         lookup(name)
     except ValueError as err:
         raise ValueError(f"{knob}: {err}") from None
-
-
-def _reserve_gb() -> float:
-    """GB per GPU the cost model keeps for activations (sim.cost.hardware.kv_capacity_tokens)."""
-    import inspect
-
-    return inspect.signature(kv_capacity_tokens).parameters["activation_reserve_gb"].default
 
 
 @dataclass(frozen=True)
@@ -159,9 +152,13 @@ class EngineConfig:
     block_size: int = 16  # tokens per KV block
     preemption_mode: str = "recompute"  # recompute | swap (KV to host memory over PCIe)
     swap_space_gb: float = 4.0  # host memory for swapped KV per instance (vLLM V0: 4 GiB)
+    # GB per GPU kept off the KV cache beside the weights (activations, sampler, buffers);
+    # 0 = the engine's own (vLLM: its start-up profile run; others 1 GB): Knobs.kv_reserve_gb
+    activation_reserve_gb: float = 0.0
 
     def __post_init__(self) -> None:
         _within("kv_capacity_tokens", self.kv_capacity_tokens, 0, 10**8, "tokens (0 = auto)")
+        _within("activation_reserve_gb", self.activation_reserve_gb, 0, 1000, "GB (0 = auto)")
         _require(
             self.kv_capacity_tokens == 0 or self.kv_capacity_tokens >= self.block_size,
             f"kv_capacity_tokens={self.kv_capacity_tokens} is less than one KV block "
@@ -296,14 +293,24 @@ class SimConfig:
         )
         if self.engine.kv_capacity_tokens == 0:  # auto: the share of memory must exceed the reserve
             hw = self.hardware
-            mem = hw.gpu_mem_gb if hw.gpu.lower() == "custom" else get_gpu(hw.gpu).mem_gb
-            usable, reserve = self.engine.mem_utilization * mem, _reserve_gb()
+            gpu = None if hw.gpu.lower() == "custom" else get_gpu(hw.gpu)
+            mem = gpu.usable_gib if gpu else hw.gpu_mem_gb
+            usable = self.engine.mem_utilization * mem * GIB / 1e9  # GB
+            reserve = self.kv_reserve_gb(hw.gpu, gpu.mem_gb if gpu else hw.gpu_mem_gb)
             _require(
                 usable > reserve,
                 f"mem_utilization={self.engine.mem_utilization:g} leaves {usable:.3g} GB of the "
-                f"GPU's {mem:g} GB, not more than the {reserve:g} GB kept for activations: raise "
-                f"mem_utilization (vLLM's default is 0.9) or set kv_capacity_tokens",
+                f"GPU's {mem:g} GiB, not more than the {reserve:.3g} GB kept for activations: "
+                f"raise mem_utilization (vLLM's default is 0.9) or set kv_capacity_tokens",
             )
+
+    def kv_reserve_gb(self, gpu_name: str, mem_gb: float) -> float:
+        """GB per GPU this run keeps off the KV cache beside the weights on that GPU: the
+        engine setting, else what the policy's engine keeps with its knobs resolved there."""
+        if self.engine.activation_reserve_gb:
+            return self.engine.activation_reserve_gb
+        knobs = self.knobs.for_gpu(gpu_name, mem_gb)
+        return knobs.kv_reserve_gb(get_model(self.hardware.model), self.hardware.tensor_parallel)
 
     def flat(self) -> dict:
         """All knobs as one flat dict (for summaries and file names)."""

@@ -366,9 +366,17 @@ def spec_batches(gpu: str, model: str, k: int) -> tuple[int, ...]:
     on the GPU; ValueError where the model itself does not fit."""
     from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens
 
-    capacity = kv_capacity_tokens(get_gpu(gpu), get_model(model))
+    g, m = get_gpu(gpu), get_model(model)
     per_request = SPEC_PROMPT + SPEC_OUTPUT + k + 16  # + a KV block's rounding
-    return tuple(b for b in SPEC_BATCHES if b * per_request <= capacity)
+    fits = []
+    for b in SPEC_BATCHES:
+        # the reserve the run keeps (vLLM's sampler peak grows with its max_num_seqs, here b)
+        config = spec_batch_spec(b, gpu, model, {})[1]
+        reserve = config.kv_reserve_gb(g.name, g.mem_gb)
+        capacity = kv_capacity_tokens(g, m, 1, config.engine.mem_utilization, reserve)
+        if b * per_request <= capacity:
+            fits.append(b)
+    return tuple(fits)
 
 
 def spec_batch_spec(batch: int, gpu: str, model: str, knobs: dict) -> tuple:

@@ -98,7 +98,12 @@ class Cluster:
             self.gpu, self.model, tp, profile, ep, measured(self.gpu.name, ep)
         )
         self.kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-            self.gpu, self.model, tp, eng.mem_utilization, expert_shards=ep
+            self.gpu,
+            self.model,
+            tp,
+            eng.mem_utilization,
+            config.kv_reserve_gb(self.gpu.name, self.gpu.mem_gb),
+            expert_shards=ep,
         )
         self.decode_gpu = self.gpu  # heterogeneous P/D (C13): D workers may use another GPU
         self.decode_cost, self.decode_kv_tokens = self.cost, self.kv_tokens
@@ -109,7 +114,11 @@ class Cluster:
                 self.decode_gpu, self.model, tp, d_profile, 1, measured(self.decode_gpu.name)
             )
             self.decode_kv_tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-                self.decode_gpu, self.model, tp, eng.mem_utilization
+                self.decode_gpu,
+                self.model,
+                tp,
+                eng.mem_utilization,
+                config.kv_reserve_gb(self.decode_gpu.name, self.decode_gpu.mem_gb),
             )
         self.swap_tokens = int(eng.swap_space_gb * 1e9 // self.model.kv_bytes_per_token)
         self.workers: list[Worker] = []

@@ -53,7 +53,9 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
             GpuSpec(
                 "A100-80GB", 312.0, 2039.0, 80.0, 300.0, 32.0, link_latency_us=1.0, nvlink=True
             ),
-            # nvidia.com/en-us/data-center/h100 (SXM5): 989 BF16, 1,979 FP8, 3.35 TB/s, NVLink4
+            # nvidia.com/en-us/data-center/h100 (SXM5): 989 BF16, 1,979 FP8, 3.35 TB/s, NVLink4.
+            # Visible: vLLM's logged total_gpu_memory on H100 80GB HBM3 is 79.11-79.25 GiB
+            # (nvidia-smi: 81,559 MiB).
             GpuSpec(
                 "H100-SXM",
                 989.0,
@@ -64,10 +66,22 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
                 1979.0,
                 link_latency_us=1.0,
                 nvlink=True,
+                visible_gib=79.15,
             ),
-            # nvidia.com/en-us/data-center/h200: same die as H100, 141 GB HBM3e at 4.8 TB/s
+            # nvidia.com/en-us/data-center/h200: same die as H100, 141 GB HBM3e at 4.8 TB/s.
+            # Visible: vLLM logs total_gpu_memory 139.81 GiB (nvidia-smi: 143,771 MiB, as on the
+            # H200 of ../shared/data/gpu-h200-2026-12-04/env.txt).
             GpuSpec(
-                "H200", 989.0, 4800.0, 141.0, 450.0, 64.0, 1979.0, link_latency_us=1.0, nvlink=True
+                "H200",
+                989.0,
+                4800.0,
+                141.0,
+                450.0,
+                64.0,
+                1979.0,
+                link_latency_us=1.0,
+                nvlink=True,
+                visible_gib=139.81,
             ),
             # nvidia.com/en-us/data-center/l4: 121 BF16 (242 sparse), 242 FP8, 300 GB/s
             GpuSpec("L4", 121.0, 300.0, 24.0, 16.0, 32.0, 242.0, link_latency_us=10.0),
@@ -92,7 +106,8 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
             ),
             # HGX B200 (nvidia.com/en-us/data-center/hgx, 1,000 W; glennklockwood.com/garden/
             # processors/B200): 2,250 BF16, 4,500 FP8, 9,000 FP4 dense, 180 GB HBM3e at 8 TB/s,
-            # NVLink5 1.8 TB/s bidirectional
+            # NVLink5 1.8 TB/s bidirectional. Visible: 182,642 MiB in a CUDA device query
+            # (nvidia-smi: 183,359 MiB).
             GpuSpec(
                 "B200",
                 2250.0,
@@ -104,6 +119,7 @@ GPUS: Mapping[str, GpuSpec] = MappingProxyType(
                 9000.0,
                 link_latency_us=1.0,
                 nvlink=True,
+                visible_gib=178.36,
             ),
             # AWS G5's A10G (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference): 24 GB
             # GDDR6 at 600 GB/s like the A10, ~70 TFLOP/s dense FP16/BF16 tensor; no FP8
@@ -367,19 +383,24 @@ def _get_model(text: str) -> ModelSpec:
     return with_dtype(model, suffix) if suffix else model
 
 
+ACTIVATION_RESERVE_GB = 1.0  # GB per GPU for activations, CUDA graphs and workspace (generic)
+
+
 def kv_capacity_tokens(
     gpu: GpuSpec,
     model: ModelSpec,
     tensor_parallel: int = 1,
     mem_utilization: float = 0.9,
-    activation_reserve_gb: float = 1.0,
+    activation_reserve_gb: float = ACTIVATION_RESERVE_GB,
     expert_shards: int = 1,
 ) -> int:
     """Tokens of KV cache that fit beside the weights on `tensor_parallel` GPUs.
 
     (mem_utilization·mem·tp − weights − reserve·tp) / (kv_bytes_per_token · replication), floored.
     Like vLLM's gpu_memory_utilization, `mem_utilization` is the share of memory the server may
-    use; the activation reserve (GB per GPU) stands for activations, CUDA graphs and workspace.
+    use, of what the CUDA runtime reports (`GpuSpec.usable_gib`); the activation reserve (GB per
+    GPU) stands for activations, CUDA graphs and workspace: the engine's knobs say how much
+    (`Knobs.kv_reserve_gb`: vLLM's profile run, sim/cost/engine_memory.py).
     The ranks split the weights and the KV heads (`ModelSpec.kv_replication`: heads are copied
     when ranks outnumber them). With expert parallelism over `expert_shards` instances each
     instance holds 1/expert_shards of the routed experts.
@@ -393,7 +414,7 @@ def kv_capacity_tokens(
     if not (math.isfinite(activation_reserve_gb) and activation_reserve_gb >= 0):
         raise ValueError(f"activation_reserve_gb must be >= 0, got {activation_reserve_gb}")
     # Datasheets' "80 GB" of HBM or GDDR is 80 GiB (nvidia-smi shows 81,559 MiB on an H100).
-    per_gpu = mem_utilization * gpu.mem_gb * GIB - activation_reserve_gb * 1e9  # usable bytes/GPU
+    per_gpu = mem_utilization * gpu.usable_gib * GIB - activation_reserve_gb * 1e9  # bytes/GPU
     weights = model.weight_bytes_held(expert_shards)
     free = per_gpu * tensor_parallel - weights  # bytes left for KV on all GPUs
     per_token = model.kv_bytes_per_token * model.kv_replication(tensor_parallel)

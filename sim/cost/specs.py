@@ -50,6 +50,16 @@ class GpuSpec:
     # all-reduce over n GPUs pays 2(n-1) hops. NVLink/NVSwitch ~1 us, PCIe several.
     link_latency_us: float = 5.0
     nvlink: bool = False  # GPUs of one server talk over NVLink (else PCIe)
+    # What the CUDA runtime reports as the device's total (cudaMemGetInfo, torch's
+    # mem_get_info, vLLM's `total_gpu_memory`), GiB: a few hundred MiB under nvidia-smi's total
+    # and ~1% under the datasheet. The engines take their share of THIS. 0 = not measured:
+    # the datasheet's mem_gb.
+    visible_gib: float = 0.0
+
+    @property
+    def usable_gib(self) -> float:
+        """GiB the engines size their memory from: the measured visible total, else mem_gb."""
+        return self.visible_gib or self.mem_gb
 
     def __post_init__(self) -> None:
         check_positive(
@@ -60,7 +70,7 @@ class GpuSpec:
             interconnect_gb_s=self.interconnect_gb_s,
             host_link_gb_s=self.host_link_gb_s,
         )
-        for key in ("fp8_tflops", "fp4_tflops", "link_latency_us"):
+        for key in ("fp8_tflops", "fp4_tflops", "link_latency_us", "visible_gib"):
             value = getattr(self, key)
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"GpuSpec {self.name!r}: {key} must be >= 0, got {value!r}")

@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from sim.cost.hardware import ACTIVATION_RESERVE_GB
+
 if TYPE_CHECKING:
     from sim.core.engine import Engine, StepPlan
     from sim.core.request import Request
+    from sim.cost.specs import ModelSpec
 
 
 # What a knob means, shared by the engines whose knob of that name means the same thing. Knobs of
@@ -86,6 +89,13 @@ class Knobs:
     def for_gpu(self, gpu_name: str, mem_gb: float) -> Knobs:
         """These knobs with any "engine default" (0) resolved for a GPU; most have none."""
         return self
+
+    def kv_reserve_gb(self, model: ModelSpec, tensor_parallel: int) -> float:
+        """GB per GPU this engine keeps off its KV cache beside the weights, with these knobs
+        (resolved by `for_gpu`): a generic 1 GB for activations, CUDA graphs and workspace,
+        unless the engine sizes it itself (vLLM: its profile run). SGLang's share of memory
+        for activations is already out of its mem_fraction_static."""
+        return ACTIVATION_RESERVE_GB
 
     def check_positive(self, *names: str) -> None:
         for name in names:

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from sim.cost.engine_memory import vllm_profile_reserve_gb
 from sim.policies import register
 from sim.policies.base import MAX_SEQS, STEP_BUDGET, Knobs, Note, Policy
 
@@ -178,6 +179,13 @@ class VllmV0Knobs(Knobs):
             self.max_long_partial_prefills > self.max_num_partial_prefills
         ):
             raise ValueError("max_long_partial_prefills must be <= max_num_partial_prefills")
+
+    def kv_reserve_gb(self, model, tensor_parallel: int) -> float:
+        """vLLM's profile run (sim/cost/engine_memory.py): V0 samples for max_num_seqs dummy
+        sequences too (at most one per budgeted token), sorting the vocabulary as every
+        release with V0 did (V0 left vLLM in 0.11)."""
+        requests = min(self.max_num_seqs, self.max_num_batched_tokens)
+        return vllm_profile_reserve_gb(model, tensor_parallel, requests, release="0.10")
 
     def check_partial_prefills(self) -> None:
         if self.max_num_partial_prefills < 1:
@@ -316,6 +324,13 @@ class VllmV0(Policy):
 @dataclass(frozen=True)
 class ChunkedKnobs(VllmV0Knobs):
     """`vllm-v0`'s knobs, plus the old encoding max_num_partial_prefills=0 (see below)."""
+
+    def kv_reserve_gb(self, model, tensor_parallel: int) -> float:
+        """vLLM's profile run (sim/cost/engine_memory.py): V0 samples for max_num_seqs dummy
+        sequences too (at most one per budgeted token), sorting the vocabulary as every
+        release with V0 did (V0 left vLLM in 0.11)."""
+        requests = min(self.max_num_seqs, self.max_num_batched_tokens)
+        return vllm_profile_reserve_gb(model, tensor_parallel, requests, release="0.10")
 
     def check_partial_prefills(self) -> None:
         if self.max_num_partial_prefills < 0:

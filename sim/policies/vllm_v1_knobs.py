@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from sim.core.speculation import METHODS, acceptance_table
+from sim.cost.engine_memory import vllm_profile_reserve_gb
 from sim.policies import base
 from sim.policies.base import Knobs
 
@@ -78,6 +79,15 @@ class VllmEngineKnobs(Knobs):
     num_lookahead_tokens: ClassVar[int] = 0
     draft_slots: ClassVar[int] = 0
     num_hash_lookahead_tokens: ClassVar[int] = 0
+
+    def kv_reserve_gb(self, model, tensor_parallel: int) -> float:
+        """vLLM's profile run, as the release these knobs mirror runs it (sim/cost/
+        engine_memory.py): its sampler samples one token for each of min(max_num_seqs,
+        max_num_batched_tokens) dummy requests."""
+        if not (self.max_num_seqs and self.max_num_batched_tokens):
+            raise ValueError("kv_reserve_gb needs the knobs resolved for a GPU (for_gpu)")
+        requests = min(self.max_num_seqs, self.max_num_batched_tokens)
+        return vllm_profile_reserve_gb(model, tensor_parallel, requests)
 
     def for_gpu(self, gpu_name: str, mem_gb: float) -> VllmEngineKnobs:
         """These knobs with 0 ("vLLM's default") replaced by what vLLM picks on that GPU.

@@ -46,8 +46,9 @@ def kv_blocks(config: SimConfig) -> int:
     model = get_model(hw.model)
 
     def per_worker(g) -> int:
+        reserve = config.kv_reserve_gb(g.name, g.mem_gb)
         tokens = eng.kv_capacity_tokens or kv_capacity_tokens(
-            g, model, hw.tensor_parallel, eng.mem_utilization
+            g, model, hw.tensor_parallel, eng.mem_utilization, reserve
         )
         return tokens // eng.block_size
 
