@@ -322,15 +322,36 @@ AIC_FP8_KV = ("fp8", "fp4")
 # concurrencies are the script's fixed ones (16, 64, 128), and nothing says those servers had
 # more than SGLang's defaults: they replay with the defaults (mixed chunk off, 16384 tokens).
 AIC_SGLANG_GENERATED_FROM = (0, 5, 6)
+# SGLang's default --mem-fraction-static: the activation-and-graph formula of
+# sim/policies/sglang.py from 0.5.3 on (server_args.py `_handle_gpu_memory_settings`, 0.5.3
+# 542-661); before it (0.5.1.post1 server_args.py 352-393) a table by GPU memory, reading
+# nvidia-smi's memory.total in MiB: reserved = 9.5 + tp x pp / 2 GiB under 90 GiB (H100, A100),
+# 12 + tp x pp / 2 under 160 GiB (H200), 32 GiB above (B200); fraction = (total - reserved) /
+# total, rounded to 3 places.
+SGLANG_MEMORY_HOOK_FROM = (0, 5, 3)
+NVIDIA_SMI_MIB = {"H100-SXM": 81559, "H200": 143771, "B200": 183359}  # memory.total
+
+
+def sglang_051_mem_fraction_static(gpu: str, tensor_parallel: int) -> float:
+    """SGLang 0.5.1's default --mem-fraction-static on `gpu` (see SGLANG_MEMORY_HOOK_FROM)."""
+    total = NVIDIA_SMI_MIB[gpu]
+    if total < 90 * 1024:
+        reserved = (9.5 + tensor_parallel / 2) * 1024
+    elif total < 160 * 1024:
+        reserved = (12 + tensor_parallel / 2) * 1024
+    else:
+        reserved = 32 * 1024
+    return round((total - reserved) / total, 3)
+
+
 # The first SGLang release checked that reserves a running fixed-length request's output in
 # full (0.5.23; 0.5.1.post1, 0.5.6.post2 and 0.5.8.post1 scale it by new_token_ratio).
 SGLANG_RESERVES_FIXED_OUTPUT = (0, 5, 23)
-# Every SGLang row keeps SGLang's own KV pool: its default --mem-fraction-static
-# (sim/policies/sglang.py sglang_mem_fraction_static, 0.82-0.84 on an H100) instead of the
-# simulator's 0.9 (vLLM's gpu_memory_utilization). That is the formula of the releases since
-# PR #10975; earlier 0.5 releases, which the 0.5.1.post1 rows may have run, used an older one
-# (one of them keeps (9.5 + TP/2) GiB on an H100: 0.83-0.87). Those rows run at TP 2 to 8,
-# where either pool holds more than their clients need.
+# Every SGLang row keeps SGLang's own KV pool: its release's default --mem-fraction-static
+# instead of the simulator's 0.9 (vLLM's gpu_memory_utilization): from 0.5.3 on
+# sim/policies/sglang.py sglang_mem_fraction_static (0.82-0.84 on an H100), before it
+# sglang_051_mem_fraction_static (0.83-0.87). The 0.5.1.post1 rows run at TP 2 to 8, where
+# either pool holds more than their clients need (their mean |error| moved by 0.2 points).
 
 
 # The sample gathers several exports: a run measured once can appear in two of them (MiniMax-M2.5
@@ -431,10 +452,12 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 settings["overlap_schedule"] = True
                 # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
-                settings["mem_utilization"] = sglang_mem_fraction_static(
-                    mem, tp, sglang_chunk_default(mem)
-                )
                 release = _version(version)
+                settings["mem_utilization"] = (
+                    sglang_mem_fraction_static(mem, tp, sglang_chunk_default(mem))
+                    if release >= SGLANG_MEMORY_HOOK_FROM
+                    else sglang_051_mem_fraction_static(AIC_GPUS[row["system"]], tp)
+                )
                 if release < SGLANG_RESERVES_FIXED_OUTPUT:
                     settings["reserve_fixed_output"] = False  # (see SglangKnobs)
                 if release >= AIC_SGLANG_GENERATED_FROM:

@@ -517,13 +517,13 @@ def test_sglang_rows_of_the_generator_get_its_flags(tmp_path: Path) -> None:
     by_key = {r.key: r for r in fr.load_runs(root)[0]}
     old, new, newest = by_key["s0"], by_key["s1"], by_key["s2"]
     assert old.policy == new.policy == "sglang" and not old.fit
-    # All keep SGLang's own memory fraction for the KV pool (H100, TP 2: 0.834), not 0.9, and
-    # its default overlap event loop; the releases before 0.5.23 scale running fixed-length
-    # requests' output by new_token_ratio.
+    # All keep their release's SGLang memory fraction for the KV pool (H100, TP 2: 0.868 in
+    # 0.5.1, 0.834 from 0.5.3), not 0.9, and its default overlap event loop; the releases
+    # before 0.5.23 scale running fixed-length requests' output by new_token_ratio.
     assert old.settings == {
         "tensor_parallel": 2,
         "overlap_schedule": True,
-        "mem_utilization": 0.834,
+        "mem_utilization": 0.868,
         "reserve_fixed_output": False,
     }
     assert new.settings == {
@@ -760,3 +760,11 @@ def test_one_measurement_counts_once_and_work_in_progress_rows_stay_out(tmp_path
     assert ep.model == "MiniMax-M2.5:fp8" and ep.kv_dtype == "fp8" and ep.parallel == "TP4+EP4"
     assert ep.settings == {"tensor_parallel": 4, "expert_parallel": True}
     assert ep.config().hardware.expert_parallel and not ep.fit
+
+
+def test_sglang_051_rows_keep_that_release_s_memory_fraction() -> None:
+    # sglang 0.5.1.post1 server_args.py 352-393: nvidia-smi's 81,559 MiB on an H100, less
+    # (9.5 + TP / 2) GiB, as a share rounded to 3 places; the formula of 0.5.3 on keeps more back
+    assert fr.sglang_051_mem_fraction_static("H100-SXM", 2) == round((81559 - 10752) / 81559, 3)
+    assert fr.sglang_051_mem_fraction_static("H100-SXM", 8) == 0.831
+    assert fr.sglang_051_mem_fraction_static("B200", 4) == round((183359 - 32768) / 183359, 3)
