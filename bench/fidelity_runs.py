@@ -37,7 +37,7 @@ import pandas as pd
 
 from sim.config import SimConfig, with_overrides
 from sim.core.request import RequestSpec
-from sim.cost.engine_memory import vllm_profile_reserve_gb
+from sim.cost.engine_memory import release_tuple, vllm_profile_reserve_gb
 from sim.cost.hardware import get_gpu, get_model
 from sim.policies.sglang import sglang_chunk_default, sglang_mem_fraction_static
 
@@ -377,16 +377,6 @@ AIC_SAME_RUN = (
 )
 
 
-def _version(text: str) -> tuple[int, ...]:
-    """(0, 5, 6) of "0.5.6.post2"; () when it does not start with numbers."""
-    parts = []
-    for p in text.split(".")[:3]:
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    return tuple(parts)
-
-
 def _num(value: str) -> float:
     try:
         return float(value)
@@ -452,7 +442,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 settings["overlap_schedule"] = True
                 # SGLang's KV pool: its own default memory fraction, not vLLM's 0.9.
                 mem = get_gpu(AIC_GPUS[row["system"]]).mem_gb
-                release = _version(version)
+                release = release_tuple(version)
                 settings["mem_utilization"] = (
                     sglang_mem_fraction_static(mem, tp, sglang_chunk_default(mem))
                     if release >= SGLANG_MEMORY_HOOK_FROM

@@ -46,8 +46,9 @@ def test_the_sampler_sorts_until_0_17_and_filters_in_place_after():
 
 
 def test_release_tuple():
-    assert release_tuple("0.12.0") == (0, 12)
-    assert release_tuple("0.5.6.post2") == (0, 5)
+    assert release_tuple("0.12.0") == (0, 12, 0) and release_tuple("0.11") == (0, 11)
+    assert release_tuple("0.5.6.post2") == (0, 5, 6)
+    assert release_tuple("0.17.0") >= (0, 17) > release_tuple("0.16.1")
     assert release_tuple("nightly-5b8c30d6") == ()
     assert release_tuple("") == ()
 

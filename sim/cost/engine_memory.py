@@ -41,9 +41,10 @@ NON_TORCH_GIB = {1: 0.13, 2: 0.55}  # NCCL, cuBLAS: one GPU, two or more (measur
 
 
 def release_tuple(release: str) -> tuple[int, ...]:
-    """(0, 12) of "0.12.0" or "0.12"; () for "" (the release PD Lab mirrors: the newest)."""
+    """(0, 5, 6) of "0.5.6.post2", (0, 12) of "0.12"; () for "" (the release PD Lab mirrors:
+    the newest) and for a name that does not start with numbers ("nightly-5b8c30d6")."""
     parts = []
-    for p in release.split(".")[:2]:
+    for p in release.split(".")[:3]:
         if not p.isdigit():
             break
         parts.append(int(p))
