@@ -18,8 +18,8 @@ Notable features
   128,256), 5.56 and 5.64 for Qwen3-0.6B and Qwen3-32B (151,936), 7.38 for gpt-oss-20b and
   -120b (201,088); non-torch 0.13 GiB on one GPU, 0.54-0.55 on two. A least-squares line
   through those six peaks: 9.32 fp32 matrices (requests x vocabulary), plus 0.22 GiB (the
-  forward's own activations), within 0.07 GiB of each. vLLM 0.6's logs (256 requests;
-  Llama-3.1-8B, 1.19-1.40 GiB) fit it too (1.36).
+  forward's own activations), within 0.07 GiB of each. vLLM V0's logs (256 requests; 8B
+  Llama models, 1.19-1.40 GiB) fit it too (1.36).
 - From vLLM 0.17 a Triton kernel filters top-k/top-p in place for 8 requests or more
   (topk_topp_triton.py, `apply_top_k_top_p` at 0.19.0 245-255; absent from 0.16.0): what stays
   alive is the bf16 logits, their fp32 copy, the softmax and the exponential noise
