@@ -12,7 +12,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_knee as knee  # noqa: E402
 
 
-def row(clients: int, measured: float, simulated: float, isl: str = "1024") -> dict:
+def row(
+    clients: int, measured: float, simulated: float, isl: str = "1024", ttft=(0.1, 0.1)
+) -> dict:
     return {
         "kind": "closed-loop",
         "gpu": "H200",
@@ -24,6 +26,8 @@ def row(clients: int, measured: float, simulated: float, isl: str = "1024") -> d
         "concurrency": str(clients),
         "e2e_measured_mean": str(measured),
         "e2e_predicted_mean": str(simulated),
+        "ttft_measured_mean": str(ttft[0]),
+        "ttft_predicted_mean": str(ttft[1]),
     }
 
 
@@ -65,3 +69,36 @@ def test_repeats_at_one_client_count_are_one_point_of_the_curve():
     k = knee.knee(points)
     assert k["decided"] and k["measured_rps"] == pytest.approx(10)
     assert k["error"] == pytest.approx(-0.1)
+
+
+def test_a_missed_knee_names_the_batch_or_the_step():
+    # 64 clients at the top. Measured: E2E 10 s, 4 s of it queued before the first token, so
+    # 64 x 6 / 10 = 38.4 requests decode at once. Simulated A: the same queue, a faster step
+    # (knee +25%): the step time. Simulated B: hardly any queue (the KV cache keeps ~all 64:
+    # 64 x 7.5 / 8 = 60) and the same rate gain: the batch.
+    def sweep(top_e2e_sim: float, top_ttft_sim: float) -> dict:
+        rows = [row(c, c / r, c / r) for c, r in ((4, 2.0), (16, 6.0))]
+        rows.append(row(32, 32 / 6.4, 32 / (6.4 * 1.25)))
+        rows.append(row(64, 10.0, top_e2e_sim, ttft=(4.0, top_ttft_sim)))
+        (points,) = knee.sweeps(rows).values()
+        return knee.knee(points)
+
+    step = sweep(8.0, 3.2)
+    assert step["decided"] and step["error"] == pytest.approx(0.25)
+    assert step["batch_measured"] == pytest.approx(38.4)
+    assert step["batch_simulated"] == pytest.approx(38.4)
+    assert step["cause"] == "step time"
+    batch = sweep(8.0, 0.5)
+    assert batch["batch_simulated"] == pytest.approx(60.0)
+    assert batch["cause"] == "KV cache (batch)"
+
+
+def test_rows_without_ttft_still_make_a_sweep():
+    rows = [row(c, c / r, c / r) for c, r in ((4, 2.0), (16, 6.0), (64, 6.2))]
+    for r in rows:
+        del r["ttft_measured_mean"], r["ttft_predicted_mean"]
+    (points,) = knee.sweeps(rows).values()
+    k = knee.knee(points)
+    assert k["decided"] and k["error"] == pytest.approx(0.0)
+    assert k["batch_measured"] != k["batch_measured"]  # NaN: nothing to tell the cause by
+    assert k["cause"].startswith("unknown")
