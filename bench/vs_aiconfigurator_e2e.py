@@ -1,0 +1,221 @@
+"""The public runs' means from aiconfigurator-core's own end-to-end estimate, beside ours.
+
+Notable features
+- A baseline for the report's errors (issue 30, item 3). aiconfigurator-core prices a whole
+  aggregated deployment too, not just a step: `BaseBackend.run_agg` (aiconfigurator_core/sdk/
+  backends/base_backend.py, 0.12.0) takes a batch size b, prompt and output lengths and the
+  prompt tokens per step (`ctx_tokens`), and returns a mean TTFT and TPOT from the same kernel
+  tables, by a closed formula: ceil(isl x b / ctx_tokens) mixed steps, then decode-only steps;
+  TTFT = one prompt's prefill steps + a per-layer dispatch cost (vLLM: 0.8 ms a layer) times a
+  queueing factor of b. No queue forms beyond the batch: b is all running at once.
+- Here b is the run's client count (a closed loop keeps that many requests in the server) and
+  ctx_tokens one prompt, or the engine's step budget where a prompt is longer (vLLM's
+  max_num_batched_tokens, SGLang's chunked_prefill_size, as the replay sets them): the estimator
+  prices every mixed step at ctx_tokens prompt tokens, and its vLLM backend assumes one prompt
+  per mixed step (vllm_backend.py `_mix_step_gen_tokens`: vLLM's max_num_partial_prefills = 1).
+  A whole budget per step (16,384 tokens on an H200) priced 4 clients of 1,024 tokens at
+  several times their measured TTFT. The tables, GEMM and KV formats are the
+  ones bench/vs_aiconfigurator.py gives its step-by-step check, on each engine's release that
+  aiconfigurator-core calls current (vLLM 0.24.0, SGLang 0.5.14): the estimator refuses older.
+- Where b requests' KV cache does not fit (`check_kv_cache_oom`) or the weights do not
+  (`check_oom`), the estimate does not exist: the closed formula has no queue to send the rest
+  to. Those runs are counted, not scored. Both models are scored on the runs the estimator can
+  price, so the comparison is like for like; ours on all runs is the report's.
+- Not held out for them: aiconfigurator's vLLM TTFT heuristics (the dispatch cost, the queueing
+  factor) were calibrated on its silicon corpus (vllm_backend.py comments), which holds these
+  rows. Ours fit each GPU's profile on the fit runs only.
+
+Run: .venv/bin/python bench/bench_fidelity_real.py --step-costs kernels --csv runs.csv
+     .venv/bin/python bench/vs_aiconfigurator_e2e.py runs.csv     (needs requirements-kernels.txt)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import logging
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*, vs_*
+
+from fidelity_load import infeasible  # noqa: E402
+from fidelity_runs import PublicRun, load_runs  # noqa: E402
+from vs_aiconfigurator import AIC_MODELS, CURRENT  # noqa: E402
+
+from sim.cost.hardware import get_gpu, get_model  # noqa: E402
+from sim.cost.kernel_attention import KV_DTYPES  # noqa: E402
+from sim.cost.kernel_data import TABLE_GPUS, available  # noqa: E402
+from sim.cost.kernel_moe import moe_dtypes  # noqa: E402
+from sim.cost.kernel_tables import table_dtype  # noqa: E402
+
+METRICS = ("ttft", "tpot", "e2e")
+ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # our policy -> aiconfigurator's backend name
+
+
+@functools.cache
+def _estimator(backend: str, system: str, model_path: str, tp: int, whole: bool, quant: tuple):
+    """(backend, model, database) of aiconfigurator-core for one deployment (cached)."""
+    from aiconfigurator_core.sdk import common
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.config import ModelConfig
+    from aiconfigurator_core.sdk.models import get_model as aic_model
+    from aiconfigurator_core.sdk.perf_database import get_database
+
+    gemm, moe, kv = quant
+    experts = dict(moe_tp_size=1, moe_ep_size=tp) if whole else dict(moe_tp_size=tp, moe_ep_size=1)
+    config = ModelConfig(
+        tp_size=tp,
+        gemm_quant_mode=common.GEMMQuantMode[gemm],
+        moe_quant_mode=common.MoEQuantMode[moe] if moe else None,
+        kvcache_quant_mode=common.KVCacheQuantMode[kv],
+        fmha_quant_mode=common.FMHAQuantMode.bfloat16,
+        **experts,
+    )
+    model = aic_model(model_path, config, backend)
+    return get_backend(backend), model, get_database(system, backend, CURRENT[backend])
+
+
+def estimate(run: PublicRun) -> dict | None:
+    """aiconfigurator-core's mean TTFT, TPOT and E2E (seconds) for a closed-loop run; None where
+    it has no model, tables or engine for the run, or b requests do not fit (see the notes)."""
+    if run.kind != "closed-loop" or run.policy not in ENGINES:
+        return None
+    config = run.config({"step_costs": "kernels"})
+    hw = config.hardware
+    base = hw.model.split(":")[0]
+    if base not in AIC_MODELS or hw.gpu not in TABLE_GPUS:
+        return None
+    model = get_model(hw.model)
+    moe = moe_dtypes(model) if model.moe is not None else None
+    quant = (table_dtype(model), moe[0] if moe else "", KV_DTYPES[model.bytes_per_kv])
+    backend = ENGINES[run.policy]
+    whole = bool(hw.expert_parallel) and model.moe is not None
+    gpu = get_gpu(hw.gpu)
+    knobs = config.knobs.for_gpu(gpu.name, gpu.mem_gb)
+    budget = getattr(knobs, "max_num_batched_tokens", 0) or knobs.chunked_prefill_size
+    ctx_tokens = min(run.isl, budget)
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+
+    runtime = RuntimeConfig(batch_size=run.concurrency, isl=run.isl, osl=run.osl)
+    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
+
+    try:
+        engine, aic_model, database = _estimator(
+            backend, TABLE_GPUS[hw.gpu], AIC_MODELS[base], hw.tensor_parallel, whole, quant
+        )
+        summary = engine.run_agg(aic_model, database, runtime, ctx_tokens=ctx_tokens)
+    except (ValueError, PerfDataNotAvailableError):
+        # a deployment it refuses (block-FP8 experts split off the 128 grid) or has no rows for
+        # (SGLang 0.5.14's H200 context attention with an FP8 KV cache)
+        return {"fits": False, "why": "refused"}
+    if summary.check_oom() or summary.check_kv_cache_oom():
+        return {"fits": False, "why": "memory"}
+    result = summary.get_result_dict()
+    ttft, tpot = result["ttft"] / 1e3, result["tpot"] / 1e3
+    return {"fits": True, "ttft": ttft, "tpot": tpot, "e2e": ttft + (run.osl - 1) * tpot}
+
+
+def ours(path: str) -> dict[str, dict]:
+    """The report's per-run CSV (bench_fidelity_real.py --csv), by run key."""
+    with Path(path).open(newline="") as f:
+        return {r["key"]: r for r in csv.DictReader(f)}
+
+
+def _err(predicted: float, measured: float) -> float:
+    return 100 * (predicted - measured) / measured
+
+
+def compare(runs: list[PublicRun], report: dict[str, dict]) -> list[dict]:
+    """One row per closed-loop run both models price: split, group and signed % errors."""
+    rows = []
+    for run in runs:
+        ours_row = report.get(run.key)
+        if ours_row is None or (aic := estimate(run)) is None:
+            continue
+        row = {
+            "key": run.key,
+            "group": run.group,
+            "split": "fit" if run.fit else "held out",
+            "feasible": not infeasible(
+                float(ours_row["kernel_load"] or "nan"), float(ours_row["step_load"] or "nan")
+            ),
+            "fits": aic["fits"],
+            "why": aic.get("why", ""),
+        }
+        m = run.measured_means
+        measured = {"ttft": m["ttft_s"], "tpot": m["tpot_s"]}
+        measured["e2e"] = m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
+        for metric in METRICS:
+            row[f"ours_{metric}"] = float(ours_row[f"{metric}_mean_err"])
+            row[f"aic_{metric}"] = _err(aic[metric], measured[metric]) if aic["fits"] else math.nan
+        rows.append(row)
+    return rows
+
+
+def _mean_abs(values: list[float]) -> float:
+    return sum(abs(v) for v in values) / len(values) if values else math.nan
+
+
+def summarize(rows: list[dict], by: str) -> dict[str, dict]:
+    """Per `by` value: runs, how many the estimator could not price (b requests do not fit in
+    memory; a deployment it refuses or has no tables for), and mean |error| % of each model on
+    the runs it could."""
+    out: dict[str, dict] = {}
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[r[by]].append(r)
+    for name, members in sorted(groups.items()):
+        priced = [r for r in members if r["fits"]]
+        stats = {
+            "runs": len(members),
+            "memory": sum(r["why"] == "memory" for r in members),
+            "refused": sum(r["why"] == "refused" for r in members),
+        }
+        for who in ("aic", "ours"):
+            for metric in METRICS:
+                stats[f"{who}_{metric}"] = _mean_abs([r[f"{who}_{metric}"] for r in priced])
+        out[name] = stats
+    return out
+
+
+def _line(name: str, s: dict) -> str:
+    both = "  ".join(f"{s[f'aic_{m}']:6.1f} {s[f'ours_{m}']:6.1f}" for m in METRICS)
+    return f"{name[:46]:46s} {s['runs']:5d} {s['memory']:6d} {s['refused']:7d}   {both}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", help="per-run CSV of bench_fidelity_real.py --step-costs kernels --csv")
+    ap.add_argument("--data", help="folder of the public runs (see bench/fidelity_runs.py)")
+    args = ap.parse_args(argv)
+    if not available():
+        print("vs_aiconfigurator_e2e: install requirements-kernels.txt", file=sys.stderr)
+        return 2
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+    runs, _ = load_runs(args.data)
+    rows = compare(runs, ours(args.csv))
+    header = (
+        f"{'':46s} {'runs':>5s} {'no estimate: ':>14s}   "
+        + "  ".join(f"{m.upper():>6s} {'':6s}" for m in METRICS)
+        + f"\n{'mean |error| %, aiconfigurator / ours':46s} {'':5s}"
+        + f" {'memory':>6s} {'refused':>7s}   "
+        + "  ".join(f"{'aic':>6s} {'ours':>6s}" for _ in METRICS)
+    )
+    for title, by, subset in (
+        ("by split", "split", rows),
+        ("held out, feasible", "split", [r for r in rows if r["feasible"]]),
+        ("by group (held out and fit)", "group", rows),
+    ):
+        print(f"\n{title}\n{header}")
+        for name, stats in summarize(subset, by).items():
+            print(_line(name, stats))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
