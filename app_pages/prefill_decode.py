@@ -105,6 +105,12 @@ else:
     if kernels and any(r["gpu"] == gpu_name for r in kernels["summary"]):
         trust.caption(T("pd.trust_kernels"))
         w.number_table(charts.fidelity_table(gpu_name, L, kernels), hide_index=True, where=trust)
+        if base := charts.baseline_figures(gpu_name):  # NVIDIA's closed formula, same runs
+            scope = gpu_name if base["gpu"] else T("pd.trust_baseline_all")
+            text = T("pd.trust_baseline", scope=scope, **base)
+            if base["memory"]:  # saturated runs: the formula has no queue, so no answer
+                text += " " + T("pd.trust_baseline_memory", memory=base["memory"])
+            trust.caption(text)
     if f"pd.trust_known.{gpu_name}" in catalog(DEFAULT_LANG):  # what it is known to miss
         trust.caption(T(f"pd.trust_known.{gpu_name}"))
     trust.caption(T("pd.trust_sources", command=report.get("command", "")))

@@ -25,8 +25,13 @@ Notable features
   factor) were calibrated on its silicon corpus (vllm_backend.py comments), which holds these
   rows. Ours fit each GPU's profile on the fit runs only.
 
+- `--write` also saves the held-out figures per GPU (and for all GPUs) to
+  assets/fidelity/baseline_aiconfigurator.json, which the Prefill vs decode page's trust panel
+  quotes beside the kernel-table report.
+
 Run: .venv/bin/python bench/bench_fidelity_real.py --step-costs kernels --csv runs.csv
-     .venv/bin/python bench/vs_aiconfigurator_e2e.py runs.csv     (needs requirements-kernels.txt)
+     .venv/bin/python bench/vs_aiconfigurator_e2e.py runs.csv [--write]
+     (needs requirements-kernels.txt)
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import json
 import logging
 import math
 import sys
@@ -54,6 +60,8 @@ from sim.cost.kernel_moe import moe_dtypes  # noqa: E402
 from sim.cost.kernel_tables import table_dtype  # noqa: E402
 
 METRICS = ("ttft", "tpot", "e2e")
+BASELINE_PATH = Path(__file__).resolve().parents[1] / "assets/fidelity/baseline_aiconfigurator.json"
+COMMAND = "python bench/vs_aiconfigurator_e2e.py runs.csv --write"
 ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # our policy -> aiconfigurator's backend name
 
 
@@ -140,6 +148,7 @@ def compare(runs: list[PublicRun], report: dict[str, dict]) -> list[dict]:
         row = {
             "key": run.key,
             "group": run.group,
+            "gpu": run.gpu,
             "split": "fit" if run.fit else "held out",
             "feasible": not infeasible(
                 float(ours_row["kernel_load"] or "nan"), float(ours_row["step_load"] or "nan")
@@ -173,6 +182,7 @@ def summarize(rows: list[dict], by: str) -> dict[str, dict]:
         priced = [r for r in members if r["fits"]]
         stats = {
             "runs": len(members),
+            "priced": len(priced),
             "memory": sum(r["why"] == "memory" for r in members),
             "refused": sum(r["why"] == "refused" for r in members),
         }
@@ -181,6 +191,28 @@ def summarize(rows: list[dict], by: str) -> dict[str, dict]:
                 stats[f"{who}_{metric}"] = _mean_abs([r[f"{who}_{metric}"] for r in priced])
         out[name] = stats
     return out
+
+
+def baseline_report(rows: list[dict]) -> dict:
+    """The held-out runs' figures, all GPUs and per GPU, as the app reads them (rounded)."""
+    held_out = [r for r in rows if r["split"] == "held out"]
+
+    def figures(members: list[dict]) -> dict:
+        (stats,) = summarize([dict(r, scope="") for r in members], "scope").values()
+        return {k: round(v, 1) if isinstance(v, float) else v for k, v in stats.items()}
+
+    gpus = sorted({r["gpu"] for r in held_out})
+    return {
+        "about": (
+            "Mean |error| % of aiconfigurator-core's closed-form end-to-end estimate (run_agg) "
+            "and of the kernel-table simulator, on the same held-out public runs: those the "
+            "estimator can price (`priced`); `memory`: runs whose clients do not all fit at "
+            "once, which it cannot price; `refused`: deployments it has no model or tables for."
+        ),
+        "command": COMMAND,
+        "all": figures(held_out),
+        "by_gpu": {g: figures([r for r in held_out if r["gpu"] == g]) for g in gpus},
+    }
 
 
 def _line(name: str, s: dict) -> str:
@@ -192,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", help="per-run CSV of bench_fidelity_real.py --step-costs kernels --csv")
     ap.add_argument("--data", help="folder of the public runs (see bench/fidelity_runs.py)")
+    ap.add_argument("--write", action="store_true", help=f"save the app's figures: {BASELINE_PATH}")
     args = ap.parse_args(argv)
     if not available():
         print("vs_aiconfigurator_e2e: install requirements-kernels.txt", file=sys.stderr)
@@ -214,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{title}\n{header}")
         for name, stats in summarize(subset, by).items():
             print(_line(name, stats))
+    if args.write:
+        text = json.dumps(baseline_report(rows), indent=1, ensure_ascii=False) + "\n"
+        BASELINE_PATH.write_text(text, encoding="utf-8")
+        print(f"\nwrote {BASELINE_PATH}")
     return 0
 
 

@@ -252,6 +252,21 @@ def test_the_trust_section_names_what_it_is_known_to_miss_on_that_gpu(lang):
     assert not any("H200" in c.value for c in h100.caption)
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_trust_section_sets_nvidias_closed_formula_beside_ours(lang):
+    # bench/vs_aiconfigurator_e2e.py --write: the same held-out H100 runs, both models' errors,
+    # and the saturated runs the formula cannot price (it has no queue)
+    from ui.charts_fidelity import baseline_figures
+
+    base = baseline_figures("H100-SXM")
+    expected = t("pd.trust_baseline", lang, scope="H100-SXM", **base)
+    expected += " " + t("pd.trust_baseline_memory", lang, memory=base["memory"])
+    h100 = open_page("app_pages/prefill_decode.py", {"gpu": "H100-SXM", "lang": lang})
+    assert not h100.exception
+    assert expected in [c.value for c in h100.caption]
+    assert f"{base['aic_ttft']:.0f}%" in expected and f"{base['ours_ttft']:.0f}%" in expected
+
+
 # ---- Speculative decoding: when it pays ----
 
 SPEC_PAGE = "app_pages/speculative.py"

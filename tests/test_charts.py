@@ -640,3 +640,17 @@ def test_live_labels_name_each_prompt_set_and_strip_an_unknown_one(lang):
     assert (
         not any(c in labels["live_x"] for c in "*[]:") and "xjavascript1 my set" in labels["live_x"]
     )
+
+
+def test_the_baseline_figures_are_the_shipped_files_and_a_gpu_without_them_gets_all():
+    from ui.charts_fidelity import BASELINE_REPORT_PATH, baseline_figures, load_report
+
+    report = load_report(BASELINE_REPORT_PATH)
+    assert report is not None  # shipped: assets/fidelity/baseline_aiconfigurator.json
+    h100 = baseline_figures("H100-SXM")
+    assert h100["gpu"] == "H100-SXM" and h100["priced"] > 0
+    for who in ("aic", "ours"):
+        assert all(0 <= h100[f"{who}_{m}"] < 1000 for m in ("ttft", "tpot", "e2e"))
+    assert baseline_figures("L4")["gpu"] is None
+    assert baseline_figures("L4")["runs"] == report["all"]["runs"]
+    assert baseline_figures(None, {}) is None

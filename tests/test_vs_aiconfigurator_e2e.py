@@ -82,3 +82,20 @@ def test_both_models_are_scored_on_the_runs_the_estimator_prices():
     assert stats["runs"] == 3 and stats["memory"] == 1 and stats["refused"] == 0
     assert stats["ours_e2e"] == pytest.approx(15.0)  # the 90% run is not in ours either
     assert stats["aic_e2e"] == pytest.approx(20.0)
+
+
+def test_the_trust_panel_reads_what_the_script_writes():
+    from ui.charts_fidelity import baseline_figures
+
+    rows = [dict(_row("held out", True, -10.0, 30.0), gpu="H200")]
+    rows.append(dict(_row("held out", False, 90.0, math.nan), gpu="H200"))
+    rows.append(dict(_row("held out", False, 50.0, math.nan), gpu="B200", why="refused"))
+    rows.append(dict(_row("fit", True, 1.0, 2.0), gpu="B200"))  # fit runs are not quoted
+    report = e2e.baseline_report(rows)
+    h200 = baseline_figures("H200", report)
+    assert h200["gpu"] == "H200" and h200["priced"] == 1 and h200["memory"] == 1
+    assert h200["aic_e2e"] == 30.0 and h200["ours_e2e"] == 10.0
+    # B200's one held-out run is refused, a GPU without runs has none: both quote all GPUs
+    for gpu in ("B200", "A100"):
+        figures = baseline_figures(gpu, report)
+        assert figures["gpu"] is None and figures["runs"] == 3 and figures["priced"] == 1

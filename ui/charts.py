@@ -22,6 +22,7 @@ Notable features
 
 from ui.charts_fidelity import (
     KERNELS_REPORT_PATH,
+    baseline_figures,
     fidelity_scatter,
     fidelity_table,
     load_report,
@@ -41,6 +42,7 @@ from ui.charts_steps import cost_model, step_time_vs_batch, step_time_vs_prompt
 
 __all__ = [
     "KERNELS_REPORT_PATH",
+    "baseline_figures",
     "fidelity_scatter",
     "fidelity_table",
     "load_report",

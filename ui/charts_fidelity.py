@@ -7,6 +7,8 @@ Notable features
   aggregated points for the plot. No raw measurements, only derived figures.
 - `fidelity_table(gpu, lang)`: the summary rows of one GPU (all GPUs when it has no runs),
   signed mean errors (+ = the simulator is slower than the real server) and mean |errors|.
+- `baseline_figures(gpu)`: the held-out figures of NVIDIA's closed-form estimate and of ours on
+  the same runs, for a GPU (all GPUs' where it has none priced).
 - `fidelity_scatter(gpu, lang, metric=)`: predicted against measured mean TTFT or TPOT, one
   point per GPU, model, engine and parallelism (the geometric mean of its runs), on log axes
   with the y = x diagonal and a ±25% band; fitted points hollow, held-out ones filled, one
@@ -30,6 +32,9 @@ from ui.i18n import t
 REPORT_PATH = Path(__file__).resolve().parents[1] / "assets" / "fidelity" / "report.json"
 # The same public runs with step_costs=kernels (bench_fidelity_real.py --step-costs kernels)
 KERNELS_REPORT_PATH = REPORT_PATH.with_name("report_kernels.json")
+# aiconfigurator-core's closed-form end-to-end estimate on the held-out runs it can price, beside
+# the kernel-table simulator's on the same runs (bench/vs_aiconfigurator_e2e.py --write)
+BASELINE_REPORT_PATH = REPORT_PATH.with_name("baseline_aiconfigurator.json")
 BAND = 0.25  # the shaded band: within ±25% of the measurement
 
 
@@ -42,6 +47,20 @@ def _load(path: str) -> dict | None:
 def load_report(path: str | Path = REPORT_PATH) -> dict | None:
     """The fidelity report, or None when bench/bench_fidelity_real.py has not written one."""
     return _load(str(path))
+
+
+def baseline_figures(gpu: str | None, report: dict | None = None) -> dict | None:
+    """Held-out mean |errors| (%) of aiconfigurator-core's closed-form estimate (`aic_*`) and
+    ours (`ours_*`) on the runs it prices (`priced`), with the runs it cannot (`memory`: not all
+    clients fit at once) for `gpu`, or for all GPUs (`gpu` None in the result) where it prices
+    none of that GPU's; None without the file."""
+    report = report if report is not None else load_report(BASELINE_REPORT_PATH)
+    if not report:
+        return None
+    mine = report.get("by_gpu", {}).get(gpu)
+    if mine and mine.get("priced"):
+        return {**mine, "gpu": gpu}
+    return {**report["all"], "gpu": None}
 
 
 def _role(fit: bool, lang: str) -> str:
