@@ -86,23 +86,30 @@ def aic_engine(d: Deployment):
     # Its tables' provenance notes ("low-fidelity fallback rows" of ops no step here runs).
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
 
-    model = get_model(d.model)
-    tp = d.tensor_parallel
-    experts = dict(moe_tp_size=tp, moe_ep_size=1)
-    if model.moe is not None and d.whole_experts:
-        experts = dict(moe_tp_size=1, moe_ep_size=tp)
-    moe = moe_dtypes(model)
     return EngineHandle.compile(
         AIC_MODELS[d.model.split(":")[0]],
         TABLE_GPUS[d.gpu],
         d.engine,
         backend_version=CURRENT[d.engine],
+        **aic_modes(get_model(d.model), d.tensor_parallel, d.whole_experts),
+    )
+
+
+def aic_modes(model, tensor_parallel: int, whole_experts: bool = False) -> dict:
+    """aiconfigurator's parallel and quantization settings for one of our models (mode names
+    as strings): the GEMM rows we take, its experts' format, the KV cache's, and the experts
+    split over the ranks (moe_tp) or whole on each (moe_ep, vLLM's --enable-expert-parallel)."""
+    tp = tensor_parallel
+    whole = whole_experts and model.moe is not None
+    moe = moe_dtypes(model)
+    return dict(
         tp_size=tp,
         gemm_quant_mode=table_dtype(model),
         moe_quant_mode=moe[0] if moe and model.moe is not None else None,
         kvcache_quant_mode=KV_DTYPES[model.bytes_per_kv],
         fmha_quant_mode="bfloat16",
-        **experts,
+        moe_tp_size=1 if whole else tp,
+        moe_ep_size=tp if whole else 1,
     )
 
 

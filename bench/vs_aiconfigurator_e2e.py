@@ -24,7 +24,6 @@ Notable features
 - Not held out for them: aiconfigurator's vLLM TTFT heuristics (the dispatch cost, the queueing
   factor) were calibrated on its silicon corpus (vllm_backend.py comments), which holds these
   rows. Ours fit each GPU's profile on the fit runs only.
-
 - `--write` also saves the held-out figures per GPU (and for all GPUs) to
   assets/fidelity/baseline_aiconfigurator.json, which the Prefill vs decode page's trust panel
   quotes beside the kernel-table report.
@@ -51,13 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*, v
 
 from fidelity_load import infeasible  # noqa: E402
 from fidelity_runs import PublicRun, load_runs  # noqa: E402
-from vs_aiconfigurator import AIC_MODELS, CURRENT  # noqa: E402
+from vs_aiconfigurator import AIC_MODELS, CURRENT, aic_modes  # noqa: E402
 
 from sim.cost.hardware import get_gpu, get_model  # noqa: E402
-from sim.cost.kernel_attention import KV_DTYPES  # noqa: E402
 from sim.cost.kernel_data import TABLE_GPUS, available  # noqa: E402
-from sim.cost.kernel_moe import moe_dtypes  # noqa: E402
-from sim.cost.kernel_tables import table_dtype  # noqa: E402
 
 METRICS = ("ttft", "tpot", "e2e")
 BASELINE_PATH = Path(__file__).resolve().parents[1] / "assets/fidelity/baseline_aiconfigurator.json"
@@ -66,57 +62,55 @@ ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # our policy -> aiconfigurator's
 
 
 @functools.cache
-def _estimator(backend: str, system: str, model_path: str, tp: int, whole: bool, quant: tuple):
-    """(backend, model, database) of aiconfigurator-core for one deployment (cached)."""
+def _estimator(backend: str, system: str, model: str, tensor_parallel: int, whole: bool):
+    """(backend, model, database) of aiconfigurator-core for one deployment of one of our
+    models (cached), with the settings bench/vs_aiconfigurator.py gives its compiled engine."""
     from aiconfigurator_core.sdk import common
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.config import ModelConfig
     from aiconfigurator_core.sdk.models import get_model as aic_model
     from aiconfigurator_core.sdk.perf_database import get_database
 
-    gemm, moe, kv = quant
-    experts = dict(moe_tp_size=1, moe_ep_size=tp) if whole else dict(moe_tp_size=tp, moe_ep_size=1)
-    config = ModelConfig(
-        tp_size=tp,
-        gemm_quant_mode=common.GEMMQuantMode[gemm],
-        moe_quant_mode=common.MoEQuantMode[moe] if moe else None,
-        kvcache_quant_mode=common.KVCacheQuantMode[kv],
-        fmha_quant_mode=common.FMHAQuantMode.bfloat16,
-        **experts,
-    )
-    model = aic_model(model_path, config, backend)
-    return get_backend(backend), model, get_database(system, backend, CURRENT[backend])
+    modes = aic_modes(get_model(model), tensor_parallel, whole)
+    enums = {  # ModelConfig takes the modes as enums, EngineHandle.compile as names
+        "gemm_quant_mode": common.GEMMQuantMode,
+        "moe_quant_mode": common.MoEQuantMode,
+        "kvcache_quant_mode": common.KVCacheQuantMode,
+        "fmha_quant_mode": common.FMHAQuantMode,
+    }
+    for key, enum in enums.items():
+        modes[key] = enum[modes[key]] if modes[key] else None
+    built = aic_model(AIC_MODELS[model.split(":")[0]], ModelConfig(**modes), backend)
+    return get_backend(backend), built, get_database(system, backend, CURRENT[backend])
 
 
 def estimate(run: PublicRun) -> dict | None:
-    """aiconfigurator-core's mean TTFT, TPOT and E2E (seconds) for a closed-loop run; None where
-    it has no model, tables or engine for the run, or b requests do not fit (see the notes)."""
+    """aiconfigurator-core's mean TTFT, TPOT and E2E (seconds) of a closed-loop run, `fits`
+    True; `fits` False where b requests do not fit in memory (`why` "memory") or it refuses the
+    deployment or lacks its rows ("refused"); None where the run is not one it could model
+    (a trace, a teaching policy, a model or GPU it has no config or tables for)."""
     if run.kind != "closed-loop" or run.policy not in ENGINES:
         return None
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
+
     config = run.config({"step_costs": "kernels"})
     hw = config.hardware
-    base = hw.model.split(":")[0]
-    if base not in AIC_MODELS or hw.gpu not in TABLE_GPUS:
+    if hw.model.split(":")[0] not in AIC_MODELS or hw.gpu not in TABLE_GPUS:
         return None
-    model = get_model(hw.model)
-    moe = moe_dtypes(model) if model.moe is not None else None
-    quant = (table_dtype(model), moe[0] if moe else "", KV_DTYPES[model.bytes_per_kv])
-    backend = ENGINES[run.policy]
-    whole = bool(hw.expert_parallel) and model.moe is not None
     gpu = get_gpu(hw.gpu)
     knobs = config.knobs.for_gpu(gpu.name, gpu.mem_gb)
     budget = getattr(knobs, "max_num_batched_tokens", 0) or knobs.chunked_prefill_size
-    ctx_tokens = min(run.isl, budget)
-    from aiconfigurator_core.sdk.config import RuntimeConfig
-
     runtime = RuntimeConfig(batch_size=run.concurrency, isl=run.isl, osl=run.osl)
-    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
-
     try:
-        engine, aic_model, database = _estimator(
-            backend, TABLE_GPUS[hw.gpu], AIC_MODELS[base], hw.tensor_parallel, whole, quant
+        engine, model, database = _estimator(
+            ENGINES[run.policy],
+            TABLE_GPUS[hw.gpu],
+            hw.model,
+            hw.tensor_parallel,
+            bool(hw.expert_parallel),
         )
-        summary = engine.run_agg(aic_model, database, runtime, ctx_tokens=ctx_tokens)
+        summary = engine.run_agg(model, database, runtime, ctx_tokens=min(run.isl, budget))
     except (ValueError, PerfDataNotAvailableError):
         # a deployment it refuses (block-FP8 experts split off the 128 grid) or has no rows for
         # (SGLang 0.5.14's H200 context attention with an FP8 KV cache)
