@@ -109,7 +109,7 @@ def decoding_at_top(points: list[Point]) -> tuple[float, float]:
     )
 
 
-def knee(points: list[tuple[int, float, float]]) -> dict:
+def knee(points: list[Point]) -> dict:
     """Sustainable rates (requests/s) of one sweep; `decided` False where the measured curve
     is still rising at its largest client count."""
     curve = rates(points)
@@ -119,7 +119,10 @@ def knee(points: list[tuple[int, float, float]]) -> dict:
     decided = abs(last - before) <= PLATEAU * max(last, before)
     m, s = max(measured), max(simulated)
     batch_measured, batch_simulated = decoding_at_top(points)
-    batch_gap = (batch_simulated - batch_measured) / batch_measured
+    # (one output token: nothing decodes after the first, no batch to compare)
+    batch_gap = (
+        (batch_simulated - batch_measured) / batch_measured if batch_measured > 0 else math.nan
+    )
     return {
         "clients": [c for c, _, _ in curve],
         "measured_rps": m,
