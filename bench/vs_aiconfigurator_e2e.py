@@ -22,8 +22,9 @@ Notable features
   to. Those runs are counted, not scored. Both models are scored on the runs the estimator can
   price, so the comparison is like for like; ours on all runs is the report's.
 - Not held out for them: aiconfigurator's vLLM TTFT heuristics (the dispatch cost, the queueing
-  factor) were calibrated on its silicon corpus (vllm_backend.py comments), which holds these
-  rows. Ours fit each GPU's profile on the fit runs only.
+  factor) were calibrated on its silicon corpus (vllm_backend.py comments: 1,928 vLLM agg
+  entries), of which these rows are a sample (silicon_sample.csv). Ours fit each GPU's profile
+  on the fit runs only.
 - `--write` also saves the held-out figures per GPU (and for all GPUs) to
   assets/fidelity/baseline_aiconfigurator.json, which the Prefill vs decode page's trust panel
   quotes beside the kernel-table report.
