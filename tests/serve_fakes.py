@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from live.serve.engine import ServeLimits
+from live.serve.limits import ServeLimits
 from live.serve.text import ByteCodec
 from sim.core.trace import REQUEST_COLUMNS, SEGMENT_COLUMNS, STEP_COLUMNS, RunResult
 

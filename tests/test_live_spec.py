@@ -438,7 +438,8 @@ def test_live_serve_speculates_and_stops_at_an_end_inside_a_verify():
     import queue
     import time
 
-    from live.serve.engine import ServeEngine, ServeLimits
+    from live.serve.engine import ServeEngine
+    from live.serve.limits import ServeLimits
 
     def answer(engine, prompt, max_tokens, **kw):
         events: queue.Queue = queue.Queue()

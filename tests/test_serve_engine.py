@@ -8,7 +8,8 @@ import pytest
 pytest.importorskip("torch")
 
 from live.engine.run import LiveOptions  # noqa: E402
-from live.serve.engine import LimitError, ServeEngine, ServeLimits  # noqa: E402
+from live.serve.engine import ServeEngine  # noqa: E402
+from live.serve.limits import LimitError, ServeLimits  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
 
 TINY = LiveOptions(model="tiny")

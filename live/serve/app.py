@@ -34,7 +34,7 @@ def create_app(engine, served_name: str, args=None):
     from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
     from live.serve import schema
-    from live.serve.engine import LimitError
+    from live.serve.limits import LimitError
     from live.serve.options import TRACE_TTL_S, parser_defaults
     from live.serve.text import StreamText
     from live.serve.transport import ClientGone, TraceCache, read_body, until_disconnected

@@ -47,10 +47,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-import pandas as pd
-
+from live.serve.limits import LimitError, ServeLimits
+from live.serve.snapshot import IN_FLIGHT, concat_runs, fix_in_flight, keep_last
 from sim.cluster.topologies import Cluster
 from sim.cluster.worker import Worker
 from sim.config import SimConfig, with_overrides
@@ -59,51 +58,6 @@ from sim.core.request import Request, RequestSpec, RequestState
 from sim.core.trace import RunResult
 
 ROTATE_AT = 256  # fold the current trace into the archive once this many requests (when idle)
-IN_FLIGHT = (
-    RequestState.WAITING,
-    RequestState.RUNNING,
-    RequestState.SWAPPED,
-    RequestState.TRANSFERRING,
-)
-
-
-class LimitError(Exception):
-    """A request the server refuses: HTTP status, OpenAI error type, one-line message."""
-
-    def __init__(
-        self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
-
-
-@dataclass(frozen=True)
-class ServeLimits:
-    """What one server accepts (validated on construction)."""
-
-    max_num_requests: int = 8  # requests in the engine at once (waiting + running): KV slots
-    max_model_len: int = 1024  # prompt + output tokens of one request
-    max_tokens_in_flight: int = 0  # prompt + max_tokens summed over the engine; 0 = slots x len
-    max_body_bytes: int = 1 << 20  # HTTP request body
-    default_max_tokens: int = 256  # chat requests that give no max_tokens (capped by the context)
-    trace_requests: int = 5000  # requests kept in the downloadable trace
-
-    def __post_init__(self) -> None:
-        for name in (
-            "max_num_requests",
-            "max_model_len",
-            "max_body_bytes",
-            "default_max_tokens",
-            "trace_requests",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_tokens_in_flight < 0:
-            raise ValueError("max_tokens_in_flight must be >= 0 (0 = slots x max_model_len)")
-
-    @property
-    def tokens_in_flight(self) -> int:
-        return self.max_tokens_in_flight or self.max_num_requests * self.max_model_len
 
 
 Sink = Callable[[tuple], None]  # receives ("accepted",) ("rejected", why) ("token", id, t, end)
@@ -583,8 +537,8 @@ class ServeEngine:
             for w in self.workers:
                 w.engine.recorder = fresh
             self.requests = []
-        merged = done if self.archive is None else _concat(self.archive, done)
-        self.archive = _keep_last(merged, self.limits.trace_requests)
+        merged = done if self.archive is None else concat_runs(self.archive, done)
+        self.archive = keep_last(merged, self.limits.trace_requests)
 
     def snapshot(self, last: int | None = None) -> RunResult:
         """The trace so far: requests, segments, steps and token times (seconds since start).
@@ -610,79 +564,11 @@ class ServeEngine:
                 if r.state is RequestState.WAITING and r.workers
             ]
             load = self._load()
-        _fix_in_flight(run, live, handles, open_waits)
-        run = _keep_last(run, len(reqs))  # the recorder holds every request's segments
+        fix_in_flight(run, live, handles, open_waits)
+        run = keep_last(run, len(reqs))  # the recorder holds every request's segments
         if self.archive is not None and (last is None or len(reqs) < last):
-            run = _concat(self.archive, run)
+            run = concat_runs(self.archive, run)
         if last:
-            run = _keep_last(run, last)
+            run = keep_last(run, last)
         run.meta.update({"now_s": now, "load": load})
         return run
-
-
-def _fix_in_flight(run: RunResult, live: dict, handles: dict, open_waits: list) -> None:
-    """Statuses and first tokens of unfinished requests; open waits drawn up to now."""
-    req = run.requests
-    if len(req):
-        status = req["status"].copy()
-        first = req["first_token_s"].copy()
-        reason = req["reject_reason"].copy()
-        for i, rid in enumerate(req["request_id"].tolist()):
-            state, first_s, _n, why = live[rid]
-            if state in IN_FLIGHT:
-                status.iat[i] = state.value
-                first.iat[i] = first_s
-            elif state is RequestState.REJECTED and why.startswith("aborted"):
-                status.iat[i] = "aborted"
-            reason.iat[i] = why
-        req["status"], req["first_token_s"], req["reject_reason"] = status, first, reason
-        req["ttft_s"] = req["ttft_s"].where(
-            req["status"] == "finished", req["first_token_s"] - req["arrival_s"]
-        )
-    if open_waits:
-        extra = pd.DataFrame(
-            [
-                {
-                    "request_id": rid,
-                    "worker": worker,
-                    "kind": kind,
-                    "start_s": s,
-                    "end_s": e,
-                    "tokens": 0,
-                    "slowed": False,
-                    "recompute": False,
-                    "step_first": -1,
-                    "step_last": -1,
-                }
-                for rid, worker, kind, s, e in open_waits
-                if e > s
-            ]
-        )
-        if len(extra):
-            run.segments = pd.concat([run.segments, extra], ignore_index=True).sort_values(
-                ["request_id", "start_s"], kind="stable", ignore_index=True
-            )
-
-
-def _concat(a: RunResult, b: RunResult) -> RunResult:
-    return RunResult(
-        pd.concat([a.requests, b.requests], ignore_index=True),
-        pd.concat([a.segments, b.segments], ignore_index=True),
-        pd.concat([a.steps, b.steps], ignore_index=True),
-        {**a.token_times, **b.token_times},
-        dict(b.meta),
-    )
-
-
-def _keep_last(run: RunResult, n: int) -> RunResult:
-    """The last n requests (by id), their segments, and the steps since the first one arrived."""
-    keep = run.requests.sort_values("request_id").tail(n)
-    ids = set(keep["request_id"].tolist())
-    since = float(keep["arrival_s"].min())
-    return RunResult(
-        keep.reset_index(drop=True),
-        run.segments[run.segments["request_id"].isin(ids)].reset_index(drop=True),
-        run.steps[run.steps["end_s"] >= since].reset_index(drop=True),
-        {rid: times for rid, times in run.token_times.items() if rid in ids},
-        dict(run.meta),
-    )

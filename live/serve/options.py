@@ -2,14 +2,14 @@
 
 import argparse
 
+from live.serve.limits import ServeLimits
+
 DEFAULT_PORT = 8000
 TRACE_TTL_S = 0.25  # /pdlab/trace answers are reused this long (see create_app)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The serve subcommand's options (shared with tests and the benchmark)."""
-    from live.serve.engine import ServeLimits
-
     d = ServeLimits()
     p.add_argument(
         "--model",

@@ -21,7 +21,7 @@ from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from live.serve.engine import LimitError
+from live.serve.limits import LimitError
 
 Count = Annotated[StrictInt, Field(ge=1)]  # a number of tokens: whole, at least 1
 Body = TypeVar("Body", bound=BaseModel)

@@ -74,7 +74,8 @@ def create_app(engine, served_name: str, args=None):
 def build(args):
     """(engine, app, limits) from parsed serve arguments: the model is loaded and warm."""
     from live.engine.options import live_options, sim_config
-    from live.serve.engine import ServeEngine, ServeLimits
+    from live.serve.engine import ServeEngine
+    from live.serve.limits import ServeLimits
     from live.serve.metrics import ServeMetrics
 
     max_model_len = args.max_model_len

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import time
 
+from live.serve.limits import LimitError
+
 
 def usage(handle, completion: int) -> dict:
     prompt = handle.spec.prompt_tokens
@@ -24,8 +26,6 @@ def usage(handle, completion: int) -> dict:
 
 async def whole_answer(queue, handle, text, chat: bool, ident: str, model: str) -> dict:
     """Wait for every token; the non-streaming body (cancel it to stop waiting)."""
-    from live.serve.engine import LimitError
-
     reason = None
     while reason is None:
         event = await queue.get()

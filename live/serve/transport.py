@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
-from live.serve.engine import LimitError
+from live.serve.limits import LimitError
 
 
 def guarded_protocol(header_timeout_s: float):
