@@ -39,7 +39,7 @@ from sim.config import SimConfig, with_overrides
 from sim.core.request import RequestSpec
 from sim.cost.engine_memory import release_tuple, vllm_profile_reserve_gb
 from sim.cost.hardware import get_gpu, get_model
-from sim.policies.sglang import sglang_chunk_default, sglang_mem_fraction_static
+from sim.policies.sglang_knobs import sglang_chunk_default, sglang_mem_fraction_static
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fidelity"
@@ -323,7 +323,7 @@ AIC_FP8_KV = ("fp8", "fp4")
 # more than SGLang's defaults: they replay with the defaults (mixed chunk off, 16384 tokens).
 AIC_SGLANG_GENERATED_FROM = (0, 5, 6)
 # SGLang's default --mem-fraction-static: the activation-and-graph formula of
-# sim/policies/sglang.py from 0.5.3 on (server_args.py `_handle_gpu_memory_settings`, 0.5.3
+# sim/policies/sglang_knobs.py from 0.5.3 on (server_args.py `_handle_gpu_memory_settings`, 0.5.3
 # 542-661); before it (0.5.1.post1 server_args.py 352-393) a table by GPU memory, reading
 # nvidia-smi's memory.total in MiB: reserved = 9.5 + tp x pp / 2 GiB under 90 GiB (H100, A100),
 # 12 + tp x pp / 2 under 160 GiB (H200), 32 GiB above (B200); fraction = (total - reserved) /
@@ -349,7 +349,7 @@ def sglang_051_mem_fraction_static(gpu: str, tensor_parallel: int) -> float:
 SGLANG_RESERVES_FIXED_OUTPUT = (0, 5, 23)
 # Every SGLang row keeps SGLang's own KV pool: its release's default --mem-fraction-static
 # instead of the simulator's 0.9 (vLLM's gpu_memory_utilization): from 0.5.3 on
-# sim/policies/sglang.py sglang_mem_fraction_static (0.82-0.84 on an H100), before it
+# sim/policies/sglang_knobs.py sglang_mem_fraction_static (0.82-0.84 on an H100), before it
 # sglang_051_mem_fraction_static (0.83-0.87). The 0.5.1.post1 rows run at TP 2 to 8, where
 # either pool holds more than their clients need (their mean |error| moved by 0.2 points).
 

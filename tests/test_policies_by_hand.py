@@ -333,7 +333,7 @@ def test_sglang_overlap_loop_admits_a_request_that_arrived_in_a_busy_step_one_st
 def test_sglang_default_memory_fraction():
     # memory_hook.py handle_gpu_memory_settings: 512 MiB + 1.5 x chunk + tp/8 GiB + 2 x graph bs,
     # at least 10 GiB on big GPUs.
-    from sim.policies.sglang import sglang_cuda_graph_max_bs, sglang_mem_fraction_static
+    from sim.policies.sglang_knobs import sglang_cuda_graph_max_bs, sglang_mem_fraction_static
 
     assert sglang_cuda_graph_max_bs(80, 2) == 256 and sglang_cuda_graph_max_bs(80, 4) == 512
     assert sglang_mem_fraction_static(80, 1, 8192) == round(1 - 13440 / 81920, 3)  # 0.836
