@@ -17,6 +17,7 @@ import streamlit as st
 from ui import warmup
 from ui.i18n import t
 from ui.lesson_view import compact_picker
+from ui.navigation import PAGES
 from ui.widgets import lang, language_picker, text_style
 
 st.set_page_config(page_title="PD Lab", page_icon="⏱️", layout="wide")
@@ -26,23 +27,9 @@ compact_picker()  # ?compact=true: timelines that fit a 1280x720 projector scree
 L = lang()
 text_style(L)  # Korean breaks lines between words, not inside them
 
-LESSONS = [  # (file, url path, title key, icon)
-    ("app_pages/home.py", "home", "nav.home", "🏠"),
-    ("app_pages/prefill_decode.py", "prefill-vs-decode", "nav.prefill_decode", "⚖️"),
-    ("app_pages/batching.py", "batching", "nav.batching", "📦"),
-    ("app_pages/chunked.py", "chunked-prefill", "nav.chunked", "🧩"),
-    ("app_pages/long_prompts.py", "long-prompts", "nav.long_prompts", "📜"),
-    ("app_pages/memory.py", "memory", "nav.memory", "🧠"),
-    ("app_pages/prefix_caching.py", "prefix-caching", "nav.prefix_caching", "♻️"),
-    ("app_pages/speculative.py", "speculative-decoding", "nav.speculative", "🎯"),
-    ("app_pages/disaggregation.py", "disaggregation", "nav.disaggregation", "🔀"),
-    ("app_pages/playground.py", "playground", "nav.playground", "🧪"),
-    ("app_pages/live.py", "live", "nav.live", "🔬"),
-    ("app_pages/serve.py", "serve", "nav.serve", "📡"),
-]
 pages = [
     st.Page(path, title=t(title, L), icon=icon, url_path=url, default=(url == "home"))
-    for path, url, title, icon in LESSONS
+    for path, url, title, icon in PAGES
 ]
 st.sidebar.caption(t("app.tagline", L))
 try:

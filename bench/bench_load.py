@@ -6,7 +6,8 @@
 
 Load: starts `streamlit run app.py` (cold: empty caches, unless --url), opens ONE headless
 Debian chromium and N browser contexts (separate cookies and sessions, as N students), and sends
-them all to lesson pages at the same moment (client i gets lesson i mod 8, or --page for all).
+them all to lesson pages at the same moment (client i gets lesson i mod len(LESSONS), or --page
+for all).
 A visitor "sees the lesson" when the page's title and first chart are drawn and Streamlit says
 the script is done (stApp data-test-script-state=notRunning with its first plotly SVG attached).
 Printed: seconds to that per visitor (p50, p90, max, how many within --target), and what the
@@ -40,17 +41,13 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSONS = [
-    "home",
-    "prefill-vs-decode",
-    "batching",
-    "chunked-prefill",
-    "long-prompts",
-    "memory",
-    "prefix-caching",
-    "speculative-decoding",
-    "disaggregation",
-]
+sys.path.insert(0, str(ROOT))  # import ui/ from the checkout
+
+from ui.navigation import SIMULATED  # noqa: E402
+
+# The lessons a class is sent to: every page that simulates on open but the Playground (free
+# exploration, not a lesson).
+LESSONS = [url for url in SIMULATED if url != "playground"]
 ARGS = [
     "--headless",
     "--no-sandbox",

@@ -88,9 +88,9 @@ def test_page_survives_extreme_controls(page):
 
 
 def test_every_page_of_the_app_is_tested_here():
-    import app_pages_list
+    from ui.navigation import FILES
 
-    assert set(app_pages_list.lesson_files()) - {"app_pages/serve.py"} <= set(PAGES)
+    assert set(FILES) - {"app_pages/serve.py"} <= set(PAGES)
 
 
 def test_prefix_caching_page_draws_the_cached_part_and_its_hit_rate():

@@ -12,19 +12,9 @@ import pytest
 from test_app import open_page
 
 from ui.i18n import t
+from ui.navigation import PAGES, SIMULATED
 
-LESSONS = [
-    "app_pages/home.py",
-    "app_pages/prefill_decode.py",
-    "app_pages/batching.py",
-    "app_pages/chunked.py",
-    "app_pages/long_prompts.py",
-    "app_pages/memory.py",
-    "app_pages/prefix_caching.py",
-    "app_pages/speculative.py",
-    "app_pages/disaggregation.py",
-    "app_pages/playground.py",
-]
+LESSONS = [file for file, url, _, _ in PAGES if url in SIMULATED]  # the simulated pages
 # Home and Disaggregation are laid out by their own lesson work (their text and layout); the
 # "What to look at" line is checked on the others.
 LOOK_LESSONS = [p for p in LESSONS if p not in ("app_pages/home.py", "app_pages/disaggregation.py")]

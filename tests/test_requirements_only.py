@@ -23,21 +23,10 @@ import pytest
 from aio import run_async
 from conftest import ROOT
 
+from ui.navigation import URLS
+
 VENV = ROOT / ".venv-app-only"
-PAGES = [
-    "home",
-    "prefill-vs-decode",
-    "batching",
-    "chunked-prefill",
-    "long-prompts",
-    "memory",
-    "prefix-caching",
-    "speculative-decoding",
-    "disaggregation",
-    "playground",
-    "live",
-    "serve",
-]
+PAGES = URLS  # every page of the menu
 
 
 def app_only_python() -> str:

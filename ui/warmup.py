@@ -21,18 +21,9 @@ import threading
 import time
 import urllib.request
 
-PAGES = (
-    "home",
-    "prefill-vs-decode",
-    "batching",
-    "chunked-prefill",
-    "long-prompts",
-    "memory",
-    "prefix-caching",
-    "speculative-decoding",
-    "disaggregation",
-    "playground",
-)
+from ui.navigation import SIMULATED
+
+PAGES = SIMULATED  # every page that simulates its default view on open
 LANGS = ("en", "ko")
 _LOG = logging.getLogger(__name__)
 _started = threading.Event()

@@ -4,20 +4,9 @@ import pytest
 from playwright.sync_api import expect
 
 from ui.i18n import t
+from ui.navigation import SIMULATED
 
-PAGES = [
-    "",
-    "prefill-vs-decode",
-    "batching",
-    "chunked-prefill",
-    "long-prompts",
-    "memory",
-    "prefix-caching",
-    "speculative-decoding",
-    "disaggregation",
-    "playground",
-]
-TITLES = {
+TITLES = {  # every page that simulates on open ("" = the root: Home) -> its title key
     "": "home.title",
     "prefill-vs-decode": "pd.title",
     "batching": "batching.title",
@@ -29,6 +18,7 @@ TITLES = {
     "disaggregation": "disagg.title",
     "playground": "play.title",
 }
+PAGES = list(TITLES)
 
 
 def wait_idle(page, timeout=90_000):
@@ -131,3 +121,7 @@ def test_live_page_runs_smollm2_and_shows_measured_beside_simulated(page, app_ur
     assert page.get_by_test_id("stMetricValue").count() >= 6  # stall, TTFT, TPOT per policy
     page.screenshot(path=str(shots / "live_en.png"), full_page=True)
     assert not page.errors, page.errors
+
+
+def test_every_simulated_page_is_opened_here():
+    assert set(PAGES) == {"" if url == "home" else url for url in SIMULATED}
