@@ -154,3 +154,22 @@ def test_recordings_round_trip_and_say_where_they_come_from():
             assert len(r.live.requests) == len(r.predicted.requests) > 0
             assert {"prefill", "decode"} <= set(r.live.segments["kind"])
             assert set(r.errors.columns) >= {"ttft_err_pct", "tpot_err_pct"}
+
+
+def test_the_live_budget_counts_kv_rows_on_every_worker_and_the_engine_steps():
+    from live.engine.budget import check_live_budget
+    from sim.config import SimConfig, with_overrides
+    from sim.core.request import RequestSpec
+    from sim.runs.budget import Budget, BudgetExceeded
+
+    limits = Budget(live_kv_tokens=1_000, live_steps=50)
+    four = [RequestSpec(i, 0.0, 100, 20) for i in range(4)]  # 4 slots x 120 rows = 480
+    check_live_budget([SimConfig(policy="vllm")], four, limits)  # within both
+    split = with_overrides(SimConfig(policy="vllm"), {"topology": "disaggregated"})
+    with pytest.raises(BudgetExceeded) as err:  # 480 rows on each of 2 workers: 960, then 1,200
+        check_live_budget([split], [*four, RequestSpec(4, 0.0, 100, 20)], limits)
+    assert err.value.limit == "live_kv_tokens"
+    one_token_steps = with_overrides(SimConfig(policy="vllm"), {"max_num_batched_tokens": 1})
+    with pytest.raises(BudgetExceeded) as err:  # 400 prompt tokens, one a step: > 50 steps
+        check_live_budget([one_token_steps], four, limits)
+    assert err.value.limit == "live_steps"
