@@ -93,12 +93,15 @@ def test_long_prompts_starvation_table_names_its_columns_in_full():
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_live_table_names_its_columns_in_words(lang):
+    from live.engine.calibrate import fidelity
     from live.replay.report import errors
     from sim.cluster.topologies import simulate
     from sim.scenarios import requests_from_rows
     from ui.labels import live_error_column
 
     run = simulate(list(requests_from_rows([(0.0, 100, 10), (0.1, 200, 10)])))
-    columns = [live_error_column(c, lang) for c in errors(run, run).columns]
-    assert all("_" not in c for c in columns), columns
-    assert t("live.col.measured_s", lang, metric="TTFT") in columns
+    for table in (errors(run, run), fidelity(run, run)):  # the replay's, the Live page's
+        columns = [live_error_column(c, lang) for c in table.columns]
+        assert all("_" not in c for c in columns), columns
+        assert t("live.col.measured_s", lang, metric="TTFT") in columns
+        assert t("live.col.predicted_s", lang, metric="TPOT") in columns

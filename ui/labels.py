@@ -56,10 +56,15 @@ def request_label(request_id: int, lang: str = DEFAULT_LANG) -> str:
 
 
 def live_error_column(column: str, lang: str = DEFAULT_LANG) -> str:
-    """A column of the live page's per-request table (live.replay.report.errors), in words:
-    "ttft_measured_s" -> "TTFT measured (s)"; an unknown column comes back as it is."""
-    match = re.fullmatch(r"(ttft|tpot|e2e)_(measured_s|predicted_s|err_s|err_pct)", column)
+    """A column of a per-request error table in words: the replay's (live.replay.report.errors,
+    "ttft_measured_s" -> "TTFT measured (s)") and the Live page's (live.engine.calibrate,
+    "ttft_live_s" -> "TTFT measured (s)", "ttft_sim_s" -> "TTFT simulated (s)"); an unknown
+    column comes back as it is."""
+    match = re.fullmatch(
+        r"(ttft|tpot|e2e)_(measured_s|predicted_s|live_s|sim_s|err_s|err_pct)", column
+    )
     if not match:
         return column
     metric = t(f"live.col.metric.{match[1]}", lang)
-    return t(f"live.col.{match[2]}", lang, metric=metric)
+    kind = {"live_s": "measured_s", "sim_s": "predicted_s"}.get(match[2], match[2])
+    return t(f"live.col.{kind}", lang, metric=metric)
