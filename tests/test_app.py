@@ -213,6 +213,7 @@ def test_live_page_runs_two_policies_and_compares_each_with_the_simulation():
         errors = table.value
         wanted = {live_error_column(c, "en") for c in ("ttft_err_pct", "tpot_err_pct")}
         assert wanted <= set(errors.columns) and len(errors) == 5  # named in words
+        assert not [c for c in errors.columns if "_" in c], errors.columns  # every one of them
     titles = json.dumps(figures(at)[0]["layout"], ensure_ascii=False)
     for name in ("vllm", "prefill-first"):
         for kind in ("live.measured", "live.simulated"):
