@@ -33,6 +33,8 @@ Notable features
   the roofline.
 - Parallelism as vLLM's --enable-expert-parallel sets it on one instance too: its ranks hold
   whole experts (moe_tp 1, moe_ep = TP), the public MoE runs' `TP4+EP4`.
+- vLLM 0.12 on Hopper runs block-FP8 experts on DeepGEMM, padded blocks and all: those are
+  priced from DeepGEMM's GEMM rows instead (kernel_moe_deepgemm.py).
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ from sim.cost.kernel_data import (
     release,
     table_name,
     table_paths,
+)
+from sim.cost.kernel_moe_deepgemm import (
+    PaddedDeepGemmTimes,
+    padded_deepgemm_times,
+    runs_padded_deepgemm,
 )
 from sim.cost.specs import ModelSpec
 
@@ -161,7 +168,7 @@ def moe_times(
     expert_parallel: int = 1,
     tables: Tables = VLLM,
     whole_experts: bool = False,
-) -> MoeTimes | None:
+) -> MoeTimes | PaddedDeepGemmTimes | None:
     """Measured routed experts for this deployment, or None (roofline). `expert_parallel`: the
     data-parallel instances sharing the experts (1 = one instance); `whole_experts`: each rank
     holds whole experts (vLLM's --enable-expert-parallel, which one tensor-parallel instance
@@ -183,6 +190,13 @@ def moe_times(
         # layer at 4 tokens, 296 against 285 us at 256.
         layouts = [(tensor_parallel, 1)] + ([(1, tensor_parallel)] if tensor_parallel > 1 else [])
     for dtype in moe_dtypes(model):
+        # vLLM 0.12's DeepGEMM experts on Hopper, which compute their padded rows too
+        # (kernel_moe_deepgemm.py): priced from DeepGEMM's GEMM rows, where the table has them.
+        tp, ep = layouts[0]
+        if runs_padded_deepgemm(system, dtype, tables, tp, m.expert_intermediate // tp):
+            padded = padded_deepgemm_times(gpu_name, model, tp, ep, tables)
+            if padded is not None:
+                return padded
         # The engine's own kernel from the nearest table that timed it, else any kernel.
         kernel = vllm_kernel(system, dtype, tables)
         for want in dict.fromkeys((kernel, None)):
