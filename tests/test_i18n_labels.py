@@ -100,6 +100,7 @@ PLAYGROUND_OPTIONS = dict(k="1", n="20", arr="burst", prompt="code", slo="custom
 PAGES = {  # page -> query params that show as much simulator-made text as the page has
     "app_pages/home.py": {},
     "app_pages/prefill_decode.py": {},
+    "app_pages/prefill_decode.py?h200": {"gpu": "H200"},  # its trust panel's known misses
     "app_pages/batching.py": {},
     "app_pages/chunked.py": {},
     "app_pages/long_prompts.py": {},
