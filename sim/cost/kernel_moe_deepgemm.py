@@ -17,7 +17,7 @@ What runs (fused_moe/deep_gemm_moe.py `DeepGemmExperts.apply`, 223-310):
   torch.zeros (deep_gemm_utils.py 369-374). DeepGEMM skips only negative ids, so it computes
   every padded block as expert 0's: each MoE layer runs its gate+up GEMM (M_sum x hidden ->
   2 x width) and its down GEMM (M_sum x width -> hidden) over all M_sum rows, however few tokens
-  the step has. Qwen3-235B-A22B on two GPUs: 16,384 rows for 4 to 48 decodes, a decode step
+  the step has. Qwen3-235B-A22B on two GPUs: 16,384 rows for 4 to 16 decodes (16,640 at 48), a step
   that hardly moves with the batch, as the public runs measured it (52 ms from 4 to 20 clients).
 - vLLM 0.13 fills the ids with -1 (0.13.0 deep_gemm_utils.py 375-384: "so any row that is not
   explicitly written by the scatter kernel will be treated as invalid and skipped by DeepGEMM's
