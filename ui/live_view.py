@@ -20,7 +20,7 @@ import streamlit as st
 from live.engine.compare import longest_stall_s
 from ui import live_spec
 from ui import widgets as w
-from ui.labels import live_error_column, request_row
+from ui.labels import live_error_column, request_row, sim_label
 from ui.language import translator
 
 NOISY_FIT_PCT = 8.0  # calibration steps fitted worse than this: the machine was busy
@@ -116,7 +116,7 @@ def show(result: dict, recorded=None, recalibrate: Callable[[], None] | None = N
             mbu=p.mbu,
             o=p.overhead_s * 1000,
             s=p.overhead_per_seq_s * 1000,
-            gpu=result["gpu"],
+            gpu=sim_label(result["gpu"], w.lang()),  # "this CPU": the reference spec
             fit=fit_err,
         )
     )
