@@ -106,15 +106,16 @@ def decode_load(run: PublicRun) -> float:
     m = run.measured_means
     if run.specs or not m:
         return math.nan
-    tpot, e2e = m["tpot_s"], m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
+    isl, osl = run.mean_isl, run.mean_osl  # (the client's mean lengths)
+    tpot, e2e = m["tpot_s"], m["ttft_s"] + (osl - 1) * m["tpot_s"]
     if not (tpot > 0 and e2e > 0):
         return math.nan
     rate = run.concurrency / e2e
-    steps = max(0.0, 1.0 / tpot - rate * run.isl / PACK_TOKENS)
-    decoding = max(1, int(run.concurrency * (run.osl - 1) * tpot / e2e))
+    steps = max(0.0, 1.0 / tpot - rate * isl / PACK_TOKENS)
+    decoding = max(1, int(run.concurrency * (osl - 1) * tpot / e2e))
     instances = int(run.settings.get("num_instances", 1))
     per_instance = max(1, decoding // instances)
-    return steps * decode_seconds(run, per_instance, run.isl + run.osl // 2)
+    return steps * decode_seconds(run, per_instance, round(isl + osl / 2))
 
 
 def kernel_load(run: PublicRun) -> float:
@@ -129,8 +130,8 @@ def kernel_load(run: PublicRun) -> float:
         rate = len(run.specs) / span if span > 0 else math.nan
     else:  # Little's law, as prompt_load: clients / mean E2E
         m = run.measured_means
-        e2e = m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
-        isl, rate = run.isl, run.concurrency / e2e if e2e > 0 else math.nan
+        e2e = m["ttft_s"] + (run.mean_osl - 1) * m["tpot_s"]
+        isl, rate = round(run.mean_isl), run.concurrency / e2e if e2e > 0 else math.nan
     instances = int(run.settings.get("num_instances", 1))
     return rate / instances * prompt_seconds(run, isl)
 

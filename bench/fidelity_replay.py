@@ -9,6 +9,8 @@ Notable features
 - `score(run, predicted)`: signed % errors of the mean (and, for traces, the p90) TTFT, TPOT
   and E2E, + = the simulator is slower; a closed loop's simulated TTFT gets the benchmark's
   client latency (`fidelity_runs.client_latency`), fitted with the GPU's profile.
+- A closed loop's lengths are fixed, or drawn per request as InferenceX's client draws them
+  (`request_lengths`, `PublicRun.range_ratio`).
 - What-if: `prompt_pool` > 0 draws every closed-loop request from that many prompts, as aiperf's
   synthetic dataset does (`AIPERF_PROMPTS`), so repeats hit the prefix cache.
 """
@@ -66,6 +68,7 @@ def closed_loop(
     prompts: int = 0,
     step_by_step: bool = False,
     send_delay_s: float = 0.0,
+    range_ratio: float = 1.0,
 ) -> RunResult:
     """`concurrency` clients, each sending its next request (isl in, osl out) the moment its last
     one finishes: the benchmark clients' closed loop. Requests are numbered in send order.
@@ -99,6 +102,10 @@ def closed_loop(
     after its last one finished, drawn for each send from an exponential of that mean (seeded):
     the client's and the network's jitter, which moves the clients' phases about.
 
+    `range_ratio` < 1: each request's input and output lengths are drawn (seeded) from the
+    integers [int(isl x ratio), isl] and [int(osl x ratio), osl], as InferenceX's client does it
+    (fidelity_inferencex.RANGE_RATIO); unequal outputs take the clients apart by themselves.
+
     One instance runs at event speed (sim/fastforward/steps.py), its runs ending at each finish,
     where a client sends its next request (`Worker.serve_clients`): the same trace as
     `step_by_step` (tests/test_fidelity_real.py compares them); 3.7x faster over ten of H100's
@@ -108,6 +115,7 @@ def closed_loop(
     """
     draw = np.random.default_rng(seed + 1)
     delays = np.random.default_rng(seed + 2)
+    lengths = request_lengths(isl, osl, num_requests, range_ratio, seed + 3)
     one = not step_by_step and num_workers(config) == 1
     cluster = Cluster(config, step_by_step=not one)
     if one:
@@ -119,13 +127,14 @@ def closed_loop(
     )
 
     def send() -> None:
+        n_in, n_out = lengths[len(live)]
         if prompts:
             which = int(draw.integers(prompts))
             spec = RequestSpec(
-                len(live), env.now, isl, osl, prefix_group=f"prompt-{which}", prefix_tokens=isl
+                len(live), env.now, n_in, n_out, prefix_group=f"prompt-{which}", prefix_tokens=n_in
             )
         else:
-            spec = RequestSpec(len(live), env.now, isl, osl)
+            spec = RequestSpec(len(live), env.now, n_in, n_out)
         req = Request(spec)
         live.append(req)
         cluster.route(req)
@@ -172,6 +181,20 @@ def closed_loop(
     return cluster.recorder.result(live, cluster.meta(live))
 
 
+def request_lengths(
+    isl: int, osl: int, n: int, range_ratio: float = 1.0, seed: int = 0
+) -> list[tuple[int, int]]:
+    """(input, output) tokens of n requests: isl and osl each, or with `range_ratio` < 1 drawn
+    uniformly from the integers [int(L x ratio), L] (seeded), as InferenceX's client draws them
+    (utils/bench_serving/benchmark_serving.py `sample_uniform`)."""
+    if range_ratio >= 1:
+        return [(isl, osl)] * n
+    rng = np.random.default_rng(seed)
+    ins = rng.integers(int(isl * range_ratio), isl + 1, size=n)
+    outs = rng.integers(int(osl * range_ratio), osl + 1, size=n)
+    return [(int(a), int(b)) for a, b in zip(ins, outs, strict=True)]
+
+
 # aiperf's synthetic dataset: 100 distinct prompts ("conversations"), each request drawing one at
 # random, "reused until benchmarking is complete" (ai-dynamo/aiperf at db4f639:
 # aiperf/common/config/config_defaults.py ConversationDefaults.NUM = 100; conversation_config.py
@@ -210,9 +233,9 @@ AIPERF_WARMUP, AIPERF_MEASURED, SETTLED_SENDS = 2, 20, 460
 # The fit runs' own TTFTs say one tenth too: measured minus the replay's steady state, over the
 # burst's extra wait, is 1.96-2.11 twentieths (median per GPU over their 1024-token runs at 16
 # to 64 clients); weighed as 1 of 20 rounds, their mean TTFT came out 21% short (mean |error|
-# 23%), as 1 of 10 it is 16% (bench_fidelity_real.py --step-costs kernels). Rows measured
-# after March 2026 (MiniMax-M2.5's) may come from the generator's script instead; nothing in
-# them says which, and all are replayed alike.
+# 23%), as 1 of 10 it is 16% (bench_fidelity_real.py --step-costs kernels). The MiniMax-M2.5
+# rows of 2026-03 and 2026-04 are InferenceX's, whose client also measures 10 x N requests sent
+# at once after a 2 x N warm-up, but draws their lengths (bench/fidelity_inferencex.py).
 MEASURED_ROUNDS = 10
 
 
@@ -278,11 +301,15 @@ def closed_loop_size(concurrency: int, osl: int, prompt_pool: int = 0) -> tuple[
 # clients: measured TTFT 0.20 s, this replay 1.30 s). Exponential delays of 2 to 100 ms (mean)
 # did not take them apart either, on those fit runs: a delayed prompt still meets the others of
 # its wave in a prefill (TTFT 0.80 to 1.21 s at 16 clients).
-def burst_wave(config: SimConfig, isl: int, osl: int, concurrency: int) -> pd.DataFrame:
-    """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server."""
+def burst_wave(
+    config: SimConfig, isl: int, osl: int, concurrency: int, range_ratio: float = 1.0
+) -> pd.DataFrame:
+    """ttft_s, tpot_s, e2e_s of `concurrency` requests sent at once to an idle server (their
+    lengths drawn as `closed_loop` draws them)."""
     from sim.cluster.topologies import simulate
 
-    specs = [RequestSpec(i, 0.0, isl, osl) for i in range(concurrency)]
+    lengths = request_lengths(isl, osl, concurrency, range_ratio, seed=1)
+    specs = [RequestSpec(i, 0.0, *lengths[i]) for i in range(concurrency)]
     return simulate(specs, config).requests[["ttft_s", "tpot_s", "e2e_s"]]
 
 
@@ -310,7 +337,14 @@ def replay(
     if start == "aiperf":
         n = MEASURED_ROUNDS * run.concurrency
         res = closed_loop(
-            config, run.isl, run.osl, run.concurrency, n, "together", send_delay_s=send_delay_s
+            config,
+            run.isl,
+            run.osl,
+            run.concurrency,
+            n,
+            "together",
+            send_delay_s=send_delay_s,
+            range_ratio=run.range_ratio,
         )
         return res.requests.set_index("request_id")[columns]
     n, warm, end = closed_loop_size(run.concurrency, run.osl, prompt_pool)
@@ -324,6 +358,7 @@ def replay(
         start=start,
         prompts=prompt_pool,
         send_delay_s=send_delay_s,
+        range_ratio=run.range_ratio,
     )
     req = res.requests.set_index("request_id")
     steady = req.loc[(req.index >= warm) & (req.index < end), columns]
@@ -332,7 +367,7 @@ def replay(
     if start not in ("even", "random", "together") or prompt_pool:
         return steady
     if start != "together":
-        burst = burst_wave(config, run.isl, run.osl, run.concurrency)
+        burst = burst_wave(config, run.isl, run.osl, run.concurrency, run.range_ratio)
     else:  # the replay's own first round: every client at t = 0 on an idle server
         burst = req.loc[req.index < run.concurrency, columns]
     burst.index = pd.Index(range(-len(burst), 0), name="request_id")  # (before the others)
@@ -376,8 +411,8 @@ def prompt_load(run: PublicRun) -> float:
         tokens_s = sum(s.prompt_tokens for s in run.specs) / span if span > 0 else math.nan
     else:
         m = run.measured_means
-        e2e = m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
-        tokens_s = run.concurrency / e2e * run.isl if e2e > 0 else math.nan
+        e2e = m["ttft_s"] + (run.mean_osl - 1) * m["tpot_s"]
+        tokens_s = run.concurrency / e2e * run.mean_isl if e2e > 0 else math.nan
     return tokens_s * model.flops_per_token_body / peak
 
 
@@ -402,7 +437,7 @@ def _describe(run: PublicRun) -> dict:
 
 def score(run: PublicRun, predicted: pd.DataFrame, step_costs: str = "roofline") -> dict:
     """Mean and p90 errors (signed %) of TTFT, TPOT and E2E; for closed-loop runs only the means
-    exist (E2E taken as TTFT + (osl − 1)·TPOT on both sides), the client-side latency fitted
+    exist (E2E taken as TTFT + (mean osl − 1)·TPOT on both sides), the client-side latency fitted
     with `step_costs`' profile added to the simulated TTFT."""
     out = _describe(run)
     if run.specs:
@@ -421,9 +456,9 @@ def score(run: PublicRun, predicted: pd.DataFrame, step_costs: str = "roofline")
             out[f"{m[:-2]}_measured_mean"], out[f"{m[:-2]}_predicted_mean"] = q, p
             out[f"{m[:-2]}_mean_err"] = signed_pct(p, q)
             out[f"{m[:-2]}_p90_err"] = math.nan
-        e2e = [
-            run.measured_means["ttft_s"] + (run.osl - 1) * run.measured_means["tpot_s"],
-            out["ttft_predicted_mean"] + (run.osl - 1) * out["tpot_predicted_mean"],
+        e2e = [  # (the mean output length where the client draws it: `PublicRun.mean_osl`)
+            run.measured_means["ttft_s"] + (run.mean_osl - 1) * run.measured_means["tpot_s"],
+            out["ttft_predicted_mean"] + (run.mean_osl - 1) * out["tpot_predicted_mean"],
         ]
         out["e2e_measured_mean"], out["e2e_predicted_mean"] = e2e
         out["e2e_mean_err"] = signed_pct(e2e[1], e2e[0])

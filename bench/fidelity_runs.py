@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fidelity_inferencex as inferencex
 import pandas as pd
 
 from sim.config import SimConfig, with_overrides
@@ -80,6 +81,9 @@ class PublicRun:
     fit: bool = False  # True: used to fit the GPU's profile; False: held out
     kv_dtype: str = ""  # the server's --kv-cache-dtype when not the weights' 16 bits ("fp8")
     campaign: str = ""  # aiconfigurator's measurement campaign (`aic_campaign`)
+    # Closed loops whose client draws each length from [int(L x ratio), L] (InferenceX's 0.8);
+    # 1 = every request exactly isl in, osl out.
+    range_ratio: float = 1.0
     # Trace runs: the requests as they arrived, and measured per-request seconds.
     specs: list[RequestSpec] = field(default_factory=list)
     measured: pd.DataFrame | None = None  # columns ttft_s, tpot_s, e2e_s (index request_id)
@@ -92,6 +96,16 @@ class PublicRun:
     @property
     def kind(self) -> str:
         return "trace" if self.specs else "closed-loop"
+
+    @property
+    def mean_isl(self) -> float:
+        """A closed loop's mean prompt tokens (its client's draws, see `range_ratio`)."""
+        return inferencex.mean_length(self.isl, self.range_ratio)
+
+    @property
+    def mean_osl(self) -> float:
+        """A closed loop's mean output tokens."""
+        return inferencex.mean_length(self.osl, self.range_ratio)
 
     @property
     def group(self) -> str:
@@ -177,18 +191,19 @@ def aic_campaign(source: dict[str, str]) -> str:
     """Which measurement campaign a silicon row comes from, by its silicon_data_source fields:
     "gap-analysis" (aic-auto-gap-analysis files: vLLM 0.12 and SGLang 0.5 through Dynamo,
     2026-01), "eval-2025" (measured in 2025: the evaluation pipeline's Llama-3.1-70B rows,
-    2025-10-29) or "silicon-2026" (the 2026 silicon database: MiniMax-M2.5's rows)."""
+    2025-10-29) or "inferencex" (InferenceX's results database: the MiniMax-M2.5 rows of 2026-03
+    and 2026-04, `fidelity_inferencex.is_inferencex`)."""
     if "aic-auto-gap-analysis" in source.get("source_file", ""):
         return "gap-analysis"
     if source.get("measured", "").startswith("2025"):
         return "eval-2025"
-    return "silicon-2026"
+    return "inferencex"
 
 
 def client_latency(gpu: str, step_costs: str = "roofline", campaign: str = "") -> float:
     """Seconds added to a closed-loop run's simulated TTFT, for the cost model it replays with:
     the latency fitted on a GPU of the run's campaign and generation (FIT_CAMPAIGN); for a
-    campaign no GPU was fitted on (silicon-2026), the mean of the fitted ones: nothing says
+    campaign no GPU was fitted on (inferencex), the mean of the fitted ones: nothing says
     which of the known campaigns its client and frontend resemble; else the run's GPU's."""
     table = CLIENT_LATENCY_KERNELS_S if step_costs == "kernels" else CLIENT_LATENCY_S
     for fitted, fit_campaign in FIT_CAMPAIGN.items():
@@ -432,8 +447,20 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             tp = int(_num(row["tp_size"]) or 1)
             name, policy = AIC_ENGINES[row["backend"]]
             version = row["backend_version"] or "?"
+            gpu = AIC_GPUS[row["system"]]
+            kv_dtype = "fp8" if precision in AIC_FP8_KV else ""
+            range_ratio = 1.0
+            if inferencex.is_inferencex(row["model_path"], source):
+                try:  # its launch script's flags and its client's lengths
+                    served, kv_dtype = inferencex.settings(gpu, precision, version, int(row["isl"]))
+                except KeyError:
+                    skipped["aiconfigurator: an InferenceX deployment not read yet"] += 1
+                    continue
+                range_ratio = inferencex.RANGE_RATIO
+            else:
+                served = {}
             ep = _num(row["moe_ep_size"])
-            settings = {"tensor_parallel": tp}
+            settings = {"tensor_parallel": tp, **served}
             if ep > 1:  # --enable-expert-parallel on one instance: its ranks hold whole experts
                 settings["expert_parallel"] = True
             if policy == "sglang":
@@ -458,13 +485,14 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 PublicRun(
                     key=row["id"],
                     source="aiconfigurator",
-                    gpu=AIC_GPUS[row["system"]],
+                    gpu=gpu,
                     model=model,
                     engine=f"{name} {version}",
                     policy=policy,
                     settings=settings,
-                    kv_dtype="fp8" if precision in AIC_FP8_KV else "",
+                    kv_dtype=kv_dtype,
                     campaign=aic_campaign(source),
+                    range_ratio=range_ratio,
                     parallel=f"TP{tp}" + (f"+EP{int(ep)}" if ep > 1 else ""),
                     isl=int(row["isl"]),
                     osl=int(row["osl"]),

@@ -102,7 +102,9 @@ def estimate(run: PublicRun) -> dict | None:
     gpu = get_gpu(hw.gpu)
     knobs = config.knobs.for_gpu(gpu.name, gpu.mem_gb)
     budget = getattr(knobs, "max_num_batched_tokens", 0) or knobs.chunked_prefill_size
-    runtime = RuntimeConfig(batch_size=run.concurrency, isl=run.isl, osl=run.osl)
+    # (a client that draws its lengths, InferenceX's: the mean ones, as the score takes them)
+    isl, osl = round(run.mean_isl), round(run.mean_osl)
+    runtime = RuntimeConfig(batch_size=run.concurrency, isl=isl, osl=osl)
     try:
         engine, model, database = _estimator(
             ENGINES[run.policy],
@@ -111,7 +113,7 @@ def estimate(run: PublicRun) -> dict | None:
             hw.tensor_parallel,
             bool(hw.expert_parallel),
         )
-        summary = engine.run_agg(model, database, runtime, ctx_tokens=min(run.isl, budget))
+        summary = engine.run_agg(model, database, runtime, ctx_tokens=min(isl, budget))
     except (ValueError, PerfDataNotAvailableError):
         # a deployment it refuses (block-FP8 experts split off the 128 grid) or has no rows for
         # (SGLang 0.5.14's H200 context attention with an FP8 KV cache)
@@ -120,7 +122,7 @@ def estimate(run: PublicRun) -> dict | None:
         return {"fits": False, "why": "memory"}
     result = summary.get_result_dict()
     ttft, tpot = result["ttft"] / 1e3, result["tpot"] / 1e3
-    return {"fits": True, "ttft": ttft, "tpot": tpot, "e2e": ttft + (run.osl - 1) * tpot}
+    return {"fits": True, "ttft": ttft, "tpot": tpot, "e2e": ttft + (run.mean_osl - 1) * tpot}
 
 
 def ours(path: str) -> dict[str, dict]:
@@ -153,7 +155,7 @@ def compare(runs: list[PublicRun], report: dict[str, dict]) -> list[dict]:
         }
         m = run.measured_means
         measured = {"ttft": m["ttft_s"], "tpot": m["tpot_s"]}
-        measured["e2e"] = m["ttft_s"] + (run.osl - 1) * m["tpot_s"]
+        measured["e2e"] = m["ttft_s"] + (run.mean_osl - 1) * m["tpot_s"]
         for metric in METRICS:
             row[f"ours_{metric}"] = float(ours_row[f"{metric}_mean_err"])
             row[f"aic_{metric}"] = _err(aic[metric], measured[metric]) if aic["fits"] else math.nan

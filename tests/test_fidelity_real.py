@@ -560,14 +560,14 @@ def test_a_runs_client_latency_is_its_campaigns() -> None:
     assert fr.aic_campaign(
         {"source_file": "2026-04-06.csv", "measured": "2025-10-29T00:00:00"}
     ) == ("eval-2025")
-    assert fr.aic_campaign({"measured": "2026-04-17T00:00:00.000Z"}) == "silicon-2026"
+    assert fr.aic_campaign({"measured": "2026-04-17T00:00:00.000Z"}) == "inferencex"
     table = fr.CLIENT_LATENCY_KERNELS_S
     assert fr.client_latency("H100-SXM", "kernels", "eval-2025") == table["H200"]  # Hopper
     assert fr.client_latency("H200", "kernels", "gap-analysis") == table["H100-SXM"]
     assert fr.client_latency("B200", "kernels", "gap-analysis") == table["B200"]  # no Blackwell
     # A campaign no GPU was fitted on: the mean of the fitted ones; no campaign: the GPU's own.
     mean = sum(table[g] for g in ("H100-SXM", "H200", "B200")) / 3
-    assert fr.client_latency("H100-SXM", "kernels", "silicon-2026") == pytest.approx(mean)
+    assert fr.client_latency("H100-SXM", "kernels", "inferencex") == pytest.approx(mean)
     assert fr.client_latency("H100-SXM", "kernels", "") == table["H100-SXM"]
     assert fr.client_latency("H200", "roofline", "gap-analysis") == fr.CLIENT_LATENCY_S["H100-SXM"]
     assert fr.client_latency("RTX-4090", "kernels", "") == 0.0
