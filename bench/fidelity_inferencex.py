@@ -1,30 +1,43 @@
-"""How InferenceX served and measured the MiniMax-M2.5 rows of aiconfigurator's silicon sample.
+"""How InferenceX served and measured its rows of aiconfigurator's silicon sample.
 
-The sample's 2026 MiniMax-M2.5 rows are InferenceX's (SemiAnalysisAI/InferenceX): their
-sources are its results database ("db-dump ... config_id=...; workflow_run_id=...") and two
-exports of it, with its images (vllm/vllm-openai:v0.16.0 to v0.19.0), its model prefix
-(`minimaxm2.5`) and its three shapes (1024/1024, 1024/8192, 8192/1024); aiconfigurator reads
-such records with `src/aiconfigurator/sdk/config_adapter/inferencex.py`. InferenceX keeps one
-launch script per model, precision and GPU (`benchmarks/single_node/minimaxm2.5_<prec>_<gpu>.sh`)
-and one image per recipe (`.github/configs/nvidia-master.yaml`), so a row's image release names
-the script that served it. Those scripts set what the replay would otherwise take from vLLM's
-defaults (`RECIPES`), and every one of them runs the same client (`RANGE_RATIO`).
+Two of the sample's campaigns are InferenceX's (SemiAnalysisAI/InferenceX, called InferenceMAX
+until 2026): their sources are its results database ("db-dump ... config_id=...;
+workflow_run_id=...") and two dated exports of it (2026-03-25.csv, 2026-04-06.csv), which hold
+InferenceX's models only (DeepSeek-R1, gpt-oss-120b, Kimi-K2.5, GLM-5, Qwen3.5, MiniMax-M2.5 and
+Llama 70B) in its three shapes (1024/1024, 1024/8192, 8192/1024); aiconfigurator reads such
+records with `src/aiconfigurator/sdk/config_adapter/inferencex.py`.
+- Llama-3.1-70B, "measured" 2025-10-29: InferenceMAX's Llama 3.3 70B FP8/FP4 runs
+  (nvidia/Llama-3.3-70B-Instruct-FP8, the same shape), served by vllm/vllm-openai:v0.10.2
+  (.github/workflows/70b-tmpl.yml), removed from InferenceMAX that day (commit 2582bce40,
+  "remove llama 70b"). The H200 and B200 profiles are fitted on these.
+- MiniMax-M2.5, 2026-03 and 2026-04, vllm/vllm-openai:v0.16.0 to v0.19.0.
+InferenceX keeps one launch script per model, precision and GPU and one image per recipe, so a
+row's image release names the script that served it. Those scripts set what the replay would
+otherwise take from vLLM's defaults (`RECIPES`), and every one of them runs the same kind of
+client (`RANGE_RATIO`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-# The client (benchmarks/benchmark_lib.sh `run_benchmark_serving`, unchanged from 2026-03-01 to
-# 2026-04-22): utils/bench_serving/benchmark_serving.py --dataset-name random --random-range-ratio
-# $RANDOM_RANGE_RATIO (0.8: .github/workflows/benchmark-tmpl.yml) --num-prompts 10N
-# --max-concurrency N --request-rate inf --ignore-eos --num-warmups 2N. `sample_random_requests`
-# draws every request's input AND output length uniformly from the integers
-# [int(L x 0.8), L] (`sample_uniform`: lower = int(seq_len * range_ratio), upper = seq_len), so a
-# "1024 x 1024" row averages 921.5 tokens in and out. The 2N warm-up requests (one test prompt)
-# all return before the measured 10N start, all N of them at once on an idle server: the burst
-# and the ten rounds the replay already weighs (fidelity_replay.MEASURED_ROUNDS = 10).
+# The client. In 2026 (benchmarks/benchmark_lib.sh `run_benchmark_serving`, unchanged from
+# 2026-03-01 to 2026-04-22): utils/bench_serving/benchmark_serving.py --dataset-name random
+# --random-range-ratio $RANDOM_RANGE_RATIO (0.8: .github/workflows/benchmark-tmpl.yml)
+# --num-prompts 10N --max-concurrency N --request-rate inf --ignore-eos --num-warmups 2N. In
+# 2025-10 the same flags without --num-warmups, from kimbochen/bench_serving (benchmarks/
+# 70b_fp8_h200_slurm.sh at 9596d23d7; random-range-ratio 0.8 in .github/workflows/
+# full-sweep-tmpl.yml), each run on a server just started. `sample_random_requests` draws every
+# request's input AND output length uniformly from the integers [int(L x 0.8), L]
+# (`sample_uniform`: lower = int(seq_len * range_ratio), upper = seq_len), so a "1024 x 1024" row
+# averages 921.5 tokens in and out. The measured 10N requests start with all N of them at once
+# on an idle server: the burst and the ten rounds the replay already weighs
+# (fidelity_replay.MEASURED_ROUNDS = 10).
 RANGE_RATIO = 0.8
+# The vLLM release of the 2025 rows, which name none (70b-tmpl.yml's image for H100, H200 and
+# B200 at 9596d23d7, 2025-10-29).
+RELEASE_2025 = "0.10.2"
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,23 @@ class Recipe:
 # --stream-interval 20 (the client's chunks, not the steps), --max-cudagraph-capture-size 2048
 # and the H100's '{"cudagraph_mode":"PIECEWISE"}' (graphs are not in the cost model).
 RECIPES: dict[tuple[str, str, str], Recipe] = {
+    # Llama 3.3 70B, 2025-10 (scripts at 9596d23d7): --kv-cache-dtype fp8, --async-scheduling,
+    # --no-enable-prefix-caching, --max-num-batched-tokens 8192 (vLLM's default on these GPUs
+    # anyway), --gpu-memory-utilization 0.9, --max-num-seqs $CONC (H100, H200) or 512 (B200):
+    # nothing here differs from what the replay takes, but the lengths. Async scheduling is not
+    # modelled (the fitted per-request overhead is these runs').
+    ("H100-SXM", "fp8", RELEASE_2025): Recipe(
+        "70b_fp8_h100_slurm.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+    ),
+    ("H200", "fp8", RELEASE_2025): Recipe(
+        "70b_fp8_h200_slurm.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+    ),
+    ("B200", "fp8", RELEASE_2025): Recipe(
+        "70b_fp8_b200_docker.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+    ),
+    ("B200", "fp4", RELEASE_2025): Recipe(
+        "70b_fp4_b200_docker.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+    ),
     ("H200", "fp8", "0.16.0"): Recipe(
         "minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01)", {"mem_utilization": 0.95}
     ),
@@ -74,9 +104,12 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
 }
 
 
-def is_inferencex(model_path: str, source: dict[str, str]) -> bool:
-    """Whether a silicon row is one of InferenceX's MiniMax-M2.5 measurements."""
-    return model_path == "MiniMaxAI/MiniMax-M2.5" and source.get("measured", "") >= "2026-03"
+def is_inferencex(silicon_data_source: str) -> bool:
+    """Whether a silicon row is InferenceX's: its source is InferenceX's results database or a
+    dated export of it ("db-dump/2026-04-27; ...", "source_file=2026-04-06.csv; ...")."""
+    return silicon_data_source.startswith("db-dump") or bool(
+        re.match(r"source_file=\d{4}-\d{2}-\d{2}\.csv;", silicon_data_source)
+    )
 
 
 def recipe(gpu: str, precision: str, release: str) -> Recipe:

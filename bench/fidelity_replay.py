@@ -200,16 +200,15 @@ def request_lengths(
 # aiperf/common/config/config_defaults.py ConversationDefaults.NUM = 100; conversation_config.py
 # --num-dataset-entries; dataset_manager.py `self._conversation_query_random.choice`).
 # aiconfigurator's generated benchmark keeps that default (bench_run.sh.j2: no
-# --num-dataset-entries; its evaluation pipeline, which measured the public rows, passed 12 x N:
-# see MEASURED_ROUNDS) and
+# --num-dataset-entries; its evaluation pipeline, which measured the gap analysis's rows, passed
+# 12 x N: see MEASURED_ROUNDS) and
 # its generator leaves vLLM's prefix caching and SGLang's radix cache at their defaults, on
 # (rule_plugin/*.rule set disable_prefix_cache only to false). Yet the measurements disagree
 # among themselves, so the report replays every prompt as its own (prompt_pool 0) and this stays
-# a what-if (`bench_fidelity_real.py --prompt-pool 100`): the Llama-3.1-70B FP8 points on one
-# H200 take a whole prefill's TTFT at 4 clients (8192 tokens: 1.34 s), which a cache hit would
-# not; the Llama-3.1-8B FP8 ones at 100 tokens out would need up to 0.83 of the H200's FP8 peak
-# for their prompts' linear layers alone if every prompt were prefilled (`prompt_load`: 0.67-0.83
-# at 1000-4000 tokens in on one GPU), which only cache hits make possible.
+# a what-if (`bench_fidelity_real.py --prompt-pool 100`): the gap analysis's Llama-3.1-8B FP8
+# runs at 100 tokens out would need up to 0.83 of the H200's FP8 peak for their prompts' linear
+# layers alone if every prompt were prefilled (`prompt_load`: 0.67-0.83 at 1000-4000 tokens in
+# on one GPU), which only cache hits make possible, while its TTFTs say each was prefilled.
 AIPERF_PROMPTS = 100
 # The benchmark's measured requests: after 2 x N warm-up ones, 20 x N of them (bench_run.sh.j2:
 # --warmup-request-count, --num-requests with BENCH_MULTI_ROUND = 20). With a prompt pool, which
@@ -219,23 +218,22 @@ AIPERF_PROMPTS = 100
 # (1 - 0.99^460), and the cache holds what it will hold.
 AIPERF_WARMUP, AIPERF_MEASURED, SETTLED_SENDS = 2, 20, 460
 # The rounds each client's measured requests make up in the public runs, which the burst below
-# is weighed against: 10. aiconfigurator's evaluation pipeline, which measured the silicon rows
-# while it existed (2025-08 to 2026-03-03; the fit runs' Llama-3.1-70B rows are dated
-# 2025-10-29, the vLLM 0.12 and SGLang ones are of January 2026), ran `aiperf profile
-# --concurrency N --request-count 10N --warmup-request-count 2N --num-dataset-entries 12N`
-# (ai-dynamo/aiconfigurator src/aiconfigurator/eval/benchmarks/genai_perf_runner.py `run`, at
-# commit ca9dffd61; removed in c0c44d911). bench_run.sh.j2's 20 x N (50 x N until 2026-04-01)
+# is weighed against: 10. aiconfigurator's evaluation pipeline, which measured the gap analysis's
+# rows of January 2026 (vLLM 0.12 and SGLang; it existed 2025-08 to 2026-03-03), ran `aiperf
+# profile --concurrency N --request-count 10N --warmup-request-count 2N --num-dataset-entries
+# 12N` (ai-dynamo/aiconfigurator src/aiconfigurator/eval/benchmarks/genai_perf_runner.py `run`,
+# at commit ca9dffd61; removed in c0c44d911). bench_run.sh.j2's 20 x N (50 x N until 2026-04-01)
 # came with the generator's benchmark command, 2026-02-11. Twelve prompts a client for its
 # twelve requests, and aiperf from 0.3.0 (2025-11-20) on shuffles its dataset without
 # replacement (dataset/dataset_samplers.py ShuffleSampler): no prompt repeats, no prefix-cache
-# hit (the report's prompt_pool 0; releases before drew with replacement, but the 2025-10-29
-# rows show no hit either: one H200's TTFT at 4 clients of 8192 tokens is a whole prefill).
-# The fit runs' own TTFTs say one tenth too: measured minus the replay's steady state, over the
-# burst's extra wait, is 1.96-2.11 twentieths (median per GPU over their 1024-token runs at 16
-# to 64 clients); weighed as 1 of 20 rounds, their mean TTFT came out 21% short (mean |error|
-# 23%), as 1 of 10 it is 16% (bench_fidelity_real.py --step-costs kernels). The MiniMax-M2.5
-# rows of 2026-03 and 2026-04 are InferenceX's, whose client also measures 10 x N requests sent
-# at once after a 2 x N warm-up, but draws their lengths (bench/fidelity_inferencex.py).
+# hit (the report's prompt_pool 0). The other rows are InferenceX's (bench/fidelity_inferencex.py:
+# the Llama-3.1-70B ones of 2025-10, the fit runs' for H200 and B200, and the MiniMax-M2.5 ones
+# of 2026), whose client sends 10 x N random-token prompts, all N at once on an idle server, with
+# prefix caching off or of no use, and draws their lengths. The fit runs' own TTFTs say one
+# tenth too: measured minus the replay's steady state, over the burst's extra wait, is 1.96-2.11
+# twentieths (median per GPU over their 1024-token runs at 16 to 64 clients); weighed as 1 of 20
+# rounds, their mean TTFT came out 21% short (mean |error| 23%), as 1 of 10 it is 16%
+# (bench_fidelity_real.py --step-costs kernels; measured before the lengths were drawn).
 MEASURED_ROUNDS = 10
 
 

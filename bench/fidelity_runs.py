@@ -168,8 +168,9 @@ CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.040, "H200": 0.020, "B200": 
 # (fidelity_replay.CLOSED_LOOP_DEFAULT): H100 65 -> 60 ms, H200 and B200 unchanged. Refitted
 # with the kernel profiles' shared per-request overhead (bench/fit_shared_overhead.py): H200
 # 10 -> 15 ms, H100 and B200 unchanged; and with the burst as 1 of 10 rounds
-# (fidelity_replay.MEASURED_ROUNDS): 50, 5 and 55 ms.
-CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.050, "H200": 0.005, "B200": 0.055}
+# (fidelity_replay.MEASURED_ROUNDS): 50, 5 and 55 ms; and with InferenceMAX's 70B fit runs
+# drawing their lengths (fidelity_inferencex.RANGE_RATIO): H200 20 ms, B200 60 ms.
+CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.050, "H200": 0.020, "B200": 0.060}
 
 # The latency is the measurement's, not the GPU's: the benchmark client, the serving frontend
 # (vLLM's own API server or Dynamo's) and the builds of one campaign. The silicon rows come from
@@ -179,24 +180,29 @@ CLIENT_LATENCY_KERNELS_S: dict[str, float] = {"H100-SXM": 0.050, "H200": 0.005, 
 # build), else its own GPU's. At 4-8 clients of 1024 tokens, eight GPUs, the 2025-10 Llama-3.1-70B
 # FP8 rows measure 70 ms of TTFT on H100 and 73 ms on H200, priced 43 and 39 ms a prefill; the
 # 2026-01 Qwen3-32B rows on H100 91 ms, priced 24 ms: two campaigns, ~50 ms apart, on one GPU.
-FIT_CAMPAIGN = {"H100-SXM": "gap-analysis", "H200": "eval-2025", "B200": "eval-2025"}
-# The vLLM release of a campaign whose rows name none: the eval-2025 rows were measured on
-# 2025-10-29, when vLLM's release was 0.11 (0.11.0 on 2025-10-02, 0.11.1 on 2025-11-18). Used
-# for the start-up memory only (`PublicRun.config`), not for the kernel tables.
-CAMPAIGN_RELEASE = {"eval-2025": "0.11"}
+FIT_CAMPAIGN = {
+    "H100-SXM": "gap-analysis",
+    "H200": "inferencemax-2025",
+    "B200": "inferencemax-2025",
+}
+# The vLLM release of a campaign whose rows name none: InferenceMAX served its 2025 Llama 70B
+# runs with vllm/vllm-openai:v0.10.2 (fidelity_inferencex.RELEASE_2025). Used for the start-up
+# memory (`PublicRun.config`) and to find the launch script, not for the kernel tables (none is
+# older than 0.14: those runs take the newest, as every run without a release does).
+CAMPAIGN_RELEASE = {"inferencemax-2025": inferencex.RELEASE_2025}
 GENERATION = {"H100-SXM": "Hopper", "H200": "Hopper", "B200": "Blackwell"}
 
 
 def aic_campaign(source: dict[str, str]) -> str:
     """Which measurement campaign a silicon row comes from, by its silicon_data_source fields:
     "gap-analysis" (aic-auto-gap-analysis files: vLLM 0.12 and SGLang 0.5 through Dynamo,
-    2026-01), "eval-2025" (measured in 2025: the evaluation pipeline's Llama-3.1-70B rows,
-    2025-10-29) or "inferencex" (InferenceX's results database: the MiniMax-M2.5 rows of 2026-03
-    and 2026-04, `fidelity_inferencex.is_inferencex`)."""
+    2026-01), "inferencemax-2025" (measured in 2025: InferenceMAX's Llama 70B rows, 2025-10-29)
+    or "inferencex" (InferenceX's MiniMax-M2.5 rows of 2026-03 and 2026-04; both InferenceX's
+    results database: `fidelity_inferencex`)."""
     if "aic-auto-gap-analysis" in source.get("source_file", ""):
         return "gap-analysis"
     if source.get("measured", "").startswith("2025"):
-        return "eval-2025"
+        return "inferencemax-2025"
     return "inferencex"
 
 
@@ -451,9 +457,14 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             gpu = AIC_GPUS[row["system"]]
             kv_dtype = "fp8" if precision in AIC_FP8_KV else ""
             range_ratio = 1.0
-            if inferencex.is_inferencex(row["model_path"], source):
+            if inferencex.is_inferencex(row["silicon_data_source"]):
                 try:  # its launch script's flags and its client's lengths
-                    served, kv_dtype = inferencex.settings(gpu, precision, version, int(row["isl"]))
+                    served, kv_dtype = inferencex.settings(
+                        gpu,
+                        precision,
+                        CAMPAIGN_RELEASE.get(aic_campaign(source), version),
+                        int(row["isl"]),
+                    )
                 except KeyError:
                     skipped["aiconfigurator: an InferenceX deployment not read yet"] += 1
                     continue

@@ -85,6 +85,35 @@ def test_each_inferencex_row_replays_with_its_launch_scripts_flags(tmp_path: Pat
     assert not skipped
 
 
+LLAMA_2025 = {
+    **MINIMAX,
+    "model_path": "meta-llama/Llama-3.1-70B",
+    "backend_version": "",
+    "system": "h200_sxm",
+    "moe_tp_size": "1",
+    "tp_size": "1",
+    "batch_size": "4",
+    "silicon_data_source": "source_file=2026-04-06.csv; model=Llama-3.1-70B; "
+    "silicon_concurrency=4; measured=2025-10-29T00:00:00.000Z; wip=False",
+}
+
+
+def test_inferencemaxs_llama_70b_rows_of_2025_are_recognised_and_drawn(tmp_path: Path) -> None:
+    # The same exports hold InferenceMAX's Llama 3.3 70B runs of 2025-10 (vLLM v0.10.2, no
+    # release in the row): FP8 KV from --kv-cache-dtype fp8, vLLM's defaults otherwise, and the
+    # client's drawn lengths; their campaign is the one the H200 and B200 latencies are fitted on.
+    _rows(tmp_path, [LLAMA_2025])
+    (run,), skipped = fr.load_runs(tmp_path)
+    assert not skipped
+    assert run.campaign == "inferencemax-2025" == fr.FIT_CAMPAIGN["H200"]
+    assert fr.CAMPAIGN_RELEASE[run.campaign] == ix.RELEASE_2025 == "0.10.2"
+    assert run.kv_dtype == "fp8" and run.range_ratio == ix.RANGE_RATIO
+    assert run.settings == {"tensor_parallel": 1} and run.engine == "vLLM ?"
+    assert ix.is_inferencex(LLAMA_2025["silicon_data_source"])
+    assert ix.is_inferencex(B200_019["silicon_data_source"])
+    assert not ix.is_inferencex("source_file=/x/aic-auto-gap-analysis/data/h200_sxm/a.csv")
+
+
 def test_a_deployment_whose_script_was_not_read_is_skipped_saying_so(tmp_path: Path) -> None:
     _rows(tmp_path, [{**B200_019, "backend_version": "0.20.0"}])
     runs, skipped = fr.load_runs(tmp_path)
@@ -138,8 +167,9 @@ def test_a_closed_loop_sends_the_drawn_lengths(tmp_path: Path) -> None:
 @pytest.mark.skipif(
     not (fr.DEFAULT_DATA / "aiconfigurator").is_dir(), reason="public runs not present"
 )
-def test_every_public_minimax_row_has_its_script_read() -> None:
+def test_every_public_inferencex_row_has_its_script_read() -> None:
     runs, skipped = fr.load_runs()
-    minimax = [r for r in runs if r.model.startswith("MiniMax-M2.5")]
-    assert len(minimax) > 150 and all(r.range_ratio == ix.RANGE_RATIO for r in minimax)
+    drawn = [r for r in runs if r.model.startswith(("MiniMax-M2.5", "Llama-3.1-70B"))]
+    assert len(drawn) > 300 and all(r.range_ratio == ix.RANGE_RATIO for r in drawn)
+    assert all(r.range_ratio == 1.0 for r in runs if r.campaign == "gap-analysis")
     assert not skipped["aiconfigurator: an InferenceX deployment not read yet"]

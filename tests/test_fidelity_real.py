@@ -559,10 +559,10 @@ def test_a_runs_client_latency_is_its_campaigns() -> None:
     )
     assert fr.aic_campaign(
         {"source_file": "2026-04-06.csv", "measured": "2025-10-29T00:00:00"}
-    ) == ("eval-2025")
+    ) == ("inferencemax-2025")
     assert fr.aic_campaign({"measured": "2026-04-17T00:00:00.000Z"}) == "inferencex"
     table = fr.CLIENT_LATENCY_KERNELS_S
-    assert fr.client_latency("H100-SXM", "kernels", "eval-2025") == table["H200"]  # Hopper
+    assert fr.client_latency("H100-SXM", "kernels", "inferencemax-2025") == table["H200"]  # Hopper
     assert fr.client_latency("H200", "kernels", "gap-analysis") == table["H100-SXM"]
     assert fr.client_latency("B200", "kernels", "gap-analysis") == table["B200"]  # no Blackwell
     # A campaign no GPU was fitted on: the mean of the fitted ones; no campaign: the GPU's own.
