@@ -101,7 +101,14 @@ def main() -> None:
             config = r.config({"step_costs": costs})
             n, warm, end = closed_loop_size(r.concurrency, r.osl, args.prompt_pool)
             res = closed_loop(
-                config, r.isl, r.osl, r.concurrency, n, start="even", prompts=args.prompt_pool
+                config,
+                r.isl,
+                r.osl,
+                r.concurrency,
+                n,
+                start="even",
+                prompts=args.prompt_pool,
+                range_ratio=r.range_ratio,  # (InferenceX's client draws the lengths)
             )
             req = res.requests.set_index("request_id")
             steady = req.loc[(req.index >= warm) & (req.index < end)]

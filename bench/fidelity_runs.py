@@ -325,8 +325,10 @@ AIC_ENGINES = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}
 # of ~500k tokens would not (a BF16 one holds ~250k: its knee error goes from +29% to -4%); but
 # with a BF16 cache that group's mean |E2E error| goes from 9% to 10% (its TPOT at up to 16
 # clients from +8% to +10%), and the H200 and B200 knees on one GPU go from -1% and +11% to -25%
-# and -17% (their held-out TTFT errors from 21% and 17% to 153% and 202%). So the rule stays,
-# except for InferenceX's MiniMax-M2.5 rows, whose launch scripts say (fidelity_inferencex.py).
+# and -17% (their held-out TTFT errors from 21% and 17% to 153% and 202%). So the rule stays
+# for the gap analysis's rows. InferenceX's rows take the KV dtype their launch script gives
+# (fidelity_inferencex.py): FP8 for the 2025 Llama 70B ones, H100 included (so a BF16 cache is
+# not why that H100 sweep queues), BF16 for MiniMax-M2.5 where the script gives none.
 AIC_FP8_KV = ("fp8", "fp4")
 
 # How aiconfigurator's generator deploys SGLang aggregated (src/aiconfigurator/generator/
