@@ -214,6 +214,35 @@ def test_decode_step_hardly_grows_below_the_knee_without_context():
     assert y[512] > 1.5 * y[64]  # compute-bound past the knee (~211)
 
 
+@pytest.mark.parametrize("gpu", ["H200", "B200", "A100-80GB", "RTX-4090"])
+def test_knee_labels_sit_where_the_curves_are_not(gpu):
+    """The knee's label has a white box: on the prefill chart it sits in the band the axis
+    keeps under the flat part (the curve only rises from there), on the decode chart above the
+    curve's value at the knee (the curve is lower to its left)."""
+
+    def knee_note(fig, key):
+        label = t(key, knee=1, nominal=1).split("1")[0]  # the text before the numbers
+        return next(a for a in fig.layout.annotations if a.text.startswith(label))
+
+    fig = charts.step_time_vs_prompt(gpu, MODEL)
+    step = np.asarray(_trace(fig, t("charts.prefill.trace")).y)
+    axis = fig.layout.yaxis
+    assert axis.range[0] <= np.log10(step.min()) - 1  # a decade of room under the curve
+    note = knee_note(fig, "charts.knee.prefill")
+    assert note.yanchor == "bottom" and note.xanchor == "left"
+    assert axis.domain[0] <= note.y <= axis.domain[0] + 0.02
+
+    fig = charts.step_time_vs_batch(gpu, MODEL, 2048)
+    step = _trace(fig, t("charts.decode.step_trace"))
+    knee = _vertical_lines(fig)[0]
+    at_knee = np.interp(knee, np.asarray(step.x), np.asarray(step.y))
+    axis = fig.layout.yaxis
+    assert at_knee <= 0.55 * axis.range[1] and max(step.y) <= axis.range[1]
+    note = knee_note(fig, "charts.knee.decode")
+    assert note.yanchor == "top" and note.xanchor == "right"
+    assert note.y >= axis.domain[0] + 0.6 * (axis.domain[1] - axis.domain[0])
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_roofline_points_come_from_step_costs(lang):
     cm = _cm()

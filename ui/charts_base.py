@@ -184,9 +184,20 @@ def shade_regions(
 
 
 def knee_line(
-    fig: go.Figure, knee: float, label: str, x_min: float, x_max: float, *, log_x: bool = True
+    fig: go.Figure,
+    knee: float,
+    label: str,
+    x_min: float,
+    x_max: float,
+    *,
+    log_x: bool = True,
+    y: float = 0.76,
+    yanchor: str = "middle",
+    side: str = "",
 ) -> None:
-    """A dashed vertical line at the knee over all rows, labelled on its roomier side."""
+    """A dashed vertical line at the knee over all rows, labelled at paper height `y` (anchored
+    by `yanchor`) on `side` ("left"/"right"; "" = the roomier side). A chart puts the label
+    where its curves are not: the label's white box would hide them."""
     fig.add_shape(
         type="line",
         xref="x",
@@ -198,12 +209,15 @@ def knee_line(
         line={"color": INK, "width": 2, "dash": "dash"},
     )
     lo, hi, at = (_ax_x(v, log_x) for v in (x_min, x_max, knee))
-    right = hi <= lo or (at - lo) / (hi - lo) < 0.6  # label right of the line unless near the end
+    right = side == "right" or (
+        not side and (hi <= lo or (at - lo) / (hi - lo) < 0.6)
+    )  # label right of the line unless near the end
     fig.add_annotation(
         x=at,
         xref="x",
-        y=0.76,  # below both region labels (shade_regions)
+        y=y,
         yref="paper",
+        yanchor=yanchor,
         text=label,
         showarrow=False,
         xanchor="left" if right else "right",

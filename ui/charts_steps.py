@@ -42,6 +42,11 @@ from ui.charts_base import (
 from ui.i18n import t
 from ui.theme import COLORS
 
+# Decades of the prefill chart's log axis under its flat part: room for the knee's label.
+PREFILL_LABEL_BAND = 1.5
+# The decode chart's curve at the knee stays below this share of its axis: the label above it.
+DECODE_LABEL_FLOOR = 0.55
+
 
 def cost_model(
     gpu: GpuSpec | str,
@@ -129,12 +134,36 @@ def step_time_vs_prompt(
     _share_traces(fig, tokens, costs, lang, row=2)
     knee, label = _knee_label(cm, "charts.knee.prefill", lang)
     shade_regions(fig, knee, min_tokens, max_tokens, lang, stagger=True)
-    knee_line(fig, knee, label, min_tokens, max_tokens)
+    # The step time is flat up to the knee and rises after it, so the room a label has next to
+    # the line is BELOW the curve: the axis starts PREFILL_LABEL_BAND decades under the flat
+    # part and the label sits in that band, right of the line (above it, the curve would run
+    # through the label's box on a narrow chart).
+    step_ms = 1000 * finite([c.seconds for c in costs])
+    bottom = math.log10(np.nanmin(step_ms)) - PREFILL_LABEL_BAND
+    top = math.log10(np.nanmax(step_ms)) + 0.1
+    row1_bottom = fig.layout.yaxis.domain[0]
+    knee_line(
+        fig,
+        knee,
+        label,
+        min_tokens,
+        max_tokens,
+        y=row1_bottom + 0.01,
+        yanchor="bottom",
+        side="right",
+    )
     title = t("charts.prefill.title", lang, gpu=cm.gpu.name, model=cm.model.name)
     styled(fig, title, height=640)
     fig.update_xaxes(**power_of_two_axis(min_tokens, max_tokens))
     fig.update_xaxes(title_text=t("charts.axis.prompt_tokens", lang), row=2, col=1)
-    fig.update_yaxes(type="log", dtick=1, title_text=t("charts.axis.step_ms", lang), row=1, col=1)
+    fig.update_yaxes(
+        type="log",
+        dtick=1,
+        range=[bottom, top],
+        title_text=t("charts.axis.step_ms", lang),
+        row=1,
+        col=1,
+    )
     fig.update_yaxes(range=[0, 100], title_text=t("charts.axis.share_pct", lang), row=2, col=1)
     return fig
 
@@ -211,14 +240,19 @@ def step_time_vs_batch(
     )
     knee, label = _knee_label(cm, "charts.knee.decode", lang)
     shade_regions(fig, knee, 1, max_batch, lang, stagger=True)
-    knee_line(fig, knee, label, 1, max_batch)
+    # Left of the knee the step time is nearly flat and low, so the label goes there, near the
+    # top (under both region labels); the axis keeps the curve at the knee in the lower
+    # DECODE_LABEL_FLOOR of the panel so that it never runs behind the label's box.
+    at_knee = float(np.interp(knee, batches, step_ms))
+    y_max = 1.05 * max(float(np.nanmax(step_ms)), at_knee / DECODE_LABEL_FLOOR)
+    knee_line(fig, knee, label, 1, max_batch, y=0.87, yanchor="top", side="left")
     title = t(
         "charts.decode.title", lang, gpu=cm.gpu.name, model=cm.model.name, context=context_tokens
     )
     styled(fig, title, height=660)
     fig.update_xaxes(**power_of_two_axis(1, max_batch))
     fig.update_xaxes(title_text=t("charts.axis.batch", lang), row=2, col=1)
-    fig.update_yaxes(rangemode="tozero", title_text=t("charts.axis.step_ms", lang), row=1, col=1)
+    fig.update_yaxes(range=[0, y_max], title_text=t("charts.axis.step_ms", lang), row=1, col=1)
     fig.update_yaxes(
         type="log", dtick=1, title_text=t("charts.axis.per_token_ms", lang), row=2, col=1
     )
