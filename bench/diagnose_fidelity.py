@@ -13,8 +13,12 @@ Notable features
   per-step overhead, or queueing at the capacity knee (busy ~100% with the measurement's
   throughput needing more than the priced steps allow).
 
+- `--node-gpus 8`, a what-if: the deployment as 8 / TP instances behind a router, each with its
+  share of the clients (for rows whose measurements one instance cannot reach).
+
 Run: PDLAB_FIDELITY_DATA=... .venv/bin/python bench/diagnose_fidelity.py --gpu H200
      --model Llama-3.1-8B:fp8 --engine vLLM [--costs roofline,kernels] [--prompt-pool 100]
+     [--node-gpus 8]
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ def main() -> None:
     ap.add_argument("--costs", default="roofline,kernels")
     ap.add_argument("--prompt-pool", type=int, default=0)
     ap.add_argument("--fit", choices=["all", "fit", "held-out"], default="all")
+    ap.add_argument(
+        "--node-gpus",
+        type=int,
+        default=0,
+        help="what-if: the node's GPUs all served, as node-gpus / TP instances that share the "
+        "clients evenly (a router in front); 0 = one instance, as the report replays",
+    )
     args = ap.parse_args()
     runs, _ = load_runs(args.data)
     fit = {"all": None, "fit": True, "held-out": False}[args.fit]
@@ -99,12 +110,14 @@ def main() -> None:
         )
         for costs in args.costs.split(","):
             config = r.config({"step_costs": costs})
-            n, warm, end = closed_loop_size(r.concurrency, r.osl, args.prompt_pool)
+            instances = max(1, args.node_gpus // config.hardware.tensor_parallel)
+            clients = max(1, r.concurrency // instances)  # one instance's share of the clients
+            n, warm, end = closed_loop_size(clients, r.osl, args.prompt_pool)
             res = closed_loop(
                 config,
                 r.isl,
                 r.osl,
-                r.concurrency,
+                clients,
                 n,
                 start="even",
                 prompts=args.prompt_pool,
@@ -117,8 +130,9 @@ def main() -> None:
             s = step_summary(res.steps, after, until)
             ttft = 1000 * (np.nanmean(steady.ttft_s) + client_latency(args.gpu, costs, r.campaign))
             tpot = 1000 * np.nanmean(steady.tpot_s)
+            split = f"x{instances} " if instances > 1 else ""
             print(
-                f"  {costs:8s} TTFT {ttft:6.0f} ({ttft / 1000 / meas['ttft_s'] - 1:+4.0%}) "
+                f"  {costs:8s} {split}TTFT {ttft:6.0f} ({ttft / 1000 / meas['ttft_s'] - 1:+4.0%}) "
                 f"TPOT {tpot:6.2f} ({tpot / 1000 / meas['tpot_s'] - 1:+4.0%}) | steps: "
                 f"{s.get('step_ms', 0):.2f} ms = c {s.get('compute_ms', 0):.2f} m "
                 f"{s.get('memory_ms', 0):.2f} x {s.get('comm_ms', 0):.2f} o "
