@@ -209,9 +209,8 @@ def knee_line(
         line={"color": INK, "width": 2, "dash": "dash"},
     )
     lo, hi, at = (_ax_x(v, log_x) for v in (x_min, x_max, knee))
-    right = side == "right" or (
-        not side and (hi <= lo or (at - lo) / (hi - lo) < 0.6)
-    )  # label right of the line unless near the end
+    roomier_right = hi <= lo or (at - lo) / (hi - lo) < 0.6  # unless the line is near the end
+    right = side == "right" if side else roomier_right
     fig.add_annotation(
         x=at,
         xref="x",

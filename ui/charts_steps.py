@@ -116,13 +116,14 @@ def step_time_vs_prompt(
     cm = cost_model(gpu, model, tensor_parallel, profile)
     tokens = _geom_ints(min_tokens, max_tokens, 72)
     costs = [cm.step_cost(((int(n), 0, True),), 0, 0) for n in tokens]
+    step_ms = 1000 * finite([c.seconds for c in costs])
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, row_heights=[0.64, 0.36], vertical_spacing=0.05
     )
     fig.add_trace(
         go.Scatter(
             x=tokens,
-            y=1000 * finite([c.seconds for c in costs]),
+            y=step_ms,
             name=t("charts.prefill.trace", lang),
             mode="lines",
             line={"color": INK, "width": 3},
@@ -138,7 +139,6 @@ def step_time_vs_prompt(
     # the line is BELOW the curve: the axis starts PREFILL_LABEL_BAND decades under the flat
     # part and the label sits in that band, right of the line (above it, the curve would run
     # through the label's box on a narrow chart).
-    step_ms = 1000 * finite([c.seconds for c in costs])
     bottom = math.log10(np.nanmin(step_ms)) - PREFILL_LABEL_BAND
     top = math.log10(np.nanmax(step_ms)) + 0.1
     row1_bottom = fig.layout.yaxis.domain[0]
