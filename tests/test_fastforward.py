@@ -236,6 +236,22 @@ def test_azure_excerpt_sglang_overlap_loop(topology, mixed, azure_conv_300):
     )
 
 
+@pytest.mark.parametrize("topology", ["colocated", "router", "disaggregated"])
+def test_azure_excerpt_vllm_async_scheduling(topology, azure_conv_300):
+    """vLLM's async scheduling defers a request that arrived during a busy step to the step
+    after next (sim/policies/vllm_v1.py): the fast-forwarded run defers it alike."""
+    knobs = {"topology": topology, "async_scheduling": "true"}
+    if topology == "router":
+        knobs.update(router="least-loaded", num_instances="2")
+    if topology == "disaggregated":
+        knobs.update(num_prefill="1", num_decode="2")
+    config = with_overrides(SimConfig(policy="vllm"), knobs)
+    fast, step = both(azure_conv_300, config)
+    assert_same_run(fast, step)
+    normal = simulate(azure_conv_300, with_overrides(config, {"async_scheduling": "false"}))
+    assert fast.requests.ttft_s.mean() > normal.requests.ttft_s.mean()
+
+
 @pytest.mark.parametrize(
     "knobs",
     [

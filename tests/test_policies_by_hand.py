@@ -330,6 +330,35 @@ def test_sglang_overlap_loop_admits_a_request_that_arrived_in_a_busy_step_one_st
     assert overlap == {0: 0, 1: 3}
 
 
+@pytest.mark.parametrize("scheduling_policy", ["fcfs", "priority"])
+def test_vllm_async_scheduling_admits_a_request_that_arrived_in_a_busy_step_one_step_later(
+    scheduling_policy,
+):
+    # vLLM's async scheduling (0.19.0 vllm/v1/engine/core.py step_with_batch_queue 421-485)
+    # schedules step n+1 while step n runs: a request that arrives during a busy step joins the
+    # step after next; on an idle server it goes at once. b0 decodes alone; b1 arrives before
+    # step 2.
+    from sim.stepper import run_steps
+
+    arrivals = [(0, RequestSpec(0, 0.0, 300, 6)), (2, RequestSpec(1, 0.0, 300, 4))]
+
+    def first_steps(asynchronous: bool) -> dict[int, int]:
+        config = with_overrides(
+            SimConfig(policy="vllm"),
+            {
+                "enable_prefix_caching": False,
+                "scheduling_policy": scheduling_policy,
+                "async_scheduling": asynchronous,
+            },
+        )
+        steps, outputs = run_steps(arrivals, config, kv_blocks=20_000)
+        assert outputs == {0: 6, 1: 4}
+        return {rid: next(k for k, s in enumerate(steps) if rid in s.scheduled) for rid in (0, 1)}
+
+    assert first_steps(False) == {0: 0, 1: 2}  # the synchronous loop: the step it came before
+    assert first_steps(True) == {0: 0, 1: 3}  # idle: at once (b0); busy: one step later (b1)
+
+
 def test_sglang_default_memory_fraction():
     # memory_hook.py handle_gpu_memory_settings: 512 MiB + 1.5 x chunk + tp/8 GiB + 2 x graph bs,
     # at least 10 GiB on big GPUs.

@@ -76,6 +76,7 @@ def configs(draw):
             knobs["enable_chunked_prefill"] = chunked
             if not chunked:
                 knobs["max_num_batched_tokens"] = 8192
+            knobs["async_scheduling"] = draw(st.booleans())
             if policy == "vllm":
                 knobs["scheduling_policy"] = draw(st.sampled_from(["fcfs", "priority"]))
             else:

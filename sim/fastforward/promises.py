@@ -46,6 +46,8 @@ def _vllm(policy, engine, now):
     k = policy.knobs
     if len(engine.running) > k.max_num_batched_tokens:
         return None  # the budget ends inside the running list: some stall
+    if engine.waiting and k.async_scheduling:
+        return None  # a request left out only because it came during the last step joins next
     if engine.waiting and k.enable_prefix_caching and not k.scheduler_reserve_full_isl:
         # A waiting head that failed only for its chunk's blocks may fit once the decodes'
         # allocations evict its cached prefix (fewer hits, fewer blocks to adopt): no promise.
@@ -136,10 +138,12 @@ def kv_margin(policy: Policy) -> int:
 
 def admits_in_run(policy: Policy, engine: Engine) -> bool:
     """Whether the step after a run is "one decode token each, then the waiting loop": vLLM V1
-    with FCFS whose running list fits the budget (priority order is a heap, short-first ages)."""
+    with FCFS whose running list fits the budget (priority order is a heap, short-first ages),
+    synchronous (async scheduling admits from the queue the step before saw)."""
     return (
         policy.name == "vllm"
         and not policy.by_priority
+        and not policy.knobs.async_scheduling  # (its waiting loop sees the step before's queue)
         and len(engine.running) <= policy.knobs.max_num_batched_tokens
     )
 

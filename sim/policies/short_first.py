@@ -55,7 +55,7 @@ class ShortFirst(Vllm):
     def by_priority(self) -> bool:
         return True
 
-    def next_waiting(self, engine, now):
+    def next_waiting(self, waiting, now):
         aging = self.knobs.aging_s
 
         def key(r):
@@ -63,7 +63,7 @@ class ShortFirst(Vllm):
             rank = (0, r.arrival_s, 0) if aged else (1, r.prompt_tokens, r.arrival_s)
             return (not r.kv_holding, *rank, r.request_id)
 
-        return min(engine.waiting, key=key)
+        return min(waiting, key=key)
 
     def pick_victim(self, running):
         return max(running, key=lambda r: (r.prompt_tokens, r.arrival_s, r.request_id))

@@ -28,10 +28,20 @@ them, a draft model takes one more input row per request (`draft_slots`), and a 
 with one token to go is padded to 1 + k (1308-1330). The engine rolls rejected drafts back
 (sim/core/engine.py, `complete`); sim/core/speculation.py says who accepts what.
 
+Async scheduling (`async_scheduling`, vLLM's --async-scheduling, on by default from 0.14):
+EngineCore.step_with_batch_queue (vllm/v1/engine/core.py, 0.19.0 421-485) schedules step n+1
+and hands it to the GPU while step n still runs (batch_queue_size 2), so the scheduler that
+forms n+1 has seen only the requests that arrived before n started: one that arrives during a
+busy step joins the step after next. On an idle server, or when that next step would be empty,
+it goes at once. The knob delays admission that way and nothing else; the CPU work it hides
+behind the GPU's is the step cost's business. Off by default: the differential tests drive the
+real scheduler's synchronous loop, and a lesson's step shows the scheduler's own decision.
+
 What vLLM does and this does not: encoder inputs, LoRA limits, pipeline parallelism, dynamic
-speculation lengths and async scheduling (async_scheduling=False is the reference). The step
-sequence is checked against the real scheduler in tests/test_vllm_differential.py, with
-speculation in tests/test_vllm_spec_differential.py.
+speculation lengths, and async scheduling's placeholders for the tokens still on the GPU (a
+request that ends in step n is not scheduled again in n+1 there either). The step sequence is
+checked against the real scheduler in tests/test_vllm_differential.py, with speculation in
+tests/test_vllm_spec_differential.py.
 """
 
 from __future__ import annotations
@@ -59,6 +69,11 @@ class Vllm(Policy):
     # (block_pool.py:929 `total_gpu_blocks = self.num_gpu_blocks - 1`).
     null_blocks = 1
 
+    def __init__(self, knobs=None) -> None:
+        super().__init__(knobs)
+        self._seen: set[int] = set()  # request ids waiting when the last step was formed
+        self._busy = False  # the last step ran something: the GPU was busy until now
+
     def reject_reason(self, req, engine):
         k = self.knobs
         if not k.enable_chunked_prefill and req.prompt_tokens > k.max_num_batched_tokens:
@@ -76,14 +91,23 @@ class Vllm(Policy):
         """vLLM's scheduling_policy=priority: a heap for waiting, the worst request preempted."""
         return self.knobs.scheduling_policy == "priority"
 
-    def next_waiting(self, engine, now):
-        """The request the waiting loop looks at next (the queue's head)."""
+    def next_waiting(self, waiting, now):
+        """The request the waiting loop looks at next among `waiting` (the queue's head)."""
         if self.by_priority:
             return min(
-                engine.waiting,
+                waiting,
                 key=lambda r: (not r.kv_holding, r.priority, r.arrival_s, r.request_id),
             )
-        return engine.waiting[0]
+        return waiting[0]
+
+    def visible(self, engine) -> list | None:
+        """Under async scheduling, the waiting requests the scheduler of this step had seen:
+        those waiting when the last step was formed, if the GPU was busy with it and this step
+        holds anything else (running requests, or requests seen before); None = all of them."""
+        if not (self.knobs.async_scheduling and self._busy):
+            return None
+        seen = [r for r in engine.waiting if r.request_id in self._seen]
+        return seen if engine.running or seen else None
 
     def pick_victim(self, running):
         if self.by_priority:
@@ -112,6 +136,7 @@ class Vllm(Policy):
         long_prefill_token_threshold = self.long_prefill_threshold(engine)
         draft_slots, lookahead = k.draft_slots, k.num_lookahead_tokens
         prefill_scheduled = False  # 1003: a running request continued its prefill
+        visible = self.visible(engine)  # (before the running loop preempts anyone)
 
         # First, schedule the RUNNING requests (793-1040), in admission order.
         for request in list(engine.running):
@@ -145,13 +170,17 @@ class Vllm(Policy):
         # Next, schedule the WAITING requests, unless this step preempted someone (1049).
         if not plan.preempted:
             self.schedule_waiting(
-                engine, plan, now, long_prefill_token_threshold, prefill_scheduled
+                engine, plan, now, long_prefill_token_threshold, prefill_scheduled, visible
             )
+        if k.async_scheduling:  # what the scheduler of the next step will have seen
+            self._seen = {r.request_id for r in engine.waiting}
+            self._busy = bool(plan.items)
 
     def schedule_waiting(
-        self, engine, plan, now, long_prefill_token_threshold, prefill_scheduled=False
+        self, engine, plan, now, long_prefill_token_threshold, prefill_scheduled=False, visible=None
     ):
-        """The WAITING loop (scheduler.py 1049-1560), after the running one preempted nobody."""
+        """The WAITING loop (scheduler.py 1049-1560), after the running one preempted nobody;
+        `visible`: the waiting requests it may take (async scheduling), None = all."""
         k = self.knobs
         max_num_scheduled_tokens = k.max_num_batched_tokens
         draft_slots, num_spec_tokens = k.draft_slots, k.num_spec_tokens
@@ -164,7 +193,13 @@ class Vllm(Policy):
                 break  # 1068
             if len(engine.running) >= k.max_num_seqs:
                 break
-            request = self.next_waiting(engine, now)
+            if visible is None:
+                request = self.next_waiting(engine.waiting, now)
+            else:  # async scheduling: only those its scheduler had seen
+                visible = [r for r in visible if r.state is RequestState.WAITING]
+                if not visible:
+                    break
+                request = self.next_waiting(visible, now)
             # get_computed_blocks: the prompt's cached prefix (at most num_tokens - 1 tokens)
             new_computed_blocks = (
                 kv.lookup(request) if k.enable_prefix_caching and request.num_computed == 0 else []

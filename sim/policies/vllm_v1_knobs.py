@@ -45,6 +45,10 @@ class VllmEngineKnobs(Knobs):
     enable_chunked_prefill: bool = True  # False: a prompt that does not fit whole waits
     enable_prefix_caching: bool = True  # vLLM V1's default
     scheduler_reserve_full_isl: bool = True  # admit only if the whole prompt's KV fits
+    # --async-scheduling (on by default from vLLM 0.14): the next step is scheduled while this
+    # one runs, so a request that arrives during a step joins the step after next. False is the
+    # reference the differential tests drive (sim/policies/vllm_v1.py says why).
+    async_scheduling: bool = False
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
         "max_num_batched_tokens": base.STEP_BUDGET,  # without chunking: see meaning()
@@ -53,6 +57,7 @@ class VllmEngineKnobs(Knobs):
         "enable_chunked_prefill": "chunked prefill on or off",
         "enable_prefix_caching": base.PREFIX_CACHING,
         "scheduler_reserve_full_isl": "admission reserving KV for the whole prompt",
+        "async_scheduling": "async scheduling: an arrival joins the step after next",
     }
 
     @classmethod
