@@ -50,6 +50,8 @@ class Recipe:
     batched_tokens_per_isl: int = 0  # --max-num-batched-tokens "$((ISL * k))"; 0 = vLLM's
 
 
+ASYNC = {"async_scheduling": True}  # --async-scheduling
+
 # (GPU, weights' precision, the image's vLLM release) -> the script that served it. Prefix caching
 # (on until 2026-03-27, `--no-enable-prefix-caching` after commit 0f78cf4eb) is left out: random
 # prompts share no block. MiniMax-M2.5's FP8 checkpoint states no KV-cache scales, so "auto" is
@@ -60,19 +62,21 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
     # Llama 3.3 70B, 2025-10 (scripts at 9596d23d7): --kv-cache-dtype fp8, --async-scheduling,
     # --no-enable-prefix-caching, --max-num-batched-tokens 8192 (vLLM's default on these GPUs
     # anyway), --gpu-memory-utilization 0.9, --max-num-seqs $CONC (H100, H200) or 512 (B200):
-    # nothing here differs from what the replay takes, but the lengths. Async scheduling is not
-    # modelled (the fitted per-request overhead is these runs').
+    # nothing here differs from what the replay takes, but the lengths and async scheduling (off
+    # by default before vLLM 0.14: fidelity_runs.VLLM_ASYNC_DEFAULT_FROM). What async scheduling
+    # does to admission is replayed (sim/policies/vllm_v1.py); the CPU work it hides behind the
+    # GPU's is not (the fitted per-request overhead is these runs').
     ("H100-SXM", "fp8", RELEASE_2025): Recipe(
-        "70b_fp8_h100_slurm.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+        "70b_fp8_h100_slurm.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
     ),
     ("H200", "fp8", RELEASE_2025): Recipe(
-        "70b_fp8_h200_slurm.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+        "70b_fp8_h200_slurm.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
     ),
     ("B200", "fp8", RELEASE_2025): Recipe(
-        "70b_fp8_b200_docker.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+        "70b_fp8_b200_docker.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
     ),
     ("B200", "fp4", RELEASE_2025): Recipe(
-        "70b_fp4_b200_docker.sh at 9596d23d7 (2025-10-29)", kv_dtype="fp8"
+        "70b_fp4_b200_docker.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
     ),
     ("H200", "fp8", "0.16.0"): Recipe(
         "minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01)", {"mem_utilization": 0.95}

@@ -78,6 +78,8 @@ def test_each_inferencex_row_replays_with_its_launch_scripts_flags(tmp_path: Pat
     # scales, so the cache is BF16, twice the FP8 one's bytes, and vLLM's default token budget.
     assert h200.kv_dtype == "" and "max_num_batched_tokens" not in h200.settings
     assert h200.config().engine.mem_utilization == 0.95
+    # Both images are vLLM 0.14 or later: asynchronous scheduling, their default.
+    assert cfg.knobs.async_scheduling and h200.config().knobs.async_scheduling
     bf16 = get_model(h200.config().hardware.model).kv_bytes_per_token
     fp8 = get_model(b200.config().hardware.model).kv_bytes_per_token
     assert bf16 == 2 * fp8
@@ -108,7 +110,9 @@ def test_inferencemaxs_llama_70b_rows_of_2025_are_recognised_and_drawn(tmp_path:
     assert run.campaign == "inferencemax-2025" == fr.FIT_CAMPAIGN["H200"]
     assert fr.CAMPAIGN_RELEASE[run.campaign] == ix.RELEASE_2025 == "0.10.2"
     assert run.kv_dtype == "fp8" and run.range_ratio == ix.RANGE_RATIO
-    assert run.settings == {"tensor_parallel": 1} and run.engine == "vLLM ?"
+    # Their scripts pass --async-scheduling (off by default in vLLM 0.10.2).
+    assert run.settings == {"tensor_parallel": 1, "async_scheduling": True}
+    assert run.engine == "vLLM ?" and run.config().knobs.async_scheduling
     assert ix.is_inferencex(LLAMA_2025["silicon_data_source"])
     assert ix.is_inferencex(B200_019["silicon_data_source"])
     assert not ix.is_inferencex("source_file=/x/aic-auto-gap-analysis/data/h200_sxm/a.csv")
@@ -135,6 +139,7 @@ def test_other_rows_keep_fixed_lengths_and_vllms_defaults(tmp_path: Path) -> Non
     (run,), _ = fr.load_runs(tmp_path)
     assert run.range_ratio == 1.0 and run.mean_isl == run.isl == 1024
     assert run.settings == {"tensor_parallel": 2}
+    assert not run.config().knobs.async_scheduling  # vLLM 0.12: synchronous by default
 
 
 def test_the_clients_lengths_are_drawn_as_benchmark_serving_draws_them() -> None:
