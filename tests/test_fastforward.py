@@ -217,39 +217,33 @@ def test_azure_excerpt_every_policy_and_topology(policy, topology, azure_conv_30
 
 
 @pytest.mark.parametrize("topology", ["colocated", "router", "disaggregated"])
-@pytest.mark.parametrize("mixed", ["false", "true"])
-def test_azure_excerpt_sglang_overlap_loop(topology, mixed, azure_conv_300):
-    """SGLang's overlap loop defers a request that arrived during a busy step to the batch after
-    next (sim/policies/sglang.py): the fast-forwarded run defers it alike."""
-    knobs = {"topology": topology, "overlap_schedule": "true", "enable_mixed_chunk": mixed}
+@pytest.mark.parametrize(
+    "policy, knob, extra",
+    [
+        ("sglang", "overlap_schedule", {"enable_mixed_chunk": "false"}),
+        ("sglang", "overlap_schedule", {"enable_mixed_chunk": "true"}),
+        ("vllm", "async_scheduling", {}),
+    ],
+)
+def test_azure_excerpt_next_step_formed_while_this_one_runs(
+    topology, policy, knob, extra, azure_conv_300
+):
+    """SGLang's overlap loop (sim/policies/sglang.py) and vLLM's async scheduling
+    (sim/policies/vllm_v1.py) form the next step while this one runs, so a request that arrived
+    during a busy step goes into the step after next: the fast-forwarded run defers it alike."""
+    knobs = {"topology": topology, knob: "true", **extra}
     if topology == "router":
         knobs.update(router="least-loaded", num_instances="2")
     if topology == "disaggregated":
         knobs.update(num_prefill="1", num_decode="2")
-    config = with_overrides(SimConfig(policy="sglang"), knobs)
+    config = with_overrides(SimConfig(policy=policy), knobs)
     fast, step = both(azure_conv_300, config)
     assert_same_run(fast, step)
-    normal = simulate(azure_conv_300, with_overrides(config, {"overlap_schedule": "false"}))
-    # (the deferral shows; a P/D prefill worker defers only behind other queued prompts)
-    assert (
-        fast.requests.ttft_s.mean() > normal.requests.ttft_s.mean() or topology == "disaggregated"
+    normal = simulate(azure_conv_300, with_overrides(config, {knob: "false"}))
+    # (the deferral shows; SGLang's P/D prefill worker defers only behind other queued prompts)
+    assert fast.requests.ttft_s.mean() > normal.requests.ttft_s.mean() or (
+        policy == "sglang" and topology == "disaggregated"
     )
-
-
-@pytest.mark.parametrize("topology", ["colocated", "router", "disaggregated"])
-def test_azure_excerpt_vllm_async_scheduling(topology, azure_conv_300):
-    """vLLM's async scheduling defers a request that arrived during a busy step to the step
-    after next (sim/policies/vllm_v1.py): the fast-forwarded run defers it alike."""
-    knobs = {"topology": topology, "async_scheduling": "true"}
-    if topology == "router":
-        knobs.update(router="least-loaded", num_instances="2")
-    if topology == "disaggregated":
-        knobs.update(num_prefill="1", num_decode="2")
-    config = with_overrides(SimConfig(policy="vllm"), knobs)
-    fast, step = both(azure_conv_300, config)
-    assert_same_run(fast, step)
-    normal = simulate(azure_conv_300, with_overrides(config, {"async_scheduling": "false"}))
-    assert fast.requests.ttft_s.mean() > normal.requests.ttft_s.mean()
 
 
 @pytest.mark.parametrize(
