@@ -160,6 +160,22 @@ def test_blackwell_block_fp8_experts_are_the_kernel_vllm_picks_there():
     assert sglang is None or "the kernel vLLM" not in sglang.source
 
 
+def test_hopper_block_fp8_experts_on_vllm_016_are_flashinfers_cutlass_ones():
+    """vLLM 0.16's oracle (fp8.py 138-330) tries FlashInfer's Cutlass experts before DeepGEMM
+    and Triton, and they take block FP8 on 9.0; 0.17 puts Triton first for tensor parallel. The
+    tables time FlashInfer's Cutlass experts whole (moe_tp 1), so four ranks read the EP4 rows,
+    slower than Triton's TP4 ones at a handful of tokens."""
+    from sim.cost.kernel_data import Tables
+
+    model = get_model("MiniMax-M2.5:fp8")
+    v16 = moe_times("H200", model, 4, tables=Tables("vllm", "0.16.0"))
+    v18 = moe_times("H200", model, 4, tables=Tables("vllm", "0.18.0"))
+    assert "flashinfer_cutlass" in v16.source and "EP4 rows for TP4" in v16.source
+    assert "the kernel vLLM 0.16.0 runs here" in v16.source
+    assert "vllm_fused_moe" in v18.source and "flashinfer" not in v18.source
+    assert v16(4) > 1.2 * v18(4)
+
+
 # ---- decode attention -----------------------------------------------------------------------
 
 

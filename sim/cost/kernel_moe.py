@@ -72,6 +72,15 @@ SM100_SYSTEMS = frozenset({"b200_sxm", "b300_sxm", "gb200", "gb300"})
 # routing only, so a sigmoid router without expert groups (MiniMax-M2.5) falls through to
 # DeepGEMM, which no vLLM table times: it keeps the Triton rows.
 TRTLLM_FP8_ANY_ROUTER = (0, 18)
+# vLLM 0.16 on Hopper: `select_fp8_moe_backend` (oracle/fp8.py 138-330) walks AITER,
+# FLASHINFER_TRTLLM, FLASHINFER_CUTLASS, DEEPGEMM, ... in that order, and FlashInfer's Cutlass
+# experts take block FP8 on 9.0 (flashinfer_cutlass_moe.py `_supports_quant_scheme` 104-130),
+# so they win for tensor and expert parallel alike. 0.17 adds `_get_priority_backends`, which on
+# Hopper puts Triton first for tensor parallel (FlashInfer's Cutlass for expert parallel: the
+# only kernel the tables time for whole experts there). 0.14 takes FlashInfer only when
+# VLLM_USE_FLASHINFER_MOE_FP8 is set, else DeepGEMM, which no vLLM table times.
+HOPPER_CUTLASS_FIRST = ((0, 16), (0, 17))  # [from, until)
+HOPPER_SYSTEMS = frozenset({"h100_sxm", "h200_sxm"})
 
 
 def vllm_kernel(system: str, dtype: str, tables: Tables) -> str | None:
@@ -83,8 +92,14 @@ def vllm_kernel(system: str, dtype: str, tables: Tables) -> str | None:
     `_get_priority_backends` move Triton (tensor parallel) or FlashInfer's Cutlass (expert
     parallel) to the front for block FP8. On a 10.x GPU the first that supports the layer wins:
     TRTLLM-gen (the Cutlass path takes block FP8 on 9.0 only, flashinfer_cutlass_moe.py
-    `_supports_quant_scheme`)."""
-    if tables.engine != "vllm" or dtype != "fp8_block" or system not in SM100_SYSTEMS:
+    `_supports_quant_scheme`). On Hopper, vLLM 0.16 takes FlashInfer's Cutlass experts
+    (HOPPER_CUTLASS_FIRST)."""
+    if tables.engine != "vllm" or dtype != "fp8_block":
+        return None
+    if system in HOPPER_SYSTEMS and tables.version:
+        first, until = HOPPER_CUTLASS_FIRST
+        return "flashinfer_cutlass" if first <= release(tables.version) < until else None
+    if system not in SM100_SYSTEMS:
         return None
     if tables.version and release(tables.version) < TRTLLM_FP8_ANY_ROUTER:
         return None
