@@ -38,8 +38,9 @@ behind the GPU's is the step cost's business. Off by default: the differential t
 real scheduler's synchronous loop, and a lesson's step shows the scheduler's own decision.
 
 What vLLM does and this does not: encoder inputs, LoRA limits, pipeline parallelism, dynamic
-speculation lengths, and async scheduling's placeholders for the tokens still on the GPU (a
-request that ends in step n is not scheduled again in n+1 there either). The step sequence is
+speculation lengths, and async scheduling's placeholders for the tokens still on the GPU (0.19.0
+scheduler.py 388-400 skips a request sure to end in step n when it forms n+1, so it is not
+scheduled again there either). The step sequence is
 checked against the real scheduler in tests/test_vllm_differential.py, with speculation in
 tests/test_vllm_spec_differential.py.
 """
