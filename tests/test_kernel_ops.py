@@ -176,6 +176,29 @@ def test_hopper_block_fp8_experts_on_vllm_016_are_flashinfers_cutlass_ones():
     assert v16(4) > 1.2 * v18(4)
 
 
+def test_unquantized_experts_are_tritons_and_sglangs_copy_stands_in_where_vllm_never_timed_it():
+    """vLLM runs bf16 experts on Triton's fused_moe unless VLLM_USE_FLASHINFER_MOE_FP16 is set
+    (0.19.0 oracle/unquantized.py 96-176). The RTX PRO 6000's only vLLM table times FlashInfer's
+    Cutlass experts, so they are priced from SGLang's copy of the Triton kernel; where both
+    engines timed it on one GPU (H100, H200) SGLang's rows are within 12% of vLLM's for
+    Qwen3-30B-A3B's experts (0.90-1.06x from 8 to 8192 tokens): the stand-in is that kernel."""
+    from sim.cost.kernel_data import Tables
+
+    model = get_model("Qwen3-30B-A3B")
+    v19 = Tables("vllm", "0.19.0")
+    rtx = moe_times("RTX-PRO-6000", model, tables=v19)
+    assert "sglang_fused_moe_triton" in rtx.source and "no vLLM table here" in rtx.source
+    assert "flashinfer" not in rtx.source
+    tokens = np.array([8, 32, 128, 512, 2048, 8192])
+    for gpu in ("H100-SXM", "H200"):
+        own = moe_times(gpu, model, tables=v19)
+        copy = moe_times(gpu, model, tables=Tables("sglang", "0.5.14"))
+        assert "triton" in copy.source and "vllm" not in copy.source
+        assert "fused_moe" in own.source or "triton" in own.source
+        ratio = np.array([copy(t) / own(t) for t in tokens])
+        assert ((ratio > 0.88) & (ratio < 1.12)).all(), (gpu, ratio.round(2))
+
+
 # ---- decode attention -----------------------------------------------------------------------
 
 

@@ -21,7 +21,9 @@ Notable features
   the `bfloat16` rows, NVFP4 the `nvfp4` ones. Where several kernels were timed for one shape (vLLM
   0.24.0 on an H200: Triton for tensor parallel, FlashInfer's Cutlass for expert parallel), the
   fastest at each token count, as the engine's kernel choice aims for.
-- Which kernel: the one vLLM's FP8 MoE oracle picks for the GPU (`vllm_kernel`). On Blackwell a
+- Which kernel: the one vLLM's MoE oracles pick for the GPU (`vllm_kernel`). Unquantized experts
+  run Triton's fused_moe, priced from SGLang's copy of it where no vLLM table timed it there
+  (the RTX PRO 6000: SGLANG_TRITON), never from another kernel's rows. On Blackwell a
   block-FP8 model runs FlashInfer's TRTLLM-gen experts from vLLM 0.18 on, but aiconfigurator's
   vLLM 0.19 and 0.22 tables time only Triton's fused_moe there (its collector calls
   `fused_experts` directly); those rows are taken from the nearest table that timed the
@@ -80,12 +82,28 @@ TRTLLM_FP8_ANY_ROUTER = (0, 18)
 # only kernel the tables time for whole experts there). 0.14 takes FlashInfer only when
 # VLLM_USE_FLASHINFER_MOE_FP8 is set, else DeepGEMM, which no vLLM table times.
 HOPPER_CUTLASS_FIRST = ((0, 16), (0, 17))  # [from, until)
+# Unquantized (bf16) experts run on Triton's fused_moe on every NVIDIA GPU unless
+# VLLM_USE_FLASHINFER_MOE_FP16=1 is set (0.19.0 oracle/unquantized.py
+# `select_unquantized_moe_backend` 96-176: FlashInfer's TRTLLM or Cutlass experts only with it;
+# 0.12.0 unquantized_fused_moe_method.py 62-66 the same). vLLM's tables name that kernel
+# "vllm_fused_moe" (0.19, 0.22) or "..._triton_tritonexperts" (0.24).
+VLLM_TRITON = ("vllm_fused_moe", "_triton_")
+# Where no vLLM table timed it on a GPU (the RTX PRO 6000's only vLLM table, 0.24.0, times its
+# bf16 experts on FlashInfer's Cutlass kernel alone), SGLang's tables time the same kernel:
+# SGLang's fused_moe_triton is its copy of vLLM's Triton fused_moe. Two collectors, one kernel:
+# on H100 and H200, where both timed it (bf16, power_law_1.2, every shape and layout both hold),
+# SGLang 0.5.14's rows are 1.0x vLLM 0.24's at the median for split experts (p10-p90 0.8-1.55x)
+# and 1.12-1.18x for whole experts (expert parallel; 0.86-1.76x); for Qwen3-30B-A3B's experts on
+# one GPU 0.90-1.06x from 8 to 8192 tokens (test_kernel_ops.py). On the RTX PRO 6000 they are
+# 0.62-1.40x FlashInfer's Cutlass rows.
+SGLANG_TRITON = ("sglang_fused_moe_triton",)
 HOPPER_SYSTEMS = frozenset({"h100_sxm", "h200_sxm"})
 
 
-def vllm_kernel(system: str, dtype: str, tables: Tables) -> str | None:
-    """The kernel_source (a substring of it) of the experts vLLM runs on this GPU, where its
-    tables time more than one and it matters; None = any (the fastest at each token count).
+def vllm_kernel(system: str, dtype: str, tables: Tables) -> tuple[str, ...] | None:
+    """The kernel_source (substrings, any of them) of the experts vLLM runs on this GPU, where
+    its tables time more than one and it matters; None = any (the fastest at each token count).
+    Unquantized experts: Triton's (VLLM_TRITON).
 
     Mirrors vLLM 0.18-0.19's `select_fp8_moe_backend` (oracle/fp8.py): its priority list starts
     FLASHINFER_TRTLLM, FLASHINFER_CUTLASS, DEEPGEMM, ..., TRITON, and only on Hopper does
@@ -94,16 +112,20 @@ def vllm_kernel(system: str, dtype: str, tables: Tables) -> str | None:
     TRTLLM-gen (the Cutlass path takes block FP8 on 9.0 only, flashinfer_cutlass_moe.py
     `_supports_quant_scheme`). On Hopper, vLLM 0.16 takes FlashInfer's Cutlass experts
     (HOPPER_CUTLASS_FIRST)."""
-    if tables.engine != "vllm" or dtype != "fp8_block":
+    if tables.engine != "vllm":
+        return None
+    if dtype == "bfloat16":
+        return VLLM_TRITON
+    if dtype != "fp8_block":
         return None
     if system in HOPPER_SYSTEMS and tables.version:
         first, until = HOPPER_CUTLASS_FIRST
-        return "flashinfer_cutlass" if first <= release(tables.version) < until else None
+        return ("flashinfer_cutlass",) if first <= release(tables.version) < until else None
     if system not in SM100_SYSTEMS:
         return None
     if tables.version and release(tables.version) < TRTLLM_FP8_ANY_ROUTER:
         return None
-    return "flashinfer_trtllm"
+    return ("flashinfer_trtllm",)
 
 
 def moe_dtypes(model: ModelSpec) -> tuple[str, ...]:
@@ -144,11 +166,11 @@ def _moe_rows(
     ep: int,
     dtype: str,
     tables: Tables,
-    kernel: str | None = None,
+    kernel: tuple[str, ...] | None = None,
 ):
     """(table, kernels, num_tokens, seconds) of the nearest table with rows for this expert
     shape (hidden, expert width, top-k, experts), parallelism and dtype, of a kernel_source
-    containing `kernel` when given; None if none has."""
+    containing one of `kernel` when given; None if none has."""
     hidden, width, topk, experts = shape
     for path in table_paths(system, "moe", "moe_perf.parquet", tables):
         df = read(path)
@@ -162,7 +184,7 @@ def _moe_rows(
             & (df["moe_ep_size"] == ep)
         ]
         if kernel:
-            df = df[df["kernel_source"].str.contains(kernel, regex=False)]
+            df = df[df["kernel_source"].map(lambda name: any(k in name for k in kernel))]
         for dist in DISTRIBUTIONS:
             rows = df[df["distribution"] == dist]
             if rows["num_tokens"].nunique() < 2:
@@ -212,18 +234,23 @@ def moe_times(
             padded = padded_deepgemm_times(gpu_name, model, tp, ep, tables)
             if padded is not None:
                 return padded
-        # The engine's own kernel from the nearest table that timed it, else any kernel.
+        # The engine's own kernel from the nearest table that timed it, then (Triton's
+        # unquantized experts) SGLang's copy of it, else (the FP8 and FP4 kernels) any kernel.
         kernel = vllm_kernel(system, dtype, tables)
-        for want in dict.fromkeys((kernel, None)):
+        tries = [(tables, kernel)]
+        tries.append((Tables("sglang"), SGLANG_TRITON) if kernel == VLLM_TRITON else (tables, None))
+        for where, want in dict.fromkeys(tries):
             for tp, ep in layouts:
-                found = _moe_rows(system, shape, tp, ep, dtype, tables, want)
+                found = _moe_rows(system, shape, tp, ep, dtype, where, want)
                 if found:
                     table, kernels, tokens, seconds = found
                     par = f"TP{tp}" if ep == 1 else f"EP{ep}"
                     if not (expert_parallel > 1 or whole_experts) and ep > 1:
                         par += f" rows for TP{ep}"
                     source = f"{table} {dtype} {par}, {kernels}"
-                    if want and tables.version and not table.endswith(f" {tables.version}"):
+                    if where is not tables:
+                        source += " (vLLM's Triton experts as SGLang runs them: no vLLM table here)"
+                    elif want and tables.version and not table.endswith(f" {tables.version}"):
                         source += f" (the kernel vLLM {tables.version} runs here)"
                     return MoeTimes(tokens, seconds, model.moe_layers, source)
     return None
