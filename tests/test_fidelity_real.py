@@ -28,6 +28,7 @@ import fidelity_runs as fr  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
 from sim.cost.hardware import get_gpu, get_model, kv_capacity_tokens  # noqa: E402
 from ui.charts_fidelity import fidelity_scatter, fidelity_table  # noqa: E402
+from ui.i18n import t as label  # noqa: E402
 
 AIC_FIELDS = [
     "id",
@@ -318,9 +319,11 @@ def test_the_table_fits_every_metric_in_one_cell_each(lang: str) -> None:
     report = {"summary": [row("H100-SXM", -25.4, 32.4), row("H200", 7.6, 11.0)], "runs": []}
     table = fidelity_table("H100-SXM", lang, report)
     assert list(table.columns) == [
-        fr_col(k, lang) for k in ("model", "engine", "set", "runs", "ttft", "tpot", "end")
-    ]
-    cells = table.iloc[0].tolist()[-3:]
+        fr_col(k, lang) for k in ("model", "ttft", "tpot", "end", "runs")
+    ]  # the errors first: a phone scrolls what follows them sideways
+    held_out = label("charts.fid.held_out", lang)
+    assert table.iloc[0][fr_col("model", lang)] == f"Qwen3-32B · vLLM · {held_out}"
+    cells = table.iloc[0].tolist()[1:4]
     assert cells == ["-25% (32%)", "0% (5%)", "-"]  # rounded; no "-0"; a missing metric says so
     every = fidelity_table("L4", lang, report)  # no runs on L4: every GPU's rows, GPU named
     assert list(every[fr_col("gpu", lang)]) == ["H100-SXM", "H200"]
@@ -328,9 +331,7 @@ def test_the_table_fits_every_metric_in_one_cell_each(lang: str) -> None:
 
 
 def fr_col(key: str, lang: str) -> str:
-    from ui.i18n import t
-
-    return t(f"charts.fid.col.{key}", lang)
+    return label(f"charts.fid.col.{key}", lang)
 
 
 @pytest.mark.parametrize("policy", ["vllm", "sglang"])

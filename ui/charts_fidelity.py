@@ -94,8 +94,11 @@ METRIC_COLUMNS = {
 
 def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd.DataFrame:
     """One row per model, engine and fit/held-out (and GPU, when the rows are several GPUs'):
-    runs, and per metric one cell "signed mean error (mean |error|)", e.g. "-19% (28%)": three
-    columns where six did not fit the page's width (E2E was scrolled out of sight)."""
+    per metric one cell "signed mean error (mean |error|)", e.g. "-19% (28%)" (three columns
+    where six did not fit the page's width), then the runs. The errors come right after one
+    cell naming the rows as the scatter's legend does ("Llama-3.1-70B:fp8 · vLLM · held out"):
+    a phone shows a table's first ~350 px and scrolls the rest sideways, where the errors and
+    fit/held out were out of sight."""
     report = report if report is not None else load_report()
     if not report:
         return pd.DataFrame()
@@ -104,16 +107,11 @@ def fidelity_table(gpu: str | None, lang: str, report: dict | None = None) -> pd
     rows = []
     for r in summary:
         row = {t("charts.fid.col.gpu", lang): r["gpu"]} if several else {}
-        row.update(
-            {
-                t("charts.fid.col.model", lang): r["model"],
-                t("charts.fid.col.engine", lang): r["engine"],
-                t("charts.fid.col.set", lang): _role(r["fit"], lang),
-                t("charts.fid.col.runs", lang): r["runs"],
-            }
-        )
+        name = f"{r['model']} · {r['engine']} · {_role(r['fit'], lang)}"
+        row[t("charts.fid.col.model", lang)] = name
         for metric, key in METRIC_COLUMNS.items():
             row[t(key, lang)] = _errors(r.get(f"{metric}_bias"), r.get(f"{metric}_mape"))
+        row[t("charts.fid.col.runs", lang)] = r["runs"]
         rows.append(row)
     return pd.DataFrame(rows)
 
