@@ -330,6 +330,24 @@ def test_the_table_fits_every_metric_in_one_cell_each(lang: str) -> None:
     assert every.iloc[1][fr_col("ttft", lang)] == "+8% (11%)"
 
 
+def test_the_rtx_pro_6000_known_miss_quotes_both_reports() -> None:
+    # The caption under the RTX PRO 6000's tables quotes Qwen3-30B-A3B's signed errors, measured
+    # kernels and roofline: regenerating a report must not leave it quoting old figures.
+    from ui.charts_fidelity import KERNELS_REPORT_PATH, load_report
+
+    def qwen(report: dict) -> dict:
+        rows = report["summary"]
+        return next(r for r in rows if r["gpu"] == "RTX-PRO-6000" and "A3B" in r["model"])
+
+    kernels, roofline = qwen(load_report(KERNELS_REPORT_PATH)), qwen(load_report())
+    assert kernels["ttft_bias"] > 0 > roofline["ttft_bias"]  # "slow" with kernels, "fast" without
+    quoted = (kernels["ttft_bias"], kernels["tpot_bias"], -roofline["ttft_bias"])
+    quoted += (-roofline["tpot_bias"],)
+    for lang in ("en", "ko"):
+        text = label("pd.trust_known.RTX-PRO-6000", lang)
+        assert all(f"{round(v)}%" in text for v in quoted), (lang, [round(v) for v in quoted])
+
+
 def fr_col(key: str, lang: str) -> str:
     return label(f"charts.fid.col.{key}", lang)
 
