@@ -8,6 +8,7 @@ table has nothing for the GPU, dtype or shape.
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -299,12 +300,56 @@ def test_a_moe_layer_pays_its_replicated_bf16_router():
     model = get_model("MiniMax-M2.5:fp8")
     for tp in (1, 4):
         lin = linear_times("H200", model, tp)
-        table, n, k, layers = lin.router
+        ((table, n, k, layers),) = lin.unquantized  # the router alone: FP8 attention
         assert (n, k, layers) == (256, 3072, 62) and "router bf16" in lin.source
         assert table.version == lin.table.version and lin.table is not table  # bf16 beside fp8
         bare = sum(c * lin.table.seconds(8, n_, k_) for n_, k_, c in lin.shapes)
         assert lin(8) == pytest.approx(bare + 62 * table.seconds(8, 256, 3072))
-    assert linear_times("H200", get_model("Llama-3.1-70B"), 2).router is None  # dense
+    assert linear_times("H200", get_model("Llama-3.1-70B"), 2).unquantized == ()  # dense
+
+
+def test_nvfp4_minimax_keeps_its_attention_projections_in_bf16():
+    """nvidia/MiniMax-M2.5-NVFP4 leaves every layer's self_attn* out of its quantization (the
+    hf_quant_config.json aiconfigurator-core ships): vLLM runs Q/K/V/O unquantized, so the
+    tables price them from the bf16 rows, the memory holds them at 2 bytes, and the roofline
+    runs them at the bf16 rate. Read from the checkpoint's own config.json, the same."""
+    import json
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from sim.cost.hf_config import model_from_hf_config
+    from sim.cost.kernel_tables import linear_times
+
+    fp4 = get_model("MiniMax-M2.5:fp4")
+    all_fp4 = dataclasses.replace(fp4, attention_bytes=0.0)
+    assert fp4.attention_bytes == 2 and get_model("MiniMax-M2.5:fp8").attention_bytes == 0
+    assert get_model("Llama-3.1-70B:fp4").attention_bytes == 0  # ModelOpt: only lm_head out
+    attention = 62 * (3072 * 6144 * 2 + 3072 * 1024 * 2)  # Q, O; K, V
+    assert fp4.params_attention == attention
+    extra = attention * (2 - all_fp4.stored_bytes_per_param)  # bf16 instead of 4.5 bits
+    assert fp4.weight_bytes - all_fp4.weight_bytes == pytest.approx(extra, abs=2)
+    folder = Path(find_spec("aiconfigurator_core").origin).parent / "model_configs"
+    config = json.loads((folder / "nvidia--MiniMax-M2.5-NVFP4_config.json").read_text())
+    read = model_from_hf_config(config)
+    assert (read.bytes_per_param, read.attention_bytes) == (0.5, 2)
+    assert read.weight_bytes == fp4.weight_bytes
+    lin = linear_times("B200", fp4, 4)
+    bf16 = gemm_table("B200", "bfloat16")
+    assert "nvfp4, attention bf16, router bf16" in lin.source
+    assert [(n, k, c) for _, n, k, c in lin.unquantized] == [
+        (8192 // 4, 3072, 62),  # fused QKV, split by columns
+        (3072, 6144 // 4, 62),  # output, split by rows
+        (256, 3072, 62),  # the router
+    ]
+    assert all(t.version == bf16.version for t, *_ in lin.unquantized)
+    assert lin.shapes == ()  # no dense MLP, no shared expert: only the experts are NVFP4
+    roof = StepCostModel(get_gpu("B200"), fp4, 1)
+    roof_fp4 = StepCostModel(get_gpu("B200"), all_fp4, 1)
+    prefill = roof.terms([(4096, 0, 1)], 0, 0).linear[0][0]
+    prefill_fp4 = roof_fp4.terms([(4096, 0, 1)], 0, 0).linear[0][0]
+    gpu = get_gpu("B200")
+    slower = 4096 * 2 * attention * (1 / gpu.bf16_tflops - 1 / gpu.matmul_tflops(0.5)) / 1e12
+    assert prefill - prefill_fp4 == pytest.approx(slower, rel=1e-9)
 
 
 # ---- timing spikes, sources, and the step --------------------------------------------------

@@ -12,6 +12,7 @@ Notable features
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -326,6 +327,16 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
     }
 )
 
+# Quantized checkpoints that keep the attention projections in BF16, by (catalog model, weight
+# format): `get_model("MiniMax-M2.5:fp4")` is NVIDIA's NVFP4 checkpoint (nvidia/
+# MiniMax-M2.5-NVFP4, the one InferenceX serves), whose quantization leaves out every layer's
+# "self_attn*" and router gate (aiconfigurator-core 0.12.0, model_configs/
+# nvidia--MiniMax-M2.5-NVFP4_hf_quant_config.json exclude_modules; its config.json's
+# quantization_config "ignore" the same): experts in NVFP4, Q/K/V/O projections in BF16.
+UNQUANTIZED_ATTENTION: Mapping[tuple[str, str], float] = MappingProxyType(
+    {("MiniMax-M2.5", "fp4"): 2}
+)
+
 # Nominal one-direction bandwidths in GB/s (§2.5), for labelling the KV-transfer slider.
 LINKS_GB_S: Mapping[str, float] = MappingProxyType(
     {
@@ -380,7 +391,10 @@ def _get_model(text: str) -> ModelSpec:
             ) from None
         config = path / "config.json" if path.is_dir() else path
         model = read_model_file(str(config.resolve()), config.stat().st_mtime_ns)
-    return with_dtype(model, suffix) if suffix else model
+    if not suffix:
+        return model
+    attention = UNQUANTIZED_ATTENTION.get((model.name, suffix.lower()), 0.0)
+    return dataclasses.replace(with_dtype(model, suffix), attention_bytes=attention)
 
 
 ACTIVATION_RESERVE_GB = 1.0  # GB per GPU for activations, CUDA graphs and workspace (generic)

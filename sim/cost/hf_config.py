@@ -8,7 +8,8 @@ Notable features
   dense layers. A missing or bad field is a ValueError that names it.
 - Weight bytes from `quantization_config` (FP8, NVFP4/MXFP4 with their block scales, 4/8-bit
   methods that state their bits) or `torch_dtype`; anything else is refused by name rather
-  than guessed.
+  than guessed. Attention projections that its exclusion list keeps out of the quantization
+  in every layer stay BF16 (`ModelSpec.attention_bytes`).
 - `read_model_file(path, mtime_ns)`: one parse per file and modification time (the Playground
   and the CLI ask for the same file many times); `sim.cost.hardware.get_model` calls it for a path.
 """
@@ -89,6 +90,28 @@ def _weight_format(config: Mapping) -> tuple[float, float, float]:
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
     # vLLM's dtype=auto serves FP32 checkpoints in 16 bits, so only 8-bit floats change b_w.
     return (1 if "float8" in dtype else 2), 0.0, 0.0
+
+
+def _attention_left_out(config: Mapping, layers: int) -> bool:
+    """Whether `quantization_config` leaves EVERY layer's attention projections unquantized:
+    its exclusion list ("ignore" in config.json, "exclude_modules" in ModelOpt's
+    hf_quant_config.json) names "self_attn*" for all `layers` layers, or with a wildcard for
+    any layer (nvidia/MiniMax-M2.5-NVFP4: "model.layers.0.self_attn*" ... "model.layers.61...").
+    Lists that name single projections (DeepSeek's MLA checkpoints) are not read."""
+    q = config.get("quantization_config") or {}
+    names = q.get("ignore") or q.get("exclude_modules") or []
+    if not isinstance(names, list):
+        return False
+    prefix, covered = "model.layers.", set()
+    for name in names:
+        if not (isinstance(name, str) and name.endswith("self_attn*")):
+            continue
+        index = name.removesuffix(".self_attn*").removeprefix(prefix)
+        if index in ("*", "model.layers.*", "") or name.startswith("*"):
+            return True
+        if index.isdigit():
+            covered.add(int(index))
+    return len(covered.intersection(range(layers))) == layers
 
 
 def _architecture(config: Mapping) -> str:
@@ -208,6 +231,7 @@ def _model_from_hf_config(config, name, default_name, source) -> ModelSpec:
         source=source or label,
         scale_bytes_per_param=scales,
         matmul_bytes=matmul,
+        attention_bytes=2 if width < 2 and _attention_left_out(config, layers) else 0.0,
         # vLLM serves this architecture with q/k norms over all heads (models/minimax_m2.py)
         qk_norm_across_heads=_architecture(config) == "MiniMaxM2ForCausalLM",
     )

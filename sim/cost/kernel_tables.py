@@ -97,16 +97,18 @@ class LinearTimes:
     table: GemmTable
     shapes: tuple[tuple[int, int, int], ...]  # (n, k, layers): one GEMM as one rank holds it
     source: str  # e.g. "vLLM 0.24.0 GEMMs, fp8"
-    # A MoE layer's router, (bf16 table, experts, hidden, MoE layers): every rank holds all of it
-    # (vLLM's gate is a ReplicatedLinear, never quantized: modules_to_not_convert "gate"), as
-    # aiconfigurator's own MoE block prices it (sdk/models/blocks/moe.py `router_gemm`, bf16).
-    router: tuple[GemmTable, int, int, int] | None = None
+    # GEMMs that run unquantized beside the quantized ones, (bf16 table, n, k, layers) each:
+    # - a MoE layer's router (n = experts, k = hidden): every rank holds all of it (vLLM's gate
+    #   is a ReplicatedLinear, never quantized: modules_to_not_convert "gate"), as
+    #   aiconfigurator's own MoE block prices it (sdk/models/blocks/moe.py `router_gemm`, bf16);
+    # - attention projections the checkpoint leaves out of its quantization
+    #   (ModelSpec.attention_bytes: MiniMax-M2.5's NVFP4 checkpoint).
+    unquantized: tuple[tuple[GemmTable, int, int, int], ...] = ()
 
     def __call__(self, tokens: int) -> float:
         """Every layer's GEMMs for `tokens` tokens, seconds."""
         s = sum(count * self.table.seconds(tokens, n, k) for n, k, count in self.shapes)
-        if self.router is not None:
-            table, n, k, count = self.router
+        for table, n, k, count in self.unquantized:
             s += count * table.seconds(tokens, n, k)
         return s
 
@@ -120,7 +122,8 @@ def linear_times(
     Tensor parallel as vLLM splits a layer: QKV and gate+up by output columns (n / TP), the
     output and down projections by input rows (k / TP). A MoE model's layers keep their
     attention projections here, plus the dense MLPs of its leading dense layers and its shared
-    experts and router (bf16); the routed experts are kernel_moe.py's.
+    experts and router (bf16); the routed experts are kernel_moe.py's. Attention projections the
+    checkpoint left unquantized (ModelSpec.attention_bytes) take the bf16 rows.
     """
     dtype = table_dtype(model)
     if model.mla is not None or dtype is None:
@@ -131,7 +134,8 @@ def linear_times(
     tp = tensor_parallel
     (qkv, d), (_, q), (up, _), (_, ff) = layer_gemms(model)
     layers = model.layers
-    shapes = [(max(1, qkv // tp), d, layers), (d, max(1, q // tp), layers)]
+    attention = [(max(1, qkv // tp), d, layers), (d, max(1, q // tp), layers)]
+    shapes = []
     mlps = [(ff, layers)]  # (width, layers with a dense MLP of that width)
     if model.moe is not None:
         m = model.moe
@@ -140,13 +144,19 @@ def linear_times(
         if width and count:
             shapes += [(max(1, 2 * width // tp), d, count), (d, max(1, width // tp), count)]
     source = f"{table.version} GEMMs, {dtype}"
-    router = None
-    if model.moe is not None:
-        bf16 = table if dtype == "bfloat16" else gemm_table(gpu_name, "bfloat16", tables)
-        if bf16 is not None:
-            router = (bf16, model.moe.num_experts, d, model.moe_layers)
-            source += ", router bf16"
-    return LinearTimes(table, tuple(shapes), source, router)
+    bf16 = table if dtype == "bfloat16" else gemm_table(gpu_name, "bfloat16", tables)
+    unquantized = []
+    if model.attention_bytes and model.attention_bytes != model.bytes_per_param:
+        if model.attention_bytes != 2 or bf16 is None:
+            return None  # no table for the attention's own width: the roofline prices it all
+        unquantized += [(bf16, n, k, count) for n, k, count in attention]
+        source += ", attention bf16"
+    else:
+        shapes = attention + shapes
+    if model.moe is not None and bf16 is not None:
+        unquantized.append((bf16, model.moe.num_experts, d, model.moe_layers))
+        source += ", router bf16"
+    return LinearTimes(table, tuple(shapes), source, tuple(unquantized))
 
 
 # The operators of a step, in the order `KernelTimes.sources` lists them, and their names.

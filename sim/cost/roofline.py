@@ -65,6 +65,7 @@ class StepCostModel:
         "profile",
         "_flop_s",
         "_lin_flop_s",
+        "_attn_flop_s",
         "_byte_s",
         "_c",
         "_moe",
@@ -108,7 +109,14 @@ class StepCostModel:
         dense_flops = model.flops_per_token_body - expert_flops
         w = model.stored_bytes_per_param  # bytes read per weight (block scales included)
         expert_bytes = model.params_expert * w  # one expert, all MoE layers
-        body_bytes = (model.params_body - model.params_experts) * w
+        body_bytes = model.dense_weight_bytes  # attention projections at their own width
+        # Attention projections left unquantized (ModelSpec.attention_bytes) run at their width's
+        # rate, the rest of the dense layers at the quantized one.
+        self._attn_flop_s = gpu.matmul_tflops(model.attention_matmul_bytes) * 1e12 * k
+        attn_flops = 2 * model.params_attention
+        dense_s = (dense_flops - attn_flops) / flop_s + attn_flops / (
+            self._attn_flop_s * profile.mfu
+        )
         head_bytes = model.params_lm_head * model.head_bytes_per_param
         head_flop_s = self._flop_s * profile.mfu  # the lm_head stays BF16
         # Collectives over the GPU-to-GPU link, ring algorithm: an all-reduce of B bytes over n
@@ -133,7 +141,7 @@ class StepCostModel:
         # Precomputed seconds per unit (at the profile's efficiencies) and FLOP / byte constants,
         # kept in one tuple so step_cost unpacks them with a single attribute lookup.
         self._c = (
-            dense_flops / flop_s,  # dense linear compute, s per token
+            dense_s,  # dense linear compute, s per token
             body_bytes / byte_s,  # dense linear weights read once per step, s
             kv / byte_s,  # one token of KV read or written, s
             model.flops_lm_head_per_token / head_flop_s,  # lm_head compute, s per sampled position
@@ -347,9 +355,11 @@ class StepCostModel:
             raise ValueError("empty step: give at least one prefill chunk or one decode")
         moe = self._moe
         expert_flops = moe[5] * m.moe.experts_per_token if moe else 0
-        body = (m.params_body - m.params_experts) * m.stored_bytes_per_param
-        dense_flops = m.flops_per_token_body - expert_flops
-        linear = [(tokens * dense_flops / f_lin, (body + tokens * kv) / b)]
+        body = m.dense_weight_bytes
+        attn_flops = 2 * m.params_attention
+        dense_flops = m.flops_per_token_body - expert_flops - attn_flops
+        dense_s = tokens * (dense_flops / f_lin + attn_flops / self._attn_flop_s)
+        linear = [(dense_s, (body + tokens * kv) / b)]
         measured = 0.0  # seconds from the kernel tables: not scaled by the profile
         mp = self._measured
         if mp and mp.linear:

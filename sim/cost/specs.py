@@ -155,6 +155,11 @@ class ModelSpec:
     # weight-only formats (GPTQ/AWQ W4A16: the kernel dequantizes to BF16, so no FP4 or FP8
     # tensor cores, whatever the GPU has).
     matmul_bytes: float = 0.0
+    # The attention projections' width where the checkpoint leaves them out of its quantization,
+    # bytes: vLLM then runs them unquantized, in the model's BF16 (ModelOpt's NVFP4 MoE
+    # checkpoints list "model.layers.N.self_attn*" in exclude_modules). 0 = quantized like the
+    # rest of the body.
+    attention_bytes: float = 0.0
     # q and k RMS-normalised over ALL heads rather than per head (MiniMax-M2's attention): under
     # tensor parallel each rank holds some heads, so every layer all-reduces the two variances
     # (vLLM's MiniMaxText01RMSNormTP.forward_qk, model_executor/layers/mamba/linear_attn.py).
@@ -197,6 +202,14 @@ class ModelSpec:
                 f"ModelSpec {self.name!r}: matmul_bytes must be 0 (the weights' "
                 f"width) or in [bytes_per_param, 8], got {mb!r}"
             )
+        ab = self.attention_bytes
+        if not (
+            isinstance(ab, int | float) and not isinstance(ab, bool) and (ab == 0 or b <= ab <= 8)
+        ):
+            raise ValueError(
+                f"ModelSpec {self.name!r}: attention_bytes must be 0 (quantized like the body) "
+                f"or in [bytes_per_param, 8], got {ab!r}"
+            )
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"ModelSpec {self.name!r}: heads ({self.heads}) must be a multiple of kv_heads "
@@ -220,6 +233,11 @@ class ModelSpec:
         kv_down = d * (a.kv_lora_rank + a.qk_rope_head_dim)  # latent + shared RoPE key
         kv_up = a.kv_lora_rank * h * (a.qk_nope_head_dim + a.v_head_dim)
         return q + kv_down + kv_up + h * a.v_head_dim * d
+
+    @property
+    def params_attention(self) -> int:
+        """Every layer's attention projections together."""
+        return self.layers * self.params_attention_layer
 
     @property
     def moe_layers(self) -> int:
@@ -288,10 +306,31 @@ class ModelSpec:
         return self.bytes_per_param + self.scale_bytes_per_param
 
     @property
+    def attention_stored_bytes(self) -> float:
+        """Bytes an attention-projection weight takes in memory (`attention_bytes`, or the body's
+        format with its scales)."""
+        return self.attention_bytes or self.stored_bytes_per_param
+
+    @property
+    def attention_matmul_bytes(self) -> float:
+        """The width the attention projections' matmuls run at (GpuSpec.matmul_tflops)."""
+        return self.attention_bytes or self.matmul_bytes_per_param
+
+    @property
+    def dense_weight_bytes(self) -> float:
+        """Bytes of the body's weights outside the routed experts (attention projections, dense
+        MLPs, shared experts, routers), all ranks together: what every step reads in full."""
+        rest = self.params_body - self.params_experts - self.params_attention
+        return (
+            rest * self.stored_bytes_per_param + self.params_attention * self.attention_stored_bytes
+        )
+
+    @property
     def weight_bytes(self) -> int:
         """Bytes of weights held in device memory (all ranks together)."""
         head = (self.params_total - self.params_body) * self.head_bytes_per_param
-        return int(self.params_body * self.stored_bytes_per_param + head)
+        experts = self.params_experts * self.stored_bytes_per_param
+        return int(self.dense_weight_bytes + experts + head)
 
     @property
     def expert_weight_bytes(self) -> int:
@@ -390,8 +429,8 @@ DTYPE_MATMUL_BYTES: Mapping[str, float] = MappingProxyType({"int4": 2})
 
 
 def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
-    """`model` with its weights in `dtype` (fp8, fp4, bf16...); the KV cache stays BF16, as vLLM's
-    kv_cache_dtype=auto keeps it for quantized checkpoints."""
+    """`model` with its weights in `dtype` (fp8, fp4, bf16...), attention projections included;
+    the KV cache stays BF16, as vLLM's kv_cache_dtype=auto keeps it for quantized checkpoints."""
     key = dtype.strip().lower()
     if key not in DTYPE_BYTES:
         raise ValueError(
@@ -403,6 +442,7 @@ def with_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
         bytes_per_param=DTYPE_BYTES[key],
         scale_bytes_per_param=DTYPE_SCALE_BYTES.get(key, 0.0),
         matmul_bytes=DTYPE_MATMUL_BYTES.get(key, 0.0),
+        attention_bytes=0.0,
     )
 
 
