@@ -9,6 +9,7 @@ from ui import lesson_setups as ls
 from ui import widgets as w
 from ui.charts import tokens_in_window_bars
 from ui.labels import request_label, sim_label
+from ui.navigation import PAGES
 
 T, L = w.translator(), w.lang()
 SPECS = ls.home_specs()  # the same two GPUs either way (ui/lesson_setups.py)
@@ -52,14 +53,5 @@ with st.expander(T("home.formula_title")):
     w.formula(formulas.KV_TRANSFER, "home.formula_caption")
 
 st.subheader(T("home.lessons"))
-for path, key in (
-    ("app_pages/prefill_decode.py", "nav.prefill_decode"),
-    ("app_pages/batching.py", "nav.batching"),
-    ("app_pages/chunked.py", "nav.chunked"),
-    ("app_pages/long_prompts.py", "nav.long_prompts"),
-    ("app_pages/memory.py", "nav.memory"),
-    ("app_pages/prefix_caching.py", "nav.prefix_caching"),
-    ("app_pages/disaggregation.py", "nav.disaggregation"),
-    ("app_pages/playground.py", "nav.playground"),
-):
+for path, _, key, _ in PAGES[1:]:  # every page after Home, in the menu's order
     st.page_link(path, label=T(key), query_params={"lang": L})

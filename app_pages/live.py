@@ -86,7 +86,8 @@ with c1:
         shown=w.option_label("workload"),
     )
 with c2:
-    policy = w.select("policy", T("play.policy"), POLICIES, "vllm")
+    policy_label, none_label = w.option_label("policy"), w.option_label("versus")
+    policy = w.select("policy", T("play.policy"), POLICIES, "vllm", shown=policy_label)
 with c3:
     versus = w.select(
         "vs",
@@ -94,7 +95,7 @@ with c3:
         ["none", *POLICIES],
         "prefill-first",
         help=T("live.versus_help"),
-        shown=w.option_label("versus"),
+        shown=lambda v: none_label(v) if v == "none" else policy_label(v),
     )
 with c4:
     topology = w.select(

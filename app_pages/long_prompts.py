@@ -8,7 +8,6 @@ from sim.policies.vllm_v0 import VllmV0
 from sim.policies.vllm_v1 import Vllm
 from ui import lesson_setups as ls
 from ui import widgets as w
-from ui.labels import sim_label
 
 T = w.translator()
 B, S = ls.BLOCKING, ls.STARVATION  # the defaults, shared with the effect contracts
@@ -72,7 +71,7 @@ with starvation:
     with c2:
         aging = w.slider("aging", T("long.aging"), 0.0, 5.0, S["aging"], step=0.5)
     names = {
-        "fcfs": sim_label("fcfs", w.lang()),
+        "fcfs": T("long.fcfs"),
         "short_first": T("long.short_first", aging=aging) if aging else T("long.no_aging"),
     }
     specs = [(names[run_id], wl, cfg) for run_id, wl, cfg in ls.starvation_specs(rate, aging)]

@@ -189,7 +189,13 @@ with replay_tab:
     with c3:
         sim_model = w.select("model", T("common.model"), list(MODELS), defaults.hardware.model)
     with c4:
-        policy = w.select("policy", T("play.policy"), list(POLICIES), defaults.policy)
+        policy = w.select(
+            "policy",
+            T("play.policy"),
+            list(POLICIES),
+            defaults.policy,
+            shown=w.option_label("policy"),
+        )
     c5, c6 = st.columns([1, 3])
     with c5:
         topology = w.select(

@@ -144,10 +144,12 @@ def shade_regions(
     chart, e.g. on a 390-px phone, would print over each other), or just inside the bottom edge
     with `compute_label_low` (rising curves fill the top right; the bottom right is free).
     `wrap`: a label's parenthesis on a line of its own, so a label stays within its region on a
-    phone. `keys`: their catalog keys.
+    phone. A compute region under a fifth of the axis is narrower than its label, which then
+    sits just above the plot over the region's corner. `keys`: their catalog keys.
     """
     knee = min(max(knee, x_min), x_max)
     start = knee if compute_from is None else min(max(compute_from, knee), x_max)
+    span = _ax_x(x_max, log_x) - _ax_x(x_min, log_x)
     for kind, key, x0, x1, pos in (
         ("memory", keys[0], x_min, knee, "left"),
         ("compute", keys[1], start, x_max, "right"),
@@ -166,15 +168,25 @@ def shade_regions(
             line_width=0,
             layer="below",
         )
+        # A region under a fifth of the axis is narrower than its label (the decode chart's
+        # compute region beyond a knee near its right end): the label goes just above the plot,
+        # over the region's corner, instead of across the knee line and the curves.
+        narrow = (_ax_x(x1, log_x) - _ax_x(x0, log_x)) < span / 5
+        if pos == "left":
+            y, yanchor = 0.99, "top"
+        elif narrow and span > 0:
+            y, yanchor = 1.0, "bottom"
+        elif compute_label_low:
+            y, yanchor = 0.01, "bottom"
+        else:
+            y, yanchor = (0.93 if stagger else 0.99), "top"
         fig.add_annotation(
             x=_ax_x(x0 if pos == "left" else x1, log_x),
             xref="x",
             xanchor=pos,
-            y=(0.01 if compute_label_low else 0.93 if stagger else 0.99)
-            if pos == "right"
-            else 0.99,
+            y=y,
             yref="paper",
-            yanchor="bottom" if compute_label_low and pos == "right" else "top",
+            yanchor=yanchor,
             text=f"<b>{paren_on_own_line(t(key, lang)) if wrap else t(key, lang)}</b>",
             showarrow=False,
             align=pos,
