@@ -376,3 +376,27 @@ def test_speculative_timeline_plays_and_counts_a_verifying_request_once(spec_run
     times = np.linspace(verify.start_s.min(), verify.end_s.max(), 50, endpoint=False)
     running = gf.readout(spec_run, times).running
     assert running.max() <= len(spec_run.requests) and running.min() > 0
+
+
+def test_a_cache_hit_is_drawn_wide_enough_to_find_but_hovers_its_real_times():
+    """Prefix caching's lesson asks students to find the cached band, yet a hit takes no time of
+    its own: it rides on the prefill step it shortened, a pixel wide on the lesson's chart. It is
+    drawn at least CACHED_LEAST of the time axis, at the last frame and in every frame once
+    begun; its hover (customdata) keeps the real start and end."""
+    from ui import lesson_setups as ls
+    from ui.gantt import CACHED_LEAST
+
+    specs, config = ls.system_prompt_specs(1000, 8.0)[0][1:]  # request specs, caching on
+    run = simulate(list(specs), config)
+    fig = timeline_figure([("on", run)], design="clip")
+    name = t("gantt.phase.cached", "en")
+    (index,) = [i for i, d in enumerate(fig.data) if d.name == name]
+    trace, t_end = fig.data[index], fig.layout.xaxis.range[1]
+    real = np.asarray(trace.customdata)[:, 1] - np.asarray(trace.customdata)[:, 0]
+    drawn = np.asarray(trace.x, dtype=float)
+    assert len(drawn) > 10 and real.max() < CACHED_LEAST * t_end / 2  # hits thinner than that
+    assert drawn.min() >= CACHED_LEAST * t_end * 0.999  # float32 widths
+    for frame in fig.frames:
+        widths = np.asarray(frame.data[index].x, dtype=float)
+        begun = widths > 0
+        assert (widths[begun] >= CACHED_LEAST * t_end * 0.99).all()

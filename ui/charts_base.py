@@ -63,6 +63,9 @@ def finite(values: Iterable[float]) -> np.ndarray:
 # Pixels at the top of a figure left to plotly's toolbar: its box runs from 2 to 28 px below the
 # figure's top (measured in headless Chromium, streamlit 1.67.0, on a 390 px phone and a desktop).
 MODEBAR_BAND_PX = 30
+# How far below the plot a legend starts, px: one row of tick labels and the axis title (a
+# 520-px chart's 20% of its plot was 47 px, and the legend touched the title).
+LEGEND_DROP_PX = 60
 TITLE_FONT_SIZE = FONT_SIZE + 5
 
 
@@ -76,6 +79,8 @@ def styled(fig: go.Figure, title: str, *, height: int = 560, legend: bool = True
     figure's top right corner, and on a phone, where a title spans the whole width, it covered
     the title's end whenever a tap showed it.
     """
+    bottom = 190 if legend else 80
+    plot_px = max(height - (66 + MODEBAR_BAND_PX) - bottom, 1)
     fig.update_layout(
         template="plotly_white",
         font={"family": FONT_FAMILY, "size": FONT_SIZE, "color": INK},
@@ -91,13 +96,14 @@ def styled(fig: go.Figure, title: str, *, height: int = 560, legend: bool = True
             "font": {"size": TITLE_FONT_SIZE},
         },
         height=height,
-        margin={"l": 90, "r": 40, "t": 66 + MODEBAR_BAND_PX, "b": 190 if legend else 80},
+        margin={"l": 90, "r": 40, "t": 66 + MODEBAR_BAND_PX, "b": bottom},
         showlegend=legend,
         legend={
             "orientation": "h",
             "x": 0.0,
             "xanchor": "left",
-            "y": -0.2,
+            # below the tick labels and the axis title (LEGEND_DROP_PX), however short the plot
+            "y": -max(0.2, LEGEND_DROP_PX / plot_px),
             "yref": "paper",
             "yanchor": "top",
             "bgcolor": "rgba(255,255,255,0.85)",

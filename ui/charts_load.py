@@ -267,7 +267,9 @@ def chunk_tradeoff(table: pd.DataFrame, lang: str = "en") -> go.Figure:
         title_text=t("charts.axis.max_itl_ms", lang),
     )
     ttft_max = float(table["long_ttft_s"].max()) if len(table) else 1.0
-    fig.update_yaxes(range=[0, ttft_max * 1.3], title_text=t("charts.axis.long_ttft_s", lang))
+    # Headroom above the points for the four-line hint in the top right (a phone's narrow plot
+    # would otherwise put it over the first point's label).
+    fig.update_yaxes(range=[0, ttft_max * 1.45], title_text=t("charts.axis.long_ttft_s", lang))
     return fig
 
 

@@ -61,6 +61,10 @@ TOKEN_ROW_PX = 16  # ... and while rows are at least this tall (px), so counters
 MERGE_ROW_PX = 5  # rows thinner than this (px) draw back-to-back segments as one bar
 MERGE_FINE_ROWS = 60  # up to this many rows, a merged row's hatching is drawn per 1/200 of time
 CACHED_BAND = 0.35  # height of the cached band, as a share of a row (it sits on the prefill bar)
+# The cached band's least drawn length, as a share of the time axis (5-15 px): a cache
+# hit takes no time of its own (it rides on the prefill step it shortened), so its band would be
+# a pixel wide where a lesson asks students to find it. Hover still gives its real times.
+CACHED_LEAST = 0.02
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,11 @@ def _token_labels(counts: np.ndarray, lang: str) -> list[str]:
     return [t("gantt.request_tokens", lang, n=int(n)) for n in counts]
 
 
+def _at_least(widths: np.ndarray, least: float) -> np.ndarray:
+    """Bar widths (s) with every bar already begun drawn at least `least` long (CACHED_LEAST)."""
+    return np.where(widths > 0, np.maximum(widths, least), widths).astype(np.float32)
+
+
 def _readout_text(readout: gf.Readout, k: int, lang: str) -> str:
     """The readout line of frame k."""
     return t(
@@ -164,7 +173,10 @@ def _figure_dict(
         width = 0.8 if row_px >= 4 else 1.0  # sub-4-px rows: no gap, or they look striped
         for phase in TRACE_PHASES:
             shown = first_panel.get(phase) == i
-            band = {"width": CACHED_BAND, "offset": -width / 2} if phase == "cached" else {}
+            band = {}
+            if phase == "cached":
+                drawn = _at_least(gf.full_widths(p.bars[phase]), CACHED_LEAST * t_end)
+                band = {"width": CACHED_BAND, "offset": -width / 2, "x": drawn}
             extra = {"width": width, **band}
             data.append(bar_trace(p.bars[phase], phase, lang, axes, showlegend=shown, **extra))
         if show_tokens:
@@ -236,6 +248,9 @@ def _frames(
         [gf.clip_widths(p.bars[phase].start, p.bars[phase].end, times) for phase in TRACE_PHASES]
         for p in panels
     ]
+    cached = TRACE_PHASES.index("cached")
+    for per_phase in widths:
+        per_phase[cached] = _at_least(per_phase[cached], CACHED_LEAST * float(times[-1]))
     frames = []
     for k, name in enumerate(names):
         data = []  # same order as the figure's traces: each subplot's bars, then its counter
