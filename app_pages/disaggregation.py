@@ -91,12 +91,12 @@ with st.spinner(T("disagg.sweeping")):
         except ValueError as err:
             w.config_error(err)
             continue
-        rows[T(f"option.disagg_preset.{key}")] = {
+        rows[T(f"disagg.preset_short.{key}")] = {  # short: two columns that fit a phone
             label: goodput_cell(goodput_of(table), per_gpu=True) for label, table in tables.items()
         }
         if key == preset_key:
             sweeps = tables
-st.dataframe(pd.DataFrame.from_dict(rows, orient="index"), width="stretch")
+st.dataframe(pd.DataFrame(rows), width="stretch")  # a configuration per row
 st.caption(T("disagg.goodput_caption"))
 with st.expander(T("disagg.goodput_more")):
     st.markdown(T("disagg.goodput_text"))
