@@ -76,7 +76,8 @@ def calibration(model: str):
     return calibrate(LiveOptions(model=model))
 
 
-c1, c2, c3, c4, c5 = st.columns(5)
+# Three to a row: five in one row cut the policies' names ("vLLM V1 (today's de...") on a laptop.
+c1, c2, c3 = st.columns(3)
 with c1:
     workload_name = w.select(
         "wl",
@@ -97,6 +98,7 @@ with c3:
         help=T("live.versus_help"),
         shown=lambda v: none_label(v) if v == "none" else policy_label(v),
     )
+c4, c5, c6 = st.columns(3)
 with c4:
     topology = w.select(
         "topo",
@@ -107,9 +109,7 @@ with c4:
     )
 with c5:
     model = w.select("model", T("live.model.llama"), MODELS, MODELS[0])
-policies = [policy] + ([versus] if versus not in ("none", policy) else [])
-s1, s2 = st.columns([1, 3])
-with s1:  # vLLM's n-gram speculation, run for real (live/engine/speculation.py)
+with c6:  # vLLM's n-gram speculation, run for real (live/engine/speculation.py)
     speculative = w.select(
         "spec",
         T("live_spec.select"),
@@ -118,10 +118,10 @@ with s1:  # vLLM's n-gram speculation, run for real (live/engine/speculation.py)
         help=T("live_spec.select_help"),
         shown=lambda method: T(f"live_spec.option.{method}"),
     )
-with s2:
-    knobs_text = st.text_input(
-        T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
-    )
+policies = [policy] + ([versus] if versus not in ("none", policy) else [])
+knobs_text = st.text_input(
+    T("play.knobs"), "", key="knobs", bind="query-params", help=T("play.knobs_help")
+)
 st.caption(
     T(f"live.about_{workload_name}")
     + " "
