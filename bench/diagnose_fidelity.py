@@ -13,12 +13,16 @@ Notable features
   per-step overhead, or queueing at the capacity knee (busy ~100% with the measurement's
   throughput needing more than the priced steps allow).
 
+- Per run and cost model, the report's own replay and score (bench/bench_fidelity_real.py: random
+  phases, the opening burst weighed in, the client latency added): the errors the report shows.
 - `--node-gpus 8`, a what-if: the deployment as 8 / TP instances behind a router, each with its
   share of the clients (for rows whose measurements one instance cannot reach).
+- `--set KEY=VALUE`, a what-if: a simulator setting for every run shown (python -m sim's keys),
+  e.g. `--set kv_capacity_tokens=7000` for a KV pool other than the one the release computes.
 
 Run: PDLAB_FIDELITY_DATA=... .venv/bin/python bench/diagnose_fidelity.py --gpu H200
      --model Llama-3.1-8B:fp8 --engine vLLM [--costs roofline,kernels] [--prompt-pool 100]
-     [--node-gpus 8]
+     [--node-gpus 8] [--set kv_capacity_tokens=7000]
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
 
 import numpy as np  # noqa: E402
-from fidelity_replay import closed_loop, closed_loop_size, prompt_load  # noqa: E402
+from fidelity_replay import (  # noqa: E402
+    closed_loop,
+    closed_loop_size,
+    prompt_load,
+    replay,
+    score,
+)
 from fidelity_runs import client_latency, load_runs, select  # noqa: E402
 
 from sim.cluster.topologies import Cluster  # noqa: E402
@@ -91,7 +101,20 @@ def main() -> None:
         help="what-if: the node's GPUs all served, as node-gpus / TP instances that share the "
         "clients evenly (a router in front); 0 = one instance, as the report replays",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="what-if: a simulator setting for every run shown (python -m sim's --set keys)",
+    )
     args = ap.parse_args()
+    sets = {}
+    for pair in args.set:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            ap.error(f"--set expects KEY=VALUE, got {pair!r}")
+        sets[key.strip()] = value.strip()
     runs, _ = load_runs(args.data)
     fit = {"all": None, "fit": True, "held-out": False}[args.fit]
     runs = [
@@ -109,7 +132,8 @@ def main() -> None:
             f"prompt_load {prompt_load(r):.2f}"
         )
         for costs in args.costs.split(","):
-            config = r.config({"step_costs": costs})
+            overrides = {"step_costs": costs, **sets}
+            config = r.config(overrides)
             instances = max(1, args.node_gpus // config.hardware.tensor_parallel)
             clients = max(1, r.concurrency // instances)  # one instance's share of the clients
             n, warm, end = closed_loop_size(clients, r.osl, args.prompt_pool)
@@ -147,6 +171,11 @@ def main() -> None:
             )
             chunk = min(budget, r.isl)
             print(f"           {breakdown(cluster.cost, chunk, r.concurrency, r.isl)}")
+            row = score(r, replay(r, overrides), costs)  # as the report replays and scores it
+            print(
+                f"           report: TTFT {row['ttft_mean_err']:+4.0f}% TPOT "
+                f"{row['tpot_mean_err']:+4.0f}% E2E {row['e2e_mean_err']:+4.0f}%"
+            )
 
 
 if __name__ == "__main__":

@@ -348,6 +348,53 @@ def test_the_rtx_pro_6000_known_miss_quotes_both_reports() -> None:
         assert all(f"{round(v)}%" in text for v in quoted), (lang, [round(v) for v in quoted])
 
 
+def test_the_h100_known_miss_quotes_sglangs_own_kv_pool_and_the_report(tmp_path: Path) -> None:
+    # pd.trust_known.H100-SXM: Qwen3-32B on one H100 under SGLang 0.5.8 is replayed with the KV
+    # pool SGLang's own memory rule leaves (fidelity_runs: sglang_mem_fraction_static from 0.5.3
+    # on), and the page quotes that pool and the kernel report's TTFT error for those runs.
+    from sim.runs.memory import kv_blocks
+    from ui.charts_fidelity import KERNELS_REPORT_PATH, load_report
+
+    aic = tmp_path / "aiconfigurator"
+    aic.mkdir()
+    row = dict.fromkeys(AIC_FIELDS, "")
+    row.update(
+        id="q",
+        silicon_data_source="source_file=made-up.csv; silicon_concurrency=16",
+        backend="sglang",
+        backend_version="0.5.8.post1",
+        model_path="Qwen/Qwen3-32B",
+        system="h100_sxm",
+        mode="agg",
+        isl="1024",
+        osl="128",
+        batch_size="16",
+        tp_size="1",
+        moe_tp_size="1",
+        moe_ep_size="1",
+        silicon_ttft_ms="6775",
+        silicon_tpot_ms="25",
+    )
+    with (aic / "silicon_sample.csv").open("w", newline="") as f:
+        out = csv.DictWriter(f, AIC_FIELDS)
+        out.writeheader()
+        out.writerow(row)
+    (run,) = fr.load_runs(tmp_path)[0]
+    config = run.config({"step_costs": "kernels"})
+    pool = kv_blocks(config) * config.engine.block_size  # tokens, as the replay allocates them
+    assert 15_000 < pool < 20_000  # ~4.5 GB beside 65.5 GB of weights, 256 KiB a token
+    assert pool > 2 * 8_000  # twice the cache the measurements behave like (the text)
+    reported = next(
+        r
+        for r in load_report(KERNELS_REPORT_PATH)["runs"]
+        if r["gpu"] == "H100-SXM" and r["engine"] == "SGLang 0.5.8.post1"
+    )
+    assert reported["ttft_mean_err"] < -50  # the miss is still there
+    for lang in ("en", "ko"):
+        text = label("pd.trust_known.H100-SXM", lang)
+        assert f"{pool:,}" in text and f"{round(-reported['ttft_mean_err'])}%" in text, lang
+
+
 def fr_col(key: str, lang: str) -> str:
     return label(f"charts.fid.col.{key}", lang)
 
