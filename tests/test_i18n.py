@@ -33,3 +33,21 @@ def test_every_key_the_pages_use_exists():
 def test_missing_keys_fall_back_to_english_then_to_the_key():
     assert t("home.title", "xx") == t("home.title", "en")
     assert t("no.such.key", "ko") == "no.such.key"
+
+
+def test_a_korean_page_writes_the_file_uploaders_words_in_korean():
+    # Streamlit writes "Upload" and "20MB per file • CSV" in English on every page; on a Korean
+    # one ui/language.uploader_css puts the catalog's words there, for every type an uploader
+    # of the app accepts, with the server's own size limit.
+    from ui.language import UPLOAD_TYPES, uploader_css
+
+    css = uploader_css("ko", 20)
+    assert 'content: "업로드"' in css and 'content: "파일당 20MB까지"' in css
+    for kind in UPLOAD_TYPES:
+        assert f'input[accept*=".{kind}"]' in css and f'"파일당 20MB까지 • {kind.upper()}"' in css
+    assert "20MB" not in uploader_css("ko", 200) and uploader_css("en", 20) == ""
+    accepted = set()
+    for path in [*(ROOT / "app_pages").glob("*.py"), *(ROOT / "ui").glob("*.py")]:
+        for types in re.findall(r"file_uploader\([^)]*type=\[([^\]]*)\]", path.read_text()):
+            accepted |= set(re.findall(r'"(\w+)"', types))
+    assert accepted and accepted <= set(UPLOAD_TYPES), accepted

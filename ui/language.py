@@ -5,7 +5,7 @@
 - `translator()` gives a page its terse `T(key, **fmt)`: the catalog string (ui/i18n.py,
   assets/i18n/) for that key in the current language.
 - `text_style` makes Korean wrap between words, never inside one (KOREAN_TEXT_CSS says why each
-  rule is there).
+  rule is there), and puts the page's language on Streamlit's file uploader (`uploader_css`).
 """
 
 from __future__ import annotations
@@ -43,10 +43,49 @@ KOREAN_TEXT_CSS = (
 )
 
 
+# Streamlit writes its file uploader's button and size limit in English whatever the page's
+# language ("Upload", `${size} per file` + " • CSV" in its FileUploader component, 1.67), and has
+# no setting to translate them. On a page in another language, CSS shrinks those words to
+# nothing and writes the catalog's in their place (::after), the limit read from the server's
+# own option so it cannot drift from what the server enforces, and the file type from what
+# the uploader accepts (its <input accept>).
+_DROPZONE = '.stApp [data-testid="stFileUploaderDropzone"]'
+_BUTTON_TEXT = f'{_DROPZONE} button [data-testid="stMarkdownContainer"] p'
+_LIMIT_TEXT = '.stApp [data-testid="stFileUploaderDropzoneInstructions"] span'
+UPLOAD_TYPES = ("csv", "json")  # what the app's uploaders accept (its pages' type=[...])
+
+
+def uploader_css(current: str, max_upload_mb: int) -> str:
+    """CSS that writes the uploader's button and limit in `current` language ('' for English,
+    whose words Streamlit's own already are)."""
+    if current == DEFAULT_LANG:
+        return ""
+
+    def text(key: str, **fmt) -> str:
+        return t(key, current, **fmt).replace("\\", "\\\\").replace('"', '\\"')
+
+    button, limit = text("common.upload_button"), text("common.upload_limit", mb=max_upload_mb)
+    rules = [
+        f"{_BUTTON_TEXT}, {_LIMIT_TEXT} {{ font-size: 0; }}",  # (0.875rem: Streamlit's 14 px)
+        f'{_BUTTON_TEXT}::after {{ content: "{button}"; font-size: 0.875rem; }}',
+        f'{_LIMIT_TEXT}::after {{ content: "{limit}"; font-size: 0.875rem; }}',
+    ]
+    for kind in UPLOAD_TYPES:
+        rules.append(
+            f'{_DROPZONE}:has(input[accept*=".{kind}"]) '
+            f'[data-testid="stFileUploaderDropzoneInstructions"] span::after '
+            f'{{ content: "{limit} • {kind.upper()}"; }}'
+        )
+    return " ".join(rules)
+
+
 def text_style(current: str) -> None:
-    """The page's line-breaking rules for `current` language (a style-only st.html: no space)."""
-    if current == "ko":
-        st.html(f"<style>{KOREAN_TEXT_CSS}</style>")
+    """The page's line-breaking rules for `current` language and its uploader's words (a
+    style-only st.html: no space)."""
+    css = KOREAN_TEXT_CSS if current == "ko" else ""
+    css += " " + uploader_css(current, int(st.get_option("server.maxUploadSize")))
+    if css.strip():
+        st.html(f"<style>{css}</style>")
 
 
 def language_picker() -> None:
