@@ -29,7 +29,8 @@ T = w.translator()
 REFRESH_S = 1.0
 LIMITS = w.limits()  # serve_requests, serve_seconds: the page's replays stay small (the CLI
 #                      takes any size)
-SERVE_CMD = "python -m live serve --model tiny --port 8000"
+# Two short lines: wrapped on a phone, a line breaks at its hyphens ("--" | "port").
+SERVE_CMD = "python -m live serve \\\n    --model tiny --port 8000"
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 st.title(T("serve.title"))
@@ -38,7 +39,7 @@ st.markdown(T("serve.lead"))
 mode = allowed_mode()
 if mode == "off":
     st.info(T("serve.off", env=ALLOW_ENV))
-    st.code(f"{ALLOW_ENV}=loopback streamlit run app.py\n{SERVE_CMD}")
+    st.code(f"{ALLOW_ENV}=loopback streamlit run app.py\n{SERVE_CMD}", "bash", wrap_lines=True)
     st.stop()
 
 url = st.text_input(
@@ -55,7 +56,7 @@ except EndpointError as err:
 down = probe(endpoint)
 if down:
     st.warning(T("errors.serve_down", url=w.as_code(endpoint.url), why=T(f"errors.serve_{down}")))
-    st.code(SERVE_CMD, language="bash")
+    st.code(SERVE_CMD, language="bash", wrap_lines=True)
 
     @st.fragment(run_every=2.0)
     def wait_for_server() -> None:  # the page comes back whole once something answers
@@ -73,18 +74,25 @@ with watch_tab:
         last = w.slider("last", T("serve.last"), 4, 60, 20, help=T("serve.last_help"))
     with st.expander(T("serve.howto")):
         st.markdown(T("serve.howto_text"))
+        comment = T("serve.howto_comment")
         st.code(
-            f"{SERVE_CMD}   # --host 0.0.0.0 for a classroom; --policy prefill-first, ...\n\n"
-            f"curl -N {endpoint.url}/v1/completions -H 'Content-Type: application/json' \\\n"
+            f"{SERVE_CMD}\n# {comment}\n\n"
+            f"curl -N {endpoint.url}/v1/completions \\\n"
+            "  -H 'Content-Type: application/json' \\\n"
             """  -d '{"prompt": "Once upon a time", "max_tokens": 64, "stream": true}'""",
             language="bash",
+            wrap_lines=True,  # (a phone shows the whole command, not a scroll bar)
         )
         st.code(
-            f'from openai import OpenAI\nclient = OpenAI(base_url="{endpoint.url}/v1", '
-            'api_key="none")\nfor chunk in client.completions.create(model="tiny", '
-            'prompt="Hello", max_tokens=32, stream=True):\n'
+            "from openai import OpenAI\n\n"
+            f'client = OpenAI(base_url="{endpoint.url}/v1", api_key="none")\n'
+            "stream = client.completions.create(\n"
+            '    model="tiny", prompt="Hello", max_tokens=32, stream=True\n'
+            ")\n"
+            "for chunk in stream:\n"
             '    print(chunk.choices[0].text, end="", flush=True)',
             language="python",
+            wrap_lines=True,
         )
 
     @st.fragment(run_every=REFRESH_S)
@@ -96,7 +104,7 @@ with watch_tab:
             run = fetch_trace(endpoint, last)
         except EndpointError as err:
             w.say("warning", "serve.no_server", url=endpoint.url, message=str(err))
-            st.code(SERVE_CMD, language="bash")
+            st.code(SERVE_CMD, language="bash", wrap_lines=True)
             return
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
             # Any server can answer (PDLAB_ALLOW_ENDPOINTS=any): JSON nested too deep, columns
@@ -235,7 +243,7 @@ with replay_tab:
     if st.button(T("serve.run"), type="primary", disabled=bool(down) or requests is None):
         if importlib.util.find_spec("openai") is None:
             st.warning(T("serve.needs_live"))
-            st.code("pip install -r requirements-live.txt")
+            st.code("pip install -r requirements-live.txt", "bash", wrap_lines=True)
             st.stop()
         import asyncio
 

