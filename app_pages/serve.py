@@ -24,13 +24,12 @@ from sim.runs.budget import BudgetExceeded
 from ui import widgets as w
 from ui.endpoints import checked_endpoint, probe
 from ui.replay_runner import GRACE_S, replay_workload, run_stoppable
+from ui.serve_snippets import SERVE_CMD, python_client, shell_howto
 
 T = w.translator()
 REFRESH_S = 1.0
 LIMITS = w.limits()  # serve_requests, serve_seconds: the page's replays stay small (the CLI
 #                      takes any size)
-# Two short lines: wrapped on a phone, a line breaks at its hyphens ("--" | "port").
-SERVE_CMD = "python -m live serve \\\n    --model tiny --port 8000"
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 st.title(T("serve.title"))
@@ -74,26 +73,9 @@ with watch_tab:
         last = w.slider("last", T("serve.last"), 4, 60, 20, help=T("serve.last_help"))
     with st.expander(T("serve.howto")):
         st.markdown(T("serve.howto_text"))
-        comment = T("serve.howto_comment")
-        st.code(
-            f"{SERVE_CMD}\n# {comment}\n\n"
-            f"curl -N {endpoint.url}/v1/completions \\\n"
-            "  -H 'Content-Type: application/json' \\\n"
-            """  -d '{"prompt": "Once upon a time", "max_tokens": 64, "stream": true}'""",
-            language="bash",
-            wrap_lines=True,  # (a phone shows the whole command, not a scroll bar)
-        )
-        st.code(
-            "from openai import OpenAI\n\n"
-            f'client = OpenAI(base_url="{endpoint.url}/v1", api_key="none")\n'
-            "stream = client.completions.create(\n"
-            '    model="tiny", prompt="Hello", max_tokens=32, stream=True\n'
-            ")\n"
-            "for chunk in stream:\n"
-            '    print(chunk.choices[0].text, end="", flush=True)',
-            language="python",
-            wrap_lines=True,
-        )
+        shell = shell_howto(endpoint.url, T("serve.howto_comment"))
+        st.code(shell, language="bash", wrap_lines=True)  # (a phone shows it whole, no scroll)
+        st.code(python_client(endpoint.url), language="python", wrap_lines=True)
 
     @st.fragment(run_every=REFRESH_S)
     def watch() -> None:

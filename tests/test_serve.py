@@ -158,6 +158,32 @@ def test_openai_client_streams_exactly_the_tokens_asked(tiny):
     assert len(deltas) == 1 + 5
 
 
+def test_the_real_servers_pages_commands_work_as_shown(tiny, capsys):
+    # What the Real servers page gives a visitor to copy (ui/serve_snippets.py), run as shown:
+    # its serve command is one `live serve` reads, its curl streams a completion, and its
+    # OpenAI snippet prints one.
+    import shlex
+
+    from live.cli import build_parser
+    from ui.serve_snippets import SERVE_CMD, curl_command, python_client
+
+    argv = shlex.split(SERVE_CMD.replace("\\\n", " "))  # (the shell joins continued lines)
+    assert argv[:4] == ["python", "-m", "live", "serve"]
+    args = build_parser().parse_args(argv[3:])
+    assert (args.command, args.model, args.port) == ("serve", "tiny", 8000)
+
+    shown = subprocess.run(
+        ["bash", "-c", curl_command(tiny.url)], capture_output=True, text=True, timeout=60
+    )
+    events = [line for line in shown.stdout.splitlines() if line.startswith("data: ")]
+    assert shown.returncode == 0 and events[-1] == "data: [DONE]", shown.stderr
+    tokens = [json.loads(e[6:]) for e in events[:-1]]
+    assert sum(len(c["choices"]) for c in tokens) == 64  # max_tokens, one chunk a token
+
+    exec(python_client(tiny.url), {})  # noqa: S102 - the page's own snippet
+    assert capsys.readouterr().out  # the completion's text, printed as it streams
+
+
 def test_errors_say_what_to_change_in_openais_shape(tiny):
     client = openai.OpenAI(base_url=tiny.url + "/v1", api_key="none", max_retries=0)
     with pytest.raises(openai.BadRequestError, match="maximum context length is 256"):
