@@ -18,6 +18,7 @@ from ui import warmup
 from ui.i18n import t
 from ui.lesson_view import compact_picker
 from ui.navigation import PAGES
+from ui.touch import touch_style
 from ui.widgets import lang, language_picker, text_style
 
 st.set_page_config(page_title="PD Lab", page_icon="⏱️", layout="wide")
@@ -26,6 +27,7 @@ language_picker()
 compact_picker()  # ?compact=true: timelines that fit a 1280x720 projector screen
 L = lang()
 text_style(L)  # Korean breaks lines between words, not inside them
+touch_style()  # on a phone, a table's toolbar keeps off the caption above it
 
 pages = [
     st.Page(path, title=t(title, L), icon=icon, url_path=url, default=(url == "home"))
