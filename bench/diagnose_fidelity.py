@@ -44,6 +44,7 @@ from fidelity_replay import (  # noqa: E402
 )
 from fidelity_runs import client_latency, load_runs, select  # noqa: E402
 
+from sim.cli import CliError, parse_sets  # noqa: E402
 from sim.cluster.topologies import Cluster  # noqa: E402
 from sim.policies.vllm_v1_knobs import vllm_batch_defaults  # noqa: E402
 
@@ -109,12 +110,10 @@ def main() -> None:
         help="what-if: a simulator setting for every run shown (python -m sim's --set keys)",
     )
     args = ap.parse_args()
-    sets = {}
-    for pair in args.set:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            ap.error(f"--set expects KEY=VALUE, got {pair!r}")
-        sets[key.strip()] = value.strip()
+    try:
+        sets = parse_sets(args.set)  # (python -m sim's own reading of --set)
+    except CliError as err:
+        ap.error(str(err))
     runs, _ = load_runs(args.data)
     fit = {"all": None, "fit": True, "held-out": False}[args.fit]
     runs = [

@@ -45,7 +45,8 @@ class CliParser(argparse.ArgumentParser):
         raise CliError(message)
 
 
-def _parse_sets(pairs: list[str]) -> dict[str, str]:
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """{key: value} of --set key=value pairs (values as typed: with_overrides parses them)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -58,7 +59,7 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
 def config_from_args(args, base: SimConfig) -> SimConfig:
     """The base config with --policy/--topology/--gpu/--model/--set applied."""
     config = base
-    sets = _parse_sets(args.set or [])
+    sets = parse_sets(args.set or [])
     if args.policy:
         cls = get_policy_class(args.policy)
         if cls.name != config.policy:
@@ -240,7 +241,7 @@ def cmd_compare(args) -> None:
     scenario = get_scenario(args.scenario)
     print(f"{scenario.name} ({scenario.claim}): {scenario.title}\n{scenario.description}\n")
     rows, runs = {}, {}
-    sets = _parse_sets(args.set or [])
+    sets = parse_sets(args.set or [])
     for v in scenario.variants:
         config = with_overrides(v.config, sets)
         check_memory(config)
