@@ -374,9 +374,10 @@ def test_the_breakdown_names_every_operator_of_the_deployment():
     ]
     moe = kernel_times("H200", get_model(QWEN), 2)
     assert moe.sources["moe"].startswith("vLLM 0.24.0 fp8_block TP2")
-    assert moe.sources["allreduce"].endswith("2 GPUs") and moe.sources["lm_head"] == "roofline"
+    assert moe.sources["allreduce"].endswith("2 GPUs")
+    assert moe.sources["lm_head"] == "vLLM 0.24.0 GEMMs, bf16"  # an FP8 checkpoint's: bf16
     assert "routed experts (vLLM 0.24.0 fp8_block" in moe.source
-    assert "roofline: lm_head, sampling, KV write" in moe.source
+    assert "roofline: sampling, KV write" in moe.source
     tp8 = kernel_times("H200", get_model(QWEN), 8)
     assert "EP8 rows for TP8" in tp8.sources["moe"]  # a stand-in, and it says so
     fp4 = kernel_times("H200", get_model("Qwen3-235B-A22B:fp4"), 2)  # no FP4 rows on Hopper
@@ -384,13 +385,29 @@ def test_the_breakdown_names_every_operator_of_the_deployment():
     assert kernel_times("RTX-4090", get_model(QWEN), 2) is None
 
 
+def test_the_lm_head_is_the_bf16_gemm_of_one_ranks_vocabulary_slice():
+    """vLLM pads the vocabulary to a multiple of 64 and splits it over the TP ranks; the FP8
+    checkpoint's lm_head runs in bf16, so it reads the bf16 rows at the same shape."""
+    fp8, bf16 = get_model("Llama-3.1-8B:fp8"), get_model("Llama-3.1-8B")
+    one, eight = (kernel_times("H200", fp8, tp).lm_head for tp in (1, 8))
+    assert (one.n, one.k, eight.n) == (128_256, 4096, 16_032)  # 128,256 = 2,004 x 64
+    assert one(64) == kernel_times("H200", bf16, 1).lm_head(64)
+    table = gemm_table("H200", "bfloat16")
+    assert one(64) == table.seconds(64, 128_256, 4096)
+    # One position reads all of the rank's slice: a TP8 rank reads an eighth of the weights,
+    # in about an eighth of the time (launch and tail effects leave it within 6-10x).
+    assert 6 < one(1) / eight(1) < 10
+    # Reading 1.05 GB of bf16 weights is at least 1.05 GB / 4.8 TB/s on one H200.
+    assert one(1) > 128_256 * 4096 * 2 / (get_gpu("H200").mem_bw_gb_s * 1e9)
+
+
 def fake(**parts) -> SimpleNamespace:
     """A KernelTimes stand-in: the given parts, None for the rest."""
-    names = ("linear", "prefill_attention", "decode_attention", "moe", "allreduce")
+    names = ("linear", "prefill_attention", "decode_attention", "moe", "allreduce", "lm_head")
     return SimpleNamespace(**{n: parts.get(n) for n in names}, source="fake")
 
 
-@pytest.mark.parametrize("kind", ["moe", "allreduce", "decode"])
+@pytest.mark.parametrize("kind", ["moe", "allreduce", "decode", "lm_head"])
 def test_measured_parts_move_the_step_by_their_seconds(kind):
     """Two fake tables 1 s apart move every step by exactly 1 s (the fake's seconds go in as
     they are), and calibration's terms give the same seconds under any profile."""

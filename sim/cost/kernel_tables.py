@@ -22,11 +22,12 @@ Notable features
 - The table itself (`GemmTable`, `gemm_table`) is sim/cost/kernel_gemm.py's.
 - `linear_times` prices a step's linear layers (bf16 or FP8 W8A8, any tensor-parallel size):
   every layer's QKV and output projections, the dense MLPs, a MoE model's shared experts and
-  router (bf16, replicated on every rank).
+  router (bf16, replicated on every rank). `lm_head_times` prices the lm_head: one bf16 GEMM of
+  the sampled positions against the rank's slice of the vocabulary.
 - `kernel_times` gathers what the tables price for one deployment (`KernelTimes`): these GEMMs,
-  prefill and decode attention (kernel_attention.py), the routed experts (kernel_moe.py) and the
-  tensor-parallel all-reduces (kernel_comm.py); `KernelTimes.sources` says which source priced
-  which operator, the roofline taking the rest.
+  the lm_head, prefill and decode attention (kernel_attention.py), the routed experts
+  (kernel_moe.py) and the tensor-parallel all-reduces (kernel_comm.py); `KernelTimes.sources`
+  says which source priced which operator, the roofline taking the rest.
 """
 
 from __future__ import annotations
@@ -46,7 +47,14 @@ from sim.cost.kernel_moe import MoeTimes, moe_times
 from sim.cost.kernel_moe_deepgemm import PaddedDeepGemmTimes
 from sim.cost.specs import GpuSpec, ModelSpec
 
-__all__ = ["available", "gemm_table", "kernel_times", "layer_gemm_efficiency", "layer_gemms"]
+__all__ = [
+    "available",
+    "gemm_table",
+    "kernel_times",
+    "layer_gemm_efficiency",
+    "layer_gemms",
+    "lm_head_times",
+]
 
 
 def layer_gemms(model: ModelSpec) -> tuple[tuple[int, int], ...]:
@@ -159,6 +167,43 @@ def linear_times(
     return LinearTimes(table, tuple(shapes), source, tuple(unquantized))
 
 
+@dataclass(frozen=True)
+class LmHeadTimes:
+    """Measured seconds of the lm_head on ONE tensor-parallel rank: (sampled positions, hidden)
+    x (hidden, vocab / TP), in bf16."""
+
+    table: GemmTable
+    n: int  # the rank's slice of the vocabulary
+    k: int  # hidden size
+    source: str
+
+    def __call__(self, sampled: int) -> float:
+        """The logits of `sampled` positions (decodes and last prompt chunks), seconds."""
+        return self.table.seconds(sampled, self.n, self.k)
+
+
+def lm_head_times(
+    gpu_name: str, model: ModelSpec, tensor_parallel: int = 1, tables: Tables = VLLM
+) -> LmHeadTimes | None:
+    """The measured lm_head pricing, or None (roofline: no package or no bf16 table).
+
+    vLLM's ParallelLMHead splits the vocabulary over the tensor-parallel ranks, each computing
+    its slice's logits (then all-gathered: the roofline's comm), padded to a multiple of 64
+    first (`pad_vocab_size`, vocab_parallel_embedding.py). It runs in bf16 whatever the
+    checkpoint: FP8 and NVFP4 checkpoints leave `lm_head` out of their quantization
+    (`exclude_modules` / `ignore` in their configs), as ModelSpec.head_bytes_per_param says.
+    Only sampled positions reach it (vLLM's `compute_logits` on `logits_indices`): m = the
+    step's decodes plus its last prompt chunks, 1 to a few hundred, where the tables' small-m
+    rows are weight reads at the bandwidth they measured.
+    """
+    table = gemm_table(gpu_name, "bfloat16", tables)
+    if table is None:
+        return None
+    padded = -(-model.vocab // 64) * 64
+    n = -(-padded // tensor_parallel)
+    return LmHeadTimes(table, n, model.hidden, f"{table.version} GEMMs, bf16")
+
+
 # The operators of a step, in the order `KernelTimes.sources` lists them, and their names.
 OPERATORS = {
     "linear": "linear layers",
@@ -171,7 +216,7 @@ OPERATORS = {
     "kv_write": "KV write",
     "expert_parallel": "EP transfers",
 }
-ALWAYS_ROOFLINE = ("lm_head", "sampling", "kv_write", "expert_parallel")
+ALWAYS_ROOFLINE = ("sampling", "kv_write", "expert_parallel")
 
 
 @dataclass(frozen=True)
@@ -184,6 +229,7 @@ class KernelTimes:
     decode_attention: DecodeAttentionTimes | None = None
     moe: MoeTimes | PaddedDeepGemmTimes | None = None
     allreduce: AllReduceTimes | None = None
+    lm_head: LmHeadTimes | None = None
     absent: tuple[str, ...] = ()  # operators this deployment does not run (MoE of a dense model)
     tables: Tables = VLLM  # whose kernels, of which release; a draft model takes the same
 
@@ -234,6 +280,7 @@ def kernel_times(
         decode_attention_times(gpu_name, model, tp, tables),
         moe_times(gpu_name, model, tp, expert_parallel, tables, whole_experts),
         allreduce_times(gpu_name, model, tp, tables),
+        lm_head_times(gpu_name, model, tp, tables),
         tuple(op for op, no in absent.items() if no),
         tables,
     )

@@ -7,8 +7,8 @@ Notable features
   cores under sustained power, at lower clocks, while a decode step streams weights at the
   bandwidth the tables saw. So:
   - prefill attention (all compute): measured x kernel_scale;
-  - linear layers and routed experts: their 1-token time (reading the weights) as measured,
-    the rest x kernel_scale: t(1) + kernel_scale x (t(T) - t(1));
+  - linear layers, the lm_head and routed experts: their 1-token time (reading the weights) as
+    measured, the rest x kernel_scale: t(1) + kernel_scale x (t(T) - t(1));
   - decode attention and all-reduces (bandwidth and latency): as measured.
   kernel_scale is fitted with the per-step overheads on each GPU's fit runs only
   (bench/fit_profiles.py --step-costs kernels; sim/cost/profiles.py FITTED_KERNELS).
@@ -54,6 +54,7 @@ class MeasuredStep:
     __slots__ = (
         "kernels",
         "linear",
+        "lm_head",
         "moe",
         "allreduce",
         "decode_intercept",
@@ -65,6 +66,7 @@ class MeasuredStep:
         self.kernels = kernels
         part = lambda name: getattr(kernels, name, None)  # noqa: E731
         self.linear = _remembered(part("linear"), scale, floor=True)  # tokens -> s
+        self.lm_head = _remembered(part("lm_head"), scale, floor=True)  # sampled positions -> s
         self.moe = _remembered(part("moe"), scale, floor=True)  # tokens into the experts -> s
         self.allreduce = _remembered(part("allreduce"))  # tokens -> s
         prefill = part("prefill_attention")  # (tokens, offset) -> s of one chunk's attention

@@ -292,10 +292,11 @@ class StepCostModel:
                 comm += (group_tokens - g * tokens) * self._moe[7]
         if sampled:  # lm_head: logits only for sampled positions (decodes, last prompt chunks)
             t_c = sampled * head_c
-            if t_c >= head_w:
-                compute += t_c
+            seconds = measured.lm_head(sampled) if measured and measured.lm_head else None
+            if t_c >= head_w:  # (measured: booked on the side the roofline says binds)
+                compute += t_c if seconds is None else seconds
             else:
-                memory += head_w
+                memory += head_w if seconds is None else seconds
             memory += sampled * sample_s  # sampling
             comm += gather_lat + sampled * gather_tok  # the logits' all-gather under TP
             weights_read += b_head
@@ -380,9 +381,12 @@ class StepCostModel:
             kv_read = 0.0
             measured += mp.decode_intercept(num_decodes)
             measured += decode_context_tokens * mp.decode_per_token
-        if sampled:
+        if sampled and mp and mp.lm_head:
+            measured += mp.lm_head(sampled)
+        elif sampled:
             head = m.params_lm_head * m.head_bytes_per_param
             linear.append((sampled * m.flops_lm_head_per_token / f, head / b))
+        if sampled:
             kv_read += sampled * m.vocab * SAMPLE_BYTES_PER_LOGIT / (self.gpu.mem_bw_gb_s * 1e9)
             comm += c[18] + sampled * c[17]
         attention = tuple(
