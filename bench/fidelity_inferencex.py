@@ -48,6 +48,7 @@ class Recipe:
     settings: dict = field(default_factory=dict)  # SimConfig overrides (vLLM flag names)
     kv_dtype: str = ""  # --kv-cache-dtype; "" = auto: the checkpoint's 16-bit activations
     batched_tokens_per_isl: int = 0  # --max-num-batched-tokens "$((ISL * k))"; 0 = vLLM's
+    seqs_per_client: bool = False  # --max-num-seqs $CONC: as many seats as the benchmark's clients
 
 
 ASYNC = {"async_scheduling": True}  # --async-scheduling
@@ -61,22 +62,35 @@ ASYNC = {"async_scheduling": True}  # --async-scheduling
 RECIPES: dict[tuple[str, str, str], Recipe] = {
     # Llama 3.3 70B, 2025-10 (scripts at 9596d23d7): --kv-cache-dtype fp8, --async-scheduling,
     # --no-enable-prefix-caching, --max-num-batched-tokens 8192 (vLLM's default on these GPUs
-    # anyway), --gpu-memory-utilization 0.9, --max-num-seqs $CONC (H100, H200) or 512 (B200):
-    # nothing here differs from what the replay takes, but the lengths and async scheduling (off
-    # by default before vLLM 0.14: fidelity_runs.VLLM_ASYNC_DEFAULT_FROM). What async scheduling
-    # does to admission is replayed (sim/policies/vllm_v1.py); the CPU work it hides behind the
-    # GPU's is not (the fitted per-request overhead is these runs').
+    # anyway), --gpu-memory-utilization 0.9, --max-num-seqs $CONC (H100, H200) or 512 (B200).
+    # The seats change no schedule (a closed loop never holds more than its clients) but they do
+    # size vLLM's profile run, whose dummy sampler samples one token for each of min(max_num_seqs,
+    # max_num_batched_tokens) requests (sim/cost/engine_memory.py): at 64 clients 0.3 GB a GPU
+    # where vLLM's default 1,024 seats keep 4.9 GB off the KV cache. Async scheduling is off by
+    # default before vLLM 0.14 (fidelity_runs.VLLM_ASYNC_DEFAULT_FROM); what it does to admission
+    # is replayed (sim/policies/vllm_v1.py), the CPU work it hides behind the GPU's is not (the
+    # fitted per-request overhead is these runs').
     ("H100-SXM", "fp8", RELEASE_2025): Recipe(
-        "70b_fp8_h100_slurm.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
+        "70b_fp8_h100_slurm.sh at 9596d23d7 (2025-10-29)",
+        ASYNC,
+        kv_dtype="fp8",
+        seqs_per_client=True,
     ),
     ("H200", "fp8", RELEASE_2025): Recipe(
-        "70b_fp8_h200_slurm.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
+        "70b_fp8_h200_slurm.sh at 9596d23d7 (2025-10-29)",
+        ASYNC,
+        kv_dtype="fp8",
+        seqs_per_client=True,
     ),
     ("B200", "fp8", RELEASE_2025): Recipe(
-        "70b_fp8_b200_docker.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
+        "70b_fp8_b200_docker.sh at 9596d23d7 (2025-10-29)",
+        {**ASYNC, "max_num_seqs": 512},
+        kv_dtype="fp8",
     ),
     ("B200", "fp4", RELEASE_2025): Recipe(
-        "70b_fp4_b200_docker.sh at 9596d23d7 (2025-10-29)", ASYNC, kv_dtype="fp8"
+        "70b_fp4_b200_docker.sh at 9596d23d7 (2025-10-29)",
+        {**ASYNC, "max_num_seqs": 512},
+        kv_dtype="fp8",
     ),
     ("H200", "fp8", "0.16.0"): Recipe(
         "minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01)", {"mem_utilization": 0.95}
@@ -121,12 +135,17 @@ def recipe(gpu: str, precision: str, release: str) -> Recipe:
     return RECIPES[(gpu, precision, release)]
 
 
-def settings(gpu: str, precision: str, release: str, isl: int) -> tuple[dict, str]:
-    """(SimConfig overrides, KV dtype) of an InferenceX row served with `isl` tokens in."""
+def settings(
+    gpu: str, precision: str, release: str, isl: int, concurrency: int
+) -> tuple[dict, str]:
+    """(SimConfig overrides, KV dtype) of an InferenceX row served with `isl` tokens in to
+    `concurrency` clients."""
     r = recipe(gpu, precision, release)
     out = dict(r.settings)
     if r.batched_tokens_per_isl:
         out["max_num_batched_tokens"] = r.batched_tokens_per_isl * isl
+    if r.seqs_per_client:
+        out["max_num_seqs"] = concurrency
     return out, r.kv_dtype
 
 

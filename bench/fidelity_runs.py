@@ -478,6 +478,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                         precision,
                         CAMPAIGN_RELEASE.get(aic_campaign(source), version),
                         int(row["isl"]),
+                        conc,
                     )
                 except KeyError:
                     skipped["aiconfigurator: an InferenceX deployment not read yet"] += 1

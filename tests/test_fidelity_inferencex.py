@@ -4,6 +4,7 @@ script's flags and its client's drawn lengths, and nothing else changes."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -110,9 +111,17 @@ def test_inferencemaxs_llama_70b_rows_of_2025_are_recognised_and_drawn(tmp_path:
     assert run.campaign == "inferencemax-2025" == fr.FIT_CAMPAIGN["H200"]
     assert fr.CAMPAIGN_RELEASE[run.campaign] == ix.RELEASE_2025 == "0.10.2"
     assert run.kv_dtype == "fp8" and run.range_ratio == ix.RANGE_RATIO
-    # Their scripts pass --async-scheduling (off by default in vLLM 0.10.2).
-    assert run.settings == {"tensor_parallel": 1, "async_scheduling": True}
-    assert run.engine == "vLLM ?" and run.config().knobs.async_scheduling
+    # Their scripts pass --async-scheduling (off by default in vLLM 0.10.2) and --max-num-seqs
+    # $CONC: 4 seats, so vLLM's profile run samples 4 dummy requests, not its default 1,024, and
+    # keeps 4.9 GB less off each GPU's KV cache (Llama's 128,256-token vocabulary, 9.32 fp32
+    # copies while 0.10.2 sorts it: sim/cost/engine_memory.py).
+    assert run.settings == {"tensor_parallel": 1, "async_scheduling": True, "max_num_seqs": 4}
+    config = run.config()
+    assert run.engine == "vLLM ?" and config.knobs.async_scheduling
+    vllms_default = dataclasses.replace(run, settings={"tensor_parallel": 1}).config()
+    assert config.knobs.max_num_seqs == 4 and vllms_default.knobs.max_num_seqs == 0  # = 1,024
+    freed = vllms_default.engine.activation_reserve_gb - config.engine.activation_reserve_gb
+    assert freed == pytest.approx(9.32 * (1024 - 4) * 128_256 * 4 / 1e9, rel=0.01)
     assert ix.is_inferencex(LLAMA_2025["silicon_data_source"])
     assert ix.is_inferencex(B200_019["silicon_data_source"])
     assert not ix.is_inferencex("source_file=/x/aic-auto-gap-analysis/data/h200_sxm/a.csv")
