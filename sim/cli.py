@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 from sim.cluster.topologies import simulate
 from sim.config import TOPOLOGY_NAMES, SimConfig, with_overrides
 from sim.cost.hardware import GPUS, MODELS
+from sim.cost.kernel_data import available as kernel_tables_available
 from sim.policies import POLICIES, get_policy_class, make_policy
 from sim.runs.export import json_text, to_json_dict, write_outputs
 from sim.runs.memory import check_memory
@@ -205,6 +207,23 @@ def _notes(config: SimConfig) -> None:
     """Remarks about the configuration (e.g. an old spelling), on stderr."""
     for note in make_policy(config.policy, config.knobs).notes():
         print(f"note: {note}", file=sys.stderr)
+    if config.hardware.step_costs == "kernels" and not kernel_tables_available():
+        print(
+            "note: step_costs=kernels reads aiconfigurator-core's tables, which are not "
+            "installed (pip install -r requirements-kernels.txt): every step is priced by the "
+            "roofline",
+            file=sys.stderr,
+        )
+
+
+def _step_costs_line(config: SimConfig, run) -> str | None:
+    """With step_costs=kernels, what priced which operator of a step (wrapped), else None."""
+    if config.hardware.step_costs != "kernels":
+        return None
+    source = run.meta.get("kernel_source", "roofline")
+    return textwrap.fill(
+        f"step costs: {source}", width=100, initial_indent="  ", subsequent_indent="    "
+    )
 
 
 def cmd_run(args) -> None:
@@ -220,6 +239,8 @@ def cmd_run(args) -> None:
         f"{label}: policy {config.policy}, topology {config.topology.topology}, "
         f"{run.meta['num_gpus']}x {run.meta['gpu']}, {run.meta['model']}"
     )
+    if (line := _step_costs_line(config, run)) is not None:
+        print(line)
     for key in _summary_view(config):
         value = summary.get(key)
         text = f"{value:.4g}" if isinstance(value, float) else str(value)

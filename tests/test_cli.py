@@ -293,3 +293,25 @@ def test_extremes_exit_2_with_one_line_naming_the_knob(capsys, tmp_path, args, n
         knob = args[args.index("--set") + 1].split("=")[0]
         assert knob in knob_names(SimConfig().policy)
         assert "activation_reserve_gb" not in err  # a knob that does not exist (issue 9)
+
+
+def test_measured_kernels_say_what_priced_each_operator_or_that_the_tables_are_missing(
+    capsys, monkeypatch
+):
+    pytest.importorskip("aiconfigurator_core")
+    args = ("run", "--scenario", "c5", "--gpu", "H200", "--set", "step_costs=kernels")
+    code, out, err = cli(capsys, *args)
+    assert code == 0 and "note:" not in err
+    said = " ".join(out.split())  # the line is wrapped at 100 columns
+    assert "step costs: aiconfigurator-core, H200: linear layers (vLLM 0.24.0 GEMMs" in said
+    assert "lm_head (vLLM 0.24.0 GEMMs, bf16)" in said and "roofline: sampling, KV write" in said
+    _, roofline, _ = cli(capsys, "run", "--scenario", "c5", "--gpu", "H200")
+    assert "step costs" not in roofline  # the default prices every step by the roofline
+    # Without the package (a host installed from requirements.txt alone) the run still works,
+    # on the roofline, and says so once on stderr.
+    import sim.cli
+
+    monkeypatch.setattr(sim.cli, "kernel_tables_available", lambda: False)
+    code, _, err = cli(capsys, *args)
+    assert code == 0
+    assert "requirements-kernels.txt" in err and "priced by the roofline" in err
