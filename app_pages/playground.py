@@ -172,6 +172,7 @@ for label, wl, cfg, col in specs:
     cfg = with_overrides(cfg, {"ttft_slo_s": ttft, "tpot_slo_s": tpot})
     run = w.run_or_error(wl, cfg, where=col)
     if run is not None:
+        w.step_costs_note(cfg, run, where=col)  # step_costs=kernels: what priced the steps
         runs.append((label, run))
         good.append((label, wl, cfg))
 specs = good

@@ -140,6 +140,30 @@ def test_playground_shows_a_policys_note_in_the_pages_language(lang):
         assert not any("old spelling" in i.value for i in at.info)
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_playground_says_what_priced_the_steps_of_a_measured_kernels_run(lang, monkeypatch):
+    """step_costs=kernels in one configuration's knobs: that column says which table priced which
+    operator; without aiconfigurator-core (requirements.txt alone) it says the roofline did."""
+    pytest.importorskip("aiconfigurator_core")
+    query = {"lang": lang, "k": "2", "n": "20", "s0": "step_costs=kernels, gpu=H200"}
+    at = open_page("app_pages/playground.py", {**query, "s1": "gpu=H200"})
+    assert not at.exception, at.exception
+    head = t("common.kernels_source", lang, gpu="H200", measured="|", rest="").split("|")[0]
+    said = [c.value for c in at.caption if c.value.startswith(head)]
+    assert len(said) == 1  # the kernels column only; the roofline column says nothing
+    linear, sampling = t("kernel_op.linear", lang), t("kernel_op.sampling", lang)
+    priced = t("kernel_op.priced", lang, op=linear, table="vLLM 0.24.0 GEMMs, bfloat16")
+    assert priced in said[0]  # operators in the page's words
+    lm_head = t("kernel_op.priced", lang, op="lm_head", table="vLLM 0.24.0 GEMMs, bfloat16")
+    assert lm_head in said[0] and sampling in said[0]
+    import sim.cost.kernel_data
+
+    monkeypatch.setattr(sim.cost.kernel_data, "available", lambda: False)
+    at = open_page("app_pages/playground.py", {**query, "k": "1"})
+    assert not at.exception, at.exception
+    assert t("common.kernels_missing", lang) in [i.value for i in at.info]
+
+
 def test_serve_page_says_which_engine_its_prediction_mirrors():
     at = open_page("app_pages/serve.py")
     assert not at.exception, at.exception

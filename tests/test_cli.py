@@ -304,7 +304,9 @@ def test_measured_kernels_say_what_priced_each_operator_or_that_the_tables_are_m
     assert code == 0 and "note:" not in err
     said = " ".join(out.split())  # the line is wrapped at 100 columns
     assert "step costs: aiconfigurator-core, H200: linear layers (vLLM 0.24.0 GEMMs" in said
-    assert "lm_head (vLLM 0.24.0 GEMMs, bf16)" in said and "roofline: sampling, KV write" in said
+    assert (
+        "lm_head (vLLM 0.24.0 GEMMs, bfloat16)" in said and "roofline: sampling, KV write" in said
+    )
     _, roofline, _ = cli(capsys, "run", "--scenario", "c5", "--gpu", "H200")
     assert "step costs" not in roofline  # the default prices every step by the roofline
     # Without the package (a host installed from requirements.txt alone) the run still works,

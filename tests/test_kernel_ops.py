@@ -375,7 +375,7 @@ def test_the_breakdown_names_every_operator_of_the_deployment():
     moe = kernel_times("H200", get_model(QWEN), 2)
     assert moe.sources["moe"].startswith("vLLM 0.24.0 fp8_block TP2")
     assert moe.sources["allreduce"].endswith("2 GPUs")
-    assert moe.sources["lm_head"] == "vLLM 0.24.0 GEMMs, bf16"  # an FP8 checkpoint's: bf16
+    assert moe.sources["lm_head"] == "vLLM 0.24.0 GEMMs, bfloat16"  # an FP8 checkpoint's: bf16
     assert "routed experts (vLLM 0.24.0 fp8_block" in moe.source
     assert "roofline: sampling, KV write" in moe.source
     tp8 = kernel_times("H200", get_model(QWEN), 8)

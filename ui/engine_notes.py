@@ -5,7 +5,9 @@ naming the engine and version the policy mirrors, and how we know (VERIFIED: che
 step against the real scheduler by tests/test_vllm_differential.py or
 tests/test_sglang_differential.py, or how else). What those checks leave out (a router, a P->D
 hand-off: TOPOLOGY_CAVEATS) follows as caveats, so a student knows which part of the picture is
-PD Lab's own model. `policy_note` translates a policy's remark.
+PD Lab's own model. `policy_note` translates a policy's remark. `step_costs_note` says what
+priced a run's steps when its configuration asked for measured kernels (`step_costs=kernels`),
+or that the tables are not installed here and the roofline priced them.
 """
 
 from __future__ import annotations
@@ -82,3 +84,35 @@ def policy_note(note) -> str:
     the catalogs have no key for it."""
     key = f"policy_note.{note.key}"
     return translator()(key) if key in catalog(DEFAULT_LANG) else str(note)
+
+
+def step_costs_note(config, run, where=None) -> None:
+    """Under a run whose configuration set step_costs=kernels: which table priced which operator
+    (the run's own `kernel_source`), or, where aiconfigurator-core is not installed (a hosted
+    app installs requirements.txt alone), that the roofline priced every step. Nothing for the
+    default roofline."""
+    if config.hardware.step_costs != "kernels":
+        return
+    from sim.cost.kernel_data import available
+
+    T, place = translator(), where or st
+    sources = run.meta.get("kernel_sources") or {}  # operator -> its table, or "roofline"
+    measured = [
+        T("kernel_op.priced", op=T("kernel_op." + op), table=table)
+        for op, table in sources.items()
+        if table != "roofline"
+    ]
+    rest = [T("kernel_op." + op) for op, s in sources.items() if s == "roofline"]
+    if not available():
+        place.info(T("common.kernels_missing"))
+    elif not measured:  # installed, but no table covers this GPU and model
+        place.info(T("common.kernels_uncovered", gpu=run.meta.get("gpu", "")))
+    else:
+        place.caption(
+            T(
+                "common.kernels_source",
+                gpu=run.meta.get("gpu", ""),
+                measured="; ".join(measured),
+                rest=", ".join(rest),
+            )
+        )

@@ -35,7 +35,14 @@ from collections.abc import Sequence
 import streamlit as st
 
 from sim.runs.budget import BudgetExceeded
-from ui.engine_notes import TOPOLOGY_CAVEATS, VERIFIED, engine_note, policy_note, topology_caveats
+from ui.engine_notes import (
+    TOPOLOGY_CAVEATS,
+    VERIFIED,
+    engine_note,
+    policy_note,
+    step_costs_note,
+    topology_caveats,
+)
 from ui.errors import as_code, escape_markdown, say
 from ui.figure_cache import cached_chart, chart, plain, timeline, timeline_of, timeline_runs
 from ui.language import KOREAN_TEXT_CSS, lang, language_picker, text_style, translator
@@ -101,6 +108,7 @@ __all__ = [
     "VERIFIED",
     "engine_note",
     "policy_note",
+    "step_costs_note",
     "topology_caveats",
     # ui/errors.py
     "as_code",

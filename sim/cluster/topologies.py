@@ -373,6 +373,7 @@ class Cluster:
             "config": {**c.flat(), **dataclasses.asdict(self.knobs_for(self.gpu))},
             "clock": self.clock.name,
             "kernel_source": getattr(self.cost, "kernel_source", "roofline"),
+            "kernel_sources": getattr(self.cost, "kernel_sources", {}),  # operator -> its table
             **self._speculation(requests),
             # disaggregated: who prefilled where, and why (sim/cluster/deciders.py Decision)
             **(

@@ -201,7 +201,7 @@ def lm_head_times(
         return None
     padded = -(-model.vocab // 64) * 64
     n = -(-padded // tensor_parallel)
-    return LmHeadTimes(table, n, model.hidden, f"{table.version} GEMMs, bf16")
+    return LmHeadTimes(table, n, model.hidden, f"{table.version} GEMMs, bfloat16")
 
 
 # The operators of a step, in the order `KernelTimes.sources` lists them, and their names.
