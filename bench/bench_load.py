@@ -31,10 +31,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -43,68 +40,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # import ui/ from the checkout
 
+from app_server import CHROMIUM_ARGS, chromium_path, start_server, stop_server  # noqa: E402
+
 from ui.navigation import SIMULATED  # noqa: E402
 
 # The lessons a class is sent to: every page that simulates on open but the Playground (free
 # exploration, not a lesson).
 LESSONS = [url for url in SIMULATED if url != "playground"]
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-dev-shm-usage",
-    "--disable-component-update",
-    "--no-first-run",
-]
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def start_server(env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """A fresh `streamlit run app.py` on a free loopback port (its own process: cold caches)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.25)
-    proc.kill()
-    raise RuntimeError("streamlit did not start")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def cpu_s(pid: int) -> float:
@@ -124,7 +67,7 @@ def memory_mb(pid: int) -> tuple[float, float]:
 
 
 def chromium() -> str:
-    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    exe = chromium_path()
     if not exe:
         sys.exit("no chromium: apt-get install chromium (see scripts/test.sh)")
     return exe
@@ -157,7 +100,9 @@ async def load(url: str, pages: list[str], timeout_s: float) -> list[float]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
+        browser = await p.chromium.launch(
+            executable_path=chromium(), headless=True, args=CHROMIUM_ARGS
+        )
         start = asyncio.Event()
         tasks = [
             asyncio.create_task(visit(browser, f"{url}/{page}", start, timeout_s)) for page in pages

@@ -53,7 +53,8 @@ def test_a_fresh_server_warms_every_lesson_and_then_serves_a_class_quickly():
     """A real server: after the first visit its warm-up caches each lesson's default view, so
     30 sessions opening lessons together are served from the caches (websocket, no browser)."""
     sys.path.insert(0, str(__import__("conftest").ROOT / "bench"))
-    from bench_load import LESSONS, cpu_s, start_server, stop_server, ws_load
+    from app_server import start_server, stop_server
+    from bench_load import LESSONS, cpu_s, ws_load
 
     proc, url = start_server()
     try:

@@ -13,17 +13,17 @@ import asyncio
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 from aio import run_async
 from conftest import ROOT
 
 from ui.navigation import URLS
+
+sys.path.insert(0, str(ROOT / "bench"))
+from app_server import start_server, stop_server  # noqa: E402
 
 VENV = ROOT / ".venv-app-only"
 PAGES = URLS  # every page of the menu
@@ -87,40 +87,8 @@ def test_the_app_starts_and_every_page_renders_with_requirements_txt_alone():
     python = app_only_python()
     probe = subprocess.run([python, "-c", "import torch"], capture_output=True)
     assert probe.returncode != 0, "requirements.txt must not bring torch"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            python,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PDLAB_WARMUP": "0"},
-    )
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_server({**os.environ, "PDLAB_WARMUP": "0"}, python=python)
     try:
-        for _ in range(240):
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.25)
-        else:
-            pytest.fail("streamlit did not start with requirements.txt alone")
         for page in PAGES:
             elements = run_async(page_elements(url, page))
             kinds = [e.WhichOneof("type") for e in elements]
@@ -134,5 +102,4 @@ def test_the_app_starts_and_every_page_renders_with_requirements_txt_alone():
         assert "RECORDED" in texts  # the recorded runs, labelled as such
         assert sum(e.WhichOneof("type") == "plotly_chart" for e in live) >= 1
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_server(proc)

@@ -4,77 +4,24 @@ Skipped (not failed) where /usr/bin/chromium is missing, so the fast tests still
 .ci/run installs chromium, so CI always runs them. Screenshots go to artifacts/screenshots/.
 """
 
-import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from app_server import CHROMIUM_ARGS, chromium_path, start_server, stop_server  # noqa: E402
+
 SHOTS = ROOT / "artifacts" / "screenshots"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-dev-shm-usage",
-    "--disable-component-update",
-    "--no-first-run",
-]
-
-
-def chromium_path() -> str | None:
-    return (
-        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    )
 
 
 @pytest.fixture(scope="session")
 def app_url():
     """Start `streamlit run app.py` on a free loopback port; stop it after the session."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.25)
-    else:
-        proc.kill()
-        raise RuntimeError("streamlit did not start")
+    proc, url = start_server()
     yield url
-    proc.terminate()
-    proc.wait(10)
+    stop_server(proc)
 
 
 # Package scope, not session: Playwright's sync API keeps an asyncio loop running in the main
@@ -88,7 +35,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=ARGS)
+        b = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
         yield b
         b.close()
 
