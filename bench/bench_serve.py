@@ -47,9 +47,9 @@ def engine_alone(requests, model: str, config) -> dict:
     }
 
 
-def through_http(requests, model: str, policy: str, slots: int, max_len: int) -> dict:
-    from live.replay.replayer import ReplayOptions, replay
-
+def start_serve(model: str, policy: str, slots: int, max_len: int) -> tuple[subprocess.Popen, str]:
+    """A `python -m live serve` subprocess on a free port: (process, base URL), read from the
+    first line it prints."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -72,17 +72,32 @@ def through_http(requests, model: str, policy: str, slots: int, max_len: int) ->
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    line = proc.stdout.readline()
+    found = re.search(r"http://[\d.]+:\d+", line)
+    if found is None:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"live serve did not print its URL: {line!r}")
+    return proc, found.group(0)
+
+
+def stop_serve(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(10)
+
+
+def through_http(requests, model: str, policy: str, slots: int, max_len: int) -> dict:
+    from live.replay.replayer import ReplayOptions, replay
+
+    proc, url = start_serve(model, policy, slots, max_len)
     try:
-        line = proc.stdout.readline()
-        url = re.search(r"http://[\d.]+:\d+", line).group(0)
         replay(requests[:1], ReplayOptions(url))  # warm the server's path once
         result = replay(requests, ReplayOptions(url))
         import httpx2
 
         trace = httpx2.get(url + "/pdlab/trace", timeout=30).json()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_serve(proc)
     table = result.run.requests
     tokens = int(table["output_tokens_received"].sum())
     span = float(table["finish_s"].max() - table["arrival_s"].min())
@@ -114,38 +129,15 @@ def precision(model: str, policy: str, n: int = 24, output: int = 64) -> dict:
     from live.replay.replayer import ReplayOptions, replay
     from sim.core.request import RequestSpec
 
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "live",
-            "serve",
-            "--model",
-            model,
-            "--port",
-            "0",
-            "--policy",
-            policy,
-            "--max-num-requests",
-            "16",
-            "--max-model-len",
-            "256",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc, url = start_serve(model, policy, 16, 256)
     try:
-        url = re.search(r"http://[\d.]+:\d+", proc.stdout.readline()).group(0)
         specs = [RequestSpec(i, 0.04 * i, 32, output) for i in range(n)]
         result = replay(specs, ReplayOptions(url))
         import httpx2
 
         trace = httpx2.get(url + "/pdlab/trace", timeout=30).json()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_serve(proc)
     offset = result.run.meta["server_clock_offset_s"]
     delays = []
     for m in result.measured:
