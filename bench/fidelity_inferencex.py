@@ -67,7 +67,7 @@ RECIPES: dict[tuple[str, str, str], Recipe] = {
     # size vLLM's profile run, whose dummy sampler samples one token for each of min(max_num_seqs,
     # max_num_batched_tokens) requests (sim/cost/engine_memory.py): at 64 clients 0.3 GB a GPU
     # where vLLM's default 1,024 seats keep 4.9 GB off the KV cache. Async scheduling is off by
-    # default before vLLM 0.14 (fidelity_runs.VLLM_ASYNC_DEFAULT_FROM); what it does to admission
+    # default before vLLM 0.14 (public_run.VLLM_ASYNC_DEFAULT_FROM); what it does to admission
     # is replayed (sim/policies/vllm_v1.py), the CPU work it hides behind the GPU's is not (the
     # fitted per-request overhead is these runs').
     ("H100-SXM", "fp8", RELEASE_2025): Recipe(

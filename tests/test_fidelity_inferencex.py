@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import fidelity_inferencex as ix  # noqa: E402
 import fidelity_replay as rp  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
+import public_run  # noqa: E402
 from test_fidelity_real import AIC_FIELDS  # noqa: E402
 
 from sim.cost.hardware import get_model  # noqa: E402
@@ -109,7 +110,7 @@ def test_inferencemaxs_llama_70b_rows_of_2025_are_recognised_and_drawn(tmp_path:
     (run,), skipped = fr.load_runs(tmp_path)
     assert not skipped
     assert run.campaign == "inferencemax-2025" == fr.FIT_CAMPAIGN["H200"]
-    assert fr.CAMPAIGN_RELEASE[run.campaign] == ix.RELEASE_2025 == "0.10.2"
+    assert public_run.CAMPAIGN_RELEASE[run.campaign] == ix.RELEASE_2025 == "0.10.2"
     assert run.kv_dtype == "fp8" and run.range_ratio == ix.RANGE_RATIO
     # Their scripts pass --async-scheduling (off by default in vLLM 0.10.2) and --max-num-seqs
     # $CONC: 4 seats, so vLLM's profile run samples 4 dummy requests, not its default 1,024, and

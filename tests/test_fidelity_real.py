@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_fidelity_real as bench  # noqa: E402
+import fidelity_aiconfigurator as aic  # noqa: E402
 import fidelity_replay as rp  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
 
@@ -349,9 +350,9 @@ def test_the_rtx_pro_6000_known_miss_quotes_both_reports() -> None:
 
 
 def test_the_h100_known_miss_quotes_sglangs_own_kv_pool_and_the_report(tmp_path: Path) -> None:
-    # pd.trust_known.H100-SXM: Qwen3-32B on one H100 under SGLang 0.5.8 is replayed with the KV
-    # pool SGLang's own memory rule leaves (fidelity_runs: sglang_mem_fraction_static from 0.5.3
-    # on), and the page quotes that pool and the kernel report's TTFT error for those runs.
+    # pd.trust_known.H100-SXM: Qwen3-32B on one H100 under SGLang 0.5.8 is replayed with the KV pool
+    # SGLang's own memory rule leaves (fidelity_aiconfigurator: sglang_mem_fraction_static from
+    # 0.5.3 on), and the page quotes that pool and the kernel report's TTFT error for those runs.
     from sim.runs.memory import kv_blocks
     from ui.charts_fidelity import KERNELS_REPORT_PATH, load_report
 
@@ -620,13 +621,13 @@ def test_a_runs_client_latency_is_its_campaigns() -> None:
     # The latency belongs to the measurement campaign (client, frontend, builds) and the GPU's
     # generation: a run takes the one fitted on a GPU of its campaign and generation, else its
     # own GPU's.
-    assert fr.aic_campaign({"source_file": "/x/aic-auto-gap-analysis/data/h200_sxm/a.csv"}) == (
+    assert aic.aic_campaign({"source_file": "/x/aic-auto-gap-analysis/data/h200_sxm/a.csv"}) == (
         "gap-analysis"
     )
-    assert fr.aic_campaign(
+    assert aic.aic_campaign(
         {"source_file": "2026-04-06.csv", "measured": "2025-10-29T00:00:00"}
     ) == ("inferencemax-2025")
-    assert fr.aic_campaign({"measured": "2026-04-17T00:00:00.000Z"}) == "inferencex"
+    assert aic.aic_campaign({"measured": "2026-04-17T00:00:00.000Z"}) == "inferencex"
     table = fr.CLIENT_LATENCY_KERNELS_S
     assert fr.client_latency("H100-SXM", "kernels", "inferencemax-2025") == table["H200"]  # Hopper
     assert fr.client_latency("H200", "kernels", "gap-analysis") == table["H100-SXM"]
@@ -831,6 +832,6 @@ def test_one_measurement_counts_once_and_work_in_progress_rows_stay_out(tmp_path
 def test_sglang_051_rows_keep_that_release_s_memory_fraction() -> None:
     # sglang 0.5.1.post1 server_args.py 352-393: nvidia-smi's 81,559 MiB on an H100, less
     # (9.5 + TP / 2) GiB, as a share rounded to 3 places; the formula of 0.5.3 on keeps more back
-    assert fr.sglang_051_mem_fraction_static("H100-SXM", 2) == round((81559 - 10752) / 81559, 3)
-    assert fr.sglang_051_mem_fraction_static("H100-SXM", 8) == 0.831
-    assert fr.sglang_051_mem_fraction_static("B200", 4) == round((183359 - 32768) / 183359, 3)
+    assert aic.sglang_051_mem_fraction_static("H100-SXM", 2) == round((81559 - 10752) / 81559, 3)
+    assert aic.sglang_051_mem_fraction_static("H100-SXM", 8) == 0.831
+    assert aic.sglang_051_mem_fraction_static("B200", 4) == round((183359 - 32768) / 183359, 3)

@@ -48,7 +48,7 @@ wheel:
 - The KV pool (not a knob here: the engine's `mem_utilization`): SGLang's default
   `--mem-fraction-static` keeps activations and CUDA graphs their share of memory
   (`sglang_knobs.sglang_mem_fraction_static`, 0.82-0.84 on an H100 where vLLM's default is 0.9);
-  bench/fidelity_runs.py replays SGLang runs with it.
+  bench/fidelity_aiconfigurator.py replays SGLang runs with it.
 - When a decode batch's next tokens do not fit (`update_running_batch` -> `check_decode_mem`),
   `retract_decode` (schedule_batch.py 3451-3540) sends back requests with the fewest output
   tokens (then the longest prompt) to the END of the waiting queue, to be recomputed: at least

@@ -93,7 +93,7 @@ class SglangKnobs(Knobs):
     # The overlap event loop (SGLang's server default; --disable-overlap-schedule turns it off):
     # off here, so that each step shows the scheduler's own decision and the differential test
     # can drive the real scheduler's normal loop; the replays of real servers turn it on
-    # (bench/fidelity_runs.py). See `Sglang.schedule`.
+    # (bench/fidelity_aiconfigurator.py). See `Sglang.schedule`.
     overlap_schedule: bool = False
 
     MEANINGS: ClassVar[Mapping[str, str]] = {
