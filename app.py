@@ -17,7 +17,7 @@ import streamlit as st
 from ui import warmup
 from ui.i18n import t
 from ui.lesson_view import compact_picker
-from ui.navigation import PAGES
+from ui.navigation import HOME, PAGES
 from ui.touch import touch_style
 from ui.widgets import lang, language_picker, text_style
 
@@ -29,10 +29,18 @@ L = lang()
 text_style(L)  # Korean breaks lines between words, not inside them
 touch_style()  # on a phone, a table's toolbar keeps off the caption above it
 
-pages = [
-    st.Page(path, title=t(title, L), icon=icon, url_path=url, default=(url == "home"))
+pages = [  # Home, the default page, is served at the app's root
+    st.Page(path, title=t(title, L), icon=icon, url_path="" if default else url, default=default)
     for path, url, title, icon in PAGES
+    for default in [url == HOME]
 ]
+# /home shows Home too (hidden from the menu): Streamlit serves the default page at the root only,
+# so a link or a typed URL that named Home by its path got "Page not found". (Not a switch_page
+# to the root: Streamlit refuses to clear or set the query parameters the widgets are bound to.)
+home_file, _, home_title, home_icon = next(page for page in PAGES if page[1] == HOME)
+pages.append(
+    st.Page(home_file, title=t(home_title, L), icon=home_icon, url_path=HOME, visibility="hidden")
+)
 st.sidebar.caption(t("app.tagline", L))
 try:
     st.navigation(pages).run()

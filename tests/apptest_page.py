@@ -4,6 +4,10 @@ import os
 
 from streamlit.testing.v1 import AppTest
 
+from ui.navigation import HOME, PAGES
+
+HOME_FILE = next(file for file, url, _, _ in PAGES if url == HOME)
+
 
 def open_page(
     page: str, params: dict | None = None, env: dict | None = None, timeout: float = 120
@@ -15,8 +19,9 @@ def open_page(
         at = AppTest.from_file("../app.py", default_timeout=timeout)
         for key, value in (params or {}).items():
             at.query_params[key] = value
-        at.run()
-        at.switch_page(page).run()
+        at.run()  # the default page, Home, as at the root URL
+        if page != HOME_FILE:  # (a switch to home.py would open its /home alias: app.py)
+            at.switch_page(page).run()
         return at
     finally:
         for k, v in old.items():

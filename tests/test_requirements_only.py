@@ -59,7 +59,8 @@ def app_only_python() -> str:
 
 
 async def page_elements(url: str, page: str) -> list:
-    """The elements a page's script sends (Delta.new_element protos) until it finishes."""
+    """The elements a page's script sends (Delta.new_element protos) until it finishes; a
+    "page not found" message from the server is one more element, the string "page_not_found"."""
     import websockets
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -79,6 +80,8 @@ async def page_elements(url: str, page: str) -> list:
             kind = forward.WhichOneof("type")
             if kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
                 out.append(forward.delta.new_element)
+            if kind == "page_not_found":
+                out.append(kind)
             if kind == "script_finished":
                 return out
 
@@ -91,12 +94,14 @@ def test_the_app_starts_and_every_page_renders_with_requirements_txt_alone():
     try:
         for page in PAGES:
             elements = run_async(page_elements(url, page))
+            assert "page_not_found" not in elements, page  # /home too, not just the root
             kinds = [e.WhichOneof("type") for e in elements]
             assert "exception" not in kinds, (
                 page,
                 [e.exception.message for e in elements if e.WhichOneof("type") == "exception"],
             )
             assert "heading" in kinds, (page, kinds)  # the page's title: it rendered
+        assert "page_not_found" in run_async(page_elements(url, "no-such-lesson"))
         live = run_async(page_elements(url, "live"))
         texts = " ".join(e.alert.body for e in live if e.WhichOneof("type") == "alert")
         assert "RECORDED" in texts  # the recorded runs, labelled as such

@@ -19,6 +19,7 @@ PAGES = (  # (file, url path, title key, icon)
     ("app_pages/live.py", "live", "nav.live", "🔬"),
     ("app_pages/serve.py", "serve", "nav.serve", "📡"),
 )
+HOME = "home"  # the default page: app.py serves it at the root, and at /home as well
 FILES = tuple(file for file, _, _, _ in PAGES)
 URLS = tuple(url for _, url, _, _ in PAGES)
 # The real-model pages run nothing on open: Live waits for a click, Real servers for a URL.
