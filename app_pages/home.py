@@ -3,7 +3,7 @@ what prefill and decode are. Its runs and defaults: ui/lesson_setups.py (home_sp
 
 import streamlit as st
 
-from sim.runs.metrics import compare_tokens_in_window
+from sim.runs.token_windows import compare_tokens_in_window
 from ui import formulas
 from ui import lesson_setups as ls
 from ui import widgets as w

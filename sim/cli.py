@@ -256,7 +256,7 @@ def cmd_run(args) -> None:
 def cmd_compare(args) -> None:
     import pandas as pd
 
-    from sim.runs.metrics import compare_tokens_in_window
+    from sim.runs.token_windows import compare_tokens_in_window
     from sim.scenarios import get_scenario
 
     scenario = get_scenario(args.scenario)

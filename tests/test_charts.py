@@ -16,7 +16,7 @@ from fake_runs import make_run, request_row, step_row
 
 from sim.cost.hardware import get_gpu, get_model
 from sim.cost.roofline import StepCostModel
-from sim.runs.metrics import goodput
+from sim.runs.slo import goodput
 from ui import charts
 from ui.charts_base import paren_on_own_line
 from ui.i18n import t

@@ -11,23 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.runs.metrics import (
-    attainment,
+from sim.runs.gpu_time import kv_use_over_time, run_duration_s, stall_time, worker_utilisation
+from sim.runs.latency import itl_values, percentiles
+from sim.runs.metrics import summarize
+from sim.runs.slo import SLO, SLO_PRESETS, attainment, get_slo, goodput, goodput_per_gpu, slo_met
+from sim.runs.token_windows import (
     compare_tokens_in_window,
-    goodput,
-    goodput_per_gpu,
-    itl_values,
-    kv_use_over_time,
-    percentiles,
-    run_duration_s,
-    slo_met,
-    stall_time,
-    summarize,
     throughput_timeseries,
     tokens_in_window,
-    worker_utilisation,
 )
-from sim.runs.slo import SLO, SLO_PRESETS, get_slo
 from tests.fake_runs import big_run, make_run, request_row, segment_row, step_row
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +88,7 @@ def test_percentiles_by_hand():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 4096])
 def test_percentiles_agree_with_numpy(n):
-    """One partition for all percentiles (sim/runs/metrics.py) gives numpy's linear percentiles. The
+    """One partition for all percentiles (sim/runs/latency.py) gives numpy's linear percentiles. The
     same float operations are taken in the same order, so they agree to the last bits; 1e-12 is
     a margin for numpy changing its operation order, far below any latency a chart shows."""
     values = np.random.default_rng(n).lognormal(-3.0, 1.5, n)

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from sim.cluster.topologies import simulate
-from sim.runs.metrics import compare_tokens_in_window, summarize, worker_utilisation
+from sim.runs.gpu_time import worker_utilisation
+from sim.runs.metrics import summarize
+from sim.runs.token_windows import compare_tokens_in_window
 from sim.scenarios import SCENARIOS, get_scenario
 
 

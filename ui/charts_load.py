@@ -24,7 +24,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from sim.core.trace import RunResult
-from sim.runs.metrics import goodput, percentiles, run_duration_s
+from sim.runs.gpu_time import run_duration_s
+from sim.runs.latency import percentiles
+from sim.runs.slo import goodput
 from ui.charts_base import INK, SERIES_COLORS, finite, power_of_two_ticks, shade_regions, styled
 from ui.i18n import t
 from ui.theme import COLORS, FONT_SIZE

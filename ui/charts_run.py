@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from sim.core.trace import RunResult
-from sim.runs.metrics import kv_use_over_time, worker_utilisation
+from sim.runs.gpu_time import kv_use_over_time, worker_utilisation
 from ui.charts_base import BOUND_COLORS, INK, SERIES_COLORS, finite, paren_on_own_line, styled
 from ui.i18n import t
 from ui.theme import COLORS, FONT_SIZE

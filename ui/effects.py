@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.cluster.topologies import simulate
-from sim.runs.metrics import compare_tokens_in_window, summarize
+from sim.runs.metrics import summarize
+from sim.runs.token_windows import compare_tokens_in_window
 from ui import lesson_setups as ls
 
 

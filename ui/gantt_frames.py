@@ -17,8 +17,9 @@ Notable features
   queue = segments of kind queued/preempted covering t, running = prefill/decode/stall (and a
   speculative verify step's accepted/rejected parts) covering t,
   KV in use = sum over workers of kv_used_tokens of the worker's latest step started at or
-  before t (the step-function convention of `sim.runs.metrics.kv_use_over_time`), divided by the sum
-  of the workers' capacities, tokens = output tokens emitted at or before t over all requests.
+  before t (the step-function convention of `sim.runs.gpu_time.kv_use_over_time`), divided by
+  the sum of the workers' capacities, tokens = output tokens emitted at or before t over all
+  requests.
 - Segments cover the half-open interval [start_s, end_s), so two back-to-back segments of one
   request (decode then stall) never count that request twice, and a zero-length one never counts.
 """

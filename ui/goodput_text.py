@@ -1,6 +1,6 @@
 """Goodput as a page shows it: "≥ 24" when every rate tried met the target.
 
-sim.runs.metrics.goodput returns the highest rate tried when every rate passed; that is a lower
+sim.runs.slo.goodput returns the highest rate tried when every rate passed; that is a lower
 bound, not the goodput, so a page must not print it as if it were the limit.
 """
 

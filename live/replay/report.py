@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 def summary_of(result: ReplayResult) -> dict:
     """sim.runs.metrics.summarize of the measured run, plus what only a replay knows."""
-    from sim.runs.metrics import percentiles, summarize
+    from sim.runs.latency import percentiles
+    from sim.runs.metrics import summarize
 
     run = result.run
     req = run.requests

@@ -172,7 +172,7 @@ class RunResult:
         self.token_times: dict[int, np.ndarray] = {} if token_times is None else token_times
         # The same times as one array, when the recorder made token_times as slices of it:
         # (request ids, tokens of each, every time), in token_times' order. Metrics read it
-        # instead of gathering 10,000 slices again (sim/runs/metrics.py, `_flat_token_times`).
+        # instead of gathering 10,000 slices again (sim/runs/run_arrays.py, `flat_token_times`).
         self.token_flat = token_flat
         # policy, topology, gpu, model, num_gpus, ttft_slo_s, tpot_slo_s, duration_s,
         # workers: {name: {"role": "colocated"|"prefill"|"decode", "gpus": int,

@@ -21,8 +21,9 @@ import pandas as pd
 from sim.cluster.topologies import simulate
 from sim.config import SimConfig
 from sim.core.request import RequestSpec
-from sim.runs.metrics import attainment, goodput, goodput_per_gpu, percentiles
+from sim.runs.latency import percentiles
 from sim.runs.parallel import map_points
+from sim.runs.slo import attainment, goodput, goodput_per_gpu
 from sim.workloads.workload import WorkloadConfig, generate, scale_to_rate, with_rate
 
 Workload = WorkloadConfig | Sequence[RequestSpec]
