@@ -30,9 +30,14 @@ text_style(L)  # Korean breaks lines between words, not inside them
 touch_style()  # on a phone, a table's toolbar keeps off the caption above it
 
 pages = [  # Home, the default page, is served at the app's root
-    st.Page(path, title=t(title, L), icon=icon, url_path="" if default else url, default=default)
+    st.Page(
+        path,
+        title=t(title, L),
+        icon=icon,
+        url_path="" if url == HOME else url,
+        default=url == HOME,
+    )
     for path, url, title, icon in PAGES
-    for default in [url == HOME]
 ]
 # /home shows Home too (hidden from the menu): Streamlit serves the default page at the root only,
 # so a link or a typed URL that named Home by its path got "Page not found". (Not a switch_page
