@@ -23,6 +23,7 @@ def run_duration_s(run: RunResult) -> float:
 
 
 def duration_of(req: Mapping[str, np.ndarray]) -> float:
+    """run_duration_s from the requests table's columns (numpy only, as `summarize` reads them)."""
     arrival = np.asarray(req["arrival_s"], dtype=float)
     if len(arrival) == 0:
         return 0.0
