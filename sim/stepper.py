@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sim.config import SimConfig
-from sim.core.engine import Engine, StepTiming
+from sim.core.engine import Engine
 from sim.core.kv import KVCache
 from sim.core.prefix_cache import PrefixCachingKV
 from sim.core.recorder import TraceRecorder
 from sim.core.request import Request, RequestSpec, RequestState
+from sim.core.step import StepTiming
 from sim.cost.hardware import get_gpu
 from sim.policies import make_policy
 

@@ -5,10 +5,11 @@ from toy_clock import ToyClock
 
 from sim.cluster.topologies import simulate
 from sim.config import SimConfig, with_overrides
-from sim.core.engine import Engine, StepPlan
+from sim.core.engine import Engine
 from sim.core.kv import KVCache
 from sim.core.recorder import TraceRecorder
 from sim.core.request import Request, RequestSpec, RequestState
+from sim.core.step import StepPlan
 from sim.policies import make_policy
 
 

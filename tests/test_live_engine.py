@@ -12,8 +12,8 @@ from live.engine.run import LiveOptions, check_size, run_live  # noqa: E402
 from sim.cluster.topologies import simulate  # noqa: E402
 from sim.cluster.worker import SimulatedClock  # noqa: E402
 from sim.config import SimConfig, with_overrides  # noqa: E402
-from sim.core.engine import StepTiming  # noqa: E402
 from sim.core.request import RequestSpec  # noqa: E402
+from sim.core.step import StepTiming  # noqa: E402
 
 TINY = LiveOptions(model="tiny")  # random weights, real shapes of a small Llama: fast on CPU
 WORKLOAD = [

@@ -24,8 +24,8 @@ from live.model.attention import StepLayout, decode_groups  # noqa: E402
 from live.model.kvstore import KVStore  # noqa: E402
 from live.model.llama import ModelShape, Segment  # noqa: E402
 from live.model.weights import PRESETS, hf_state_dict, load_hf_checkpoint, random_model  # noqa: E402
-from sim.core.engine import Batch  # noqa: E402
 from sim.core.request import Request, RequestSpec  # noqa: E402
+from sim.core.step import Batch  # noqa: E402
 
 F = torch.nn.functional
 TOL = {"atol": 1e-5, "rtol": 1e-4}

@@ -285,10 +285,11 @@ def test_sglang_reserves_ignore_eos_output_in_full(radix: bool, fixed_in_full: b
 
 
 def test_sglang_ratio_after_a_retraction_and_when_idle():
-    from sim.core.engine import Engine, StepPlan
+    from sim.core.engine import Engine
     from sim.core.prefix_cache import PrefixCachingKV
     from sim.core.recorder import TraceRecorder
     from sim.core.request import Request
+    from sim.core.step import StepPlan
     from sim.policies import make_policy
 
     policy = make_policy("sglang", SimConfig(policy="sglang").knobs)

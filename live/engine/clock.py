@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sim.cluster.worker import Worker
-from sim.core.engine import Batch, StepTiming
 from sim.core.request import Request, RequestState
+from sim.core.step import Batch, StepTiming
 from sim.cost.roofline import StepCostModel
 
 

@@ -1,7 +1,7 @@
 """Run the engine's steps on a real model and time them: the live counterpart of sim's cost model.
 
 Notable features
-- `ModelRunner.execute(batch)` takes the very `sim.core.engine.Batch` a policy produced, turns its
+- `ModelRunner.execute(batch)` takes the very `sim.core.step.Batch` a policy produced, turns its
   items (request, n tokens, offset, is_decode) into model `Segment`s, runs ONE forward pass and
   returns the greedily sampled token per sampling request plus the measured seconds.
 - The runner keeps each request's token ids (prompt given at admission, generated ones appended)
@@ -33,7 +33,7 @@ from torch import Tensor
 
 from live.model.kvstore import KVStore
 from live.model.llama import LlamaModel, Segment, default_attention
-from sim.core.engine import Batch
+from sim.core.step import Batch
 
 PAD_ID = 0  # input id of a padding row (vLLM's -1 draft placeholders)
 DEFAULT_CPU_THREADS = 1  # measured: 2 threads on the 2-core box were slower and noisier

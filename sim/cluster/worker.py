@@ -19,8 +19,9 @@ from collections import deque
 
 import simpy
 
-from sim.core.engine import Engine, StepTiming
+from sim.core.engine import Engine
 from sim.core.request import Request
+from sim.core.step import StepTiming
 from sim.cost.hardware import kv_transfer_s
 from sim.cost.roofline import StepCostModel
 from sim.fastforward import extend, start_run

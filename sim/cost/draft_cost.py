@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.core.engine import StepTiming
+from sim.core.step import StepTiming
 from sim.cost.hardware import get_model
 from sim.cost.kernel_tables import kernel_times
 from sim.cost.roofline import StepCostModel

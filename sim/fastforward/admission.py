@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.core.engine import Batch, StepPlan
+from sim.core.step import Batch, StepPlan
 from sim.fastforward import promises
 
 if TYPE_CHECKING:

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sim.core.engine import Engine, StepPlan
+    from sim.core.engine import Engine
+    from sim.core.step import StepPlan
     from sim.policies.base import Policy
 
 Horizon = Callable[["Policy", "Engine", float], "float | None"]

@@ -55,7 +55,7 @@ from sim.fastforward.decode_run import DecodeRun
 
 if TYPE_CHECKING:
     from sim.cluster.worker import Worker
-    from sim.core.engine import Batch
+    from sim.core.step import Batch
 
 
 def run_seconds(a_b: float, kv_s: float, b: int, c1: int, k: int) -> float:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 from sim.cost.hardware import ACTIVATION_RESERVE_GB
 
 if TYPE_CHECKING:
-    from sim.core.engine import Engine, StepPlan
+    from sim.core.engine import Engine
     from sim.core.request import Request
+    from sim.core.step import StepPlan
     from sim.cost.specs import ModelSpec
 
 
