@@ -45,12 +45,12 @@ def submit(engine, prompt, max_tokens, **kw):
 def test_limits_refuse_with_400_and_429():
     engine = make(ServeLimits(max_num_requests=2, max_model_len=64, max_tokens_in_flight=80))
     with pytest.raises(LimitError) as err:
-        engine.check([1] * 60, 10)
+        engine.admission.check([1] * 60, 10)
     assert err.value.status == 400 and "maximum context length is 64" in err.value.message
     with pytest.raises(LimitError, match="outside the vocabulary"):
-        engine.check([1, 999], 4)
+        engine.admission.check([1, 999], 4)
     with pytest.raises(LimitError, match="min_tokens"):
-        engine.check([1], 4, min_tokens=5)
+        engine.admission.check([1], 4, min_tokens=5)
     # Not started: submissions wait in the inbox, and the limits count them.
     submit(engine, [1] * 20, 20)
     with pytest.raises(LimitError) as err:  # 40 + 50 tokens > 80 in flight
@@ -63,9 +63,9 @@ def test_limits_refuse_with_400_and_429():
     engine.start()  # they run and end, and the counters come back to zero
     try:
         deadline = time.monotonic() + 10
-        while engine._active and time.monotonic() < deadline:
+        while engine.admission.active and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert engine._active == 0 and engine._tokens == 0
+        assert engine.admission.active == 0 and engine.admission.tokens == 0
         submit(engine, [1] * 30, 20)  # fits now
     finally:
         engine.stop()
@@ -145,7 +145,7 @@ def test_an_aborted_request_leaves_and_frees_its_memory():
     assert statuses[handle.request_id] == "aborted"
     assert statuses[ok_handle.request_id] == "finished"
     assert load["kv_used_tokens"] == 0 and load["running"] == 0
-    assert engine._active == 0 and engine._tokens == 0
+    assert engine.admission.active == 0 and engine.admission.tokens == 0
 
 
 def test_the_policy_can_refuse_and_the_client_is_told():

@@ -5,7 +5,7 @@ Notable features (what vLLM's server does, and so this one)
   bodies are typed pydantic models (live/serve/schema.py), and FastAPI's own validation errors
   (a query parameter such as ?last=abc) are answered 400 in the same shape, not FastAPI's 422,
   as vLLM's `validation_exception_handler` does. Anything unexpected is a 500 in that shape too.
-- A full server answers 429 with `Retry-After` (live.serve.engine's admission limits).
+- A full server answers 429 with `Retry-After` (live.serve.limits' `Admission`).
 - A client that disconnects aborts its request, streaming or not (live/serve/transport.py).
 - Tokenizing and the chat template run in a worker thread (`asyncio.to_thread`), never on the
   event loop: a 1 MB prompt takes ~0.4 s to tokenize here, and six of them on the loop stalled

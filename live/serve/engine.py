@@ -48,7 +48,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from live.serve.limits import LimitError, ServeLimits
+from live.serve.limits import Admission, LimitError, ServeLimits
 from live.serve.snapshot import IN_FLIGHT, concat_runs, fix_in_flight, keep_last
 from sim.cluster.topologies import Cluster
 from sim.cluster.worker import Worker
@@ -163,13 +163,11 @@ class ServeEngine:
             self.clock.runner(w.name)
         self.device_info = self.clock.runner(self.workers[0].name).device_info()
         self._lock = threading.Lock()  # engine state: queues, requests, recorder
-        self._admit = threading.Lock()  # the limit counters
         self._inbox: deque[tuple[str, Handle]] = deque()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._ids = itertools.count()
-        self._active = 0  # requests submitted and not closed
-        self._tokens = 0  # their prompt + max_tokens
+        self.admission = Admission(limits, self.vocab)  # what is accepted, counted in and out
         self.handles: dict[int, Handle] = {}
         self.requests: list[Request] = []  # the current trace epoch
         self.archive: RunResult | None = None  # earlier epochs (finished requests only)
@@ -206,36 +204,6 @@ class ServeEngine:
             and (not started or self.thread.is_alive())
         )
 
-    def check(self, prompt_ids: Sequence[int], max_tokens: int, min_tokens: int = 0) -> None:
-        """Raise LimitError(400) if this request can never be served here."""
-        n, lim = len(prompt_ids), self.limits
-        if n < 1:
-            raise LimitError(400, "the prompt is empty: send at least one token", param="prompt")
-        if max_tokens < 1:
-            raise LimitError(400, f"max_tokens must be >= 1, got {max_tokens}", param="max_tokens")
-        if not 0 <= min_tokens <= max_tokens:
-            raise LimitError(
-                400,
-                f"min_tokens must be between 0 and max_tokens ({max_tokens}), got {min_tokens}",
-                param="min_tokens",
-            )
-        if n + max_tokens > lim.max_model_len:
-            raise LimitError(
-                400,
-                f"This model's maximum context length is {lim.max_model_len} "
-                f"tokens. However, you requested {n + max_tokens} tokens ({n} in "
-                f"the prompt, {max_tokens} for the completion). Please reduce the "
-                "prompt or max_tokens.",
-                param="max_tokens",
-            )
-        bad = next((i for i in prompt_ids if not 0 <= i < self.vocab), None)
-        if bad is not None:
-            raise LimitError(
-                400,
-                f"token id {bad} is outside the vocabulary (0..{self.vocab - 1})",
-                param="prompt",
-            )
-
     def submit(
         self,
         prompt_ids: Sequence[int],
@@ -248,26 +216,8 @@ class ServeEngine:
         """Queue a request for the engine; events go to `sink` (called on the engine thread)."""
         if not self.alive:
             raise LimitError(503, "the engine is not running", "ServiceUnavailableError")
-        self.check(prompt_ids, max_tokens, min_tokens)
-        budget = len(prompt_ids) + max_tokens
-        with self._admit:
-            if self._active >= self.limits.max_num_requests:
-                raise LimitError(
-                    429,
-                    f"the server already has {self._active} requests (at most "
-                    f"{self.limits.max_num_requests}); retry later",
-                    "RateLimitError",
-                )
-            if self._tokens + budget > self.limits.tokens_in_flight:
-                raise LimitError(
-                    429,
-                    f"{self._tokens} prompt + output tokens are in flight; "
-                    f"{budget} more would pass the limit of "
-                    f"{self.limits.tokens_in_flight}; retry later",
-                    "RateLimitError",
-                )
-            self._active += 1
-            self._tokens += budget
+        self.admission.check(prompt_ids, max_tokens, min_tokens)
+        self.admission.take(len(prompt_ids) + max_tokens)
         spec = RequestSpec(next(self._ids), self.now(), len(prompt_ids), max_tokens, priority)
         handle = Handle(spec, list(prompt_ids), min_tokens, ignore_eos, sink)
         self._inbox.append(("add", handle))
@@ -442,9 +392,7 @@ class ServeEngine:
             runner.release(rid, forget=True)
         self.clock.prompt_ids.pop(rid, None)
         self.handles.pop(rid, None)
-        with self._admit:
-            self._active -= 1
-            self._tokens -= handle.budget
+        self.admission.give_back(handle.budget)
         req = handle.req
         if self.metrics is not None and req is not None and req.state is RequestState.FINISHED:
             n = req.num_generated
