@@ -4,16 +4,7 @@ Decodes cost nothing beyond the fixed 10 ms, so every number in the policy tests
 out on paper (see the comments there).
 """
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class ToyCost:
-    seconds: float
-    compute_s: float = 0.0
-    memory_s: float = 0.0
-    overhead_s: float = 0.0
-    comm_s: float = 0.0
+from sim.core.step import StepTiming
 
 
 class ToyClock:
@@ -26,4 +17,5 @@ class ToyClock:
 
     def step_cost(self, prefill_chunks, num_decodes, decode_context_tokens):
         prefill = sum(c[0] for c in prefill_chunks)
-        return ToyCost(self.base_s + self.per_token_s * prefill, overhead_s=self.base_s)
+        # (the fields the simulated clock reads of a StepCost: seconds and the split)
+        return StepTiming(self.base_s + self.per_token_s * prefill, overhead_s=self.base_s)
