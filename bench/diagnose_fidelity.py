@@ -7,7 +7,11 @@ Notable features
   share of the GPUs' matmul peak its measured throughput needs for the prompts' linear layers
   alone), and from the simulated steps of the steady state: mean step time split into what the
   tables or roofline booked (compute, memory, communication, per-step overhead), tokens per step,
-  the share of steps carrying prefill and the share of time the engine was busy.
+  the share of steps carrying prefill and the share of time the engine was busy; and the
+  median of the steady requests' token gaps (each output token's wait after the one before),
+  beside their mean TPOT: a decode-only step, where the mean also pays for the steps that
+  carry a prompt chunk. A measured TPOT near the median and far under the mean is not a mean
+  over requests served at the row's concurrency.
 - Per cost model, the decode-only step and a prefill chunk at the run's sizes, by operator
   (sim/cost StepCostModel.step_cost), so a miss can be put on the GEMMs at small m, the
   per-step overhead, or queueing at the capacity knee (busy ~100% with the measurement's
@@ -70,6 +74,21 @@ def step_summary(steps, after_s: float, until_s: float = float("inf")) -> dict:
     }
 
 
+def median_gap_ms(res, request_ids) -> float:
+    """The median wait between consecutive output tokens of these requests, all gaps pooled, ms."""
+    gaps = [np.diff(res.token_times[i]) for i in request_ids if len(res.token_times.get(i, ())) > 1]
+    return 1000 * float(np.median(np.concatenate(gaps))) if gaps else float("nan")
+
+
+def statistic_position(measured: float, mean: float, median: float) -> float:
+    """Where a measured TPOT sits between the replay's median token gap (0) and its mean TPOT
+    (1), on a log scale; NaN unless the two differ at least twofold (else they cannot be told
+    apart)."""
+    if not (median > 0 and mean >= 2 * median and measured > 0):
+        return float("nan")
+    return float(np.log(measured / median) / np.log(mean / median))
+
+
 def breakdown(cost, chunk: int, batch: int, context: int) -> str:
     """The decode-only step and a prefill chunk with batch-1 decodes, by booked side, ms."""
     out = []
@@ -123,6 +142,7 @@ def main() -> None:
     ]
     runs.sort(key=lambda r: (r.parallel, r.isl, r.osl, r.concurrency))
     print(f"{len(runs)} runs; simulated TTFTs include the client latency fitted per cost model")
+    positions: dict[str, list[float]] = {c: [] for c in args.costs.split(",")}
     for r in runs:
         meas = r.measured_means
         print(
@@ -153,6 +173,8 @@ def main() -> None:
             s = step_summary(res.steps, after, until)
             ttft = 1000 * (np.nanmean(steady.ttft_s) + client_latency(args.gpu, costs, r.campaign))
             tpot = 1000 * np.nanmean(steady.tpot_s)
+            gap = median_gap_ms(res, steady.index)
+            positions[costs].append(statistic_position(1000 * meas["tpot_s"], tpot, gap))
             split = f"x{instances} " if instances > 1 else ""
             print(
                 f"  {costs:8s} {split}TTFT {ttft:6.0f} ({ttft / 1000 / meas['ttft_s'] - 1:+4.0%}) "
@@ -161,7 +183,7 @@ def main() -> None:
                 f"{s.get('memory_ms', 0):.2f} x {s.get('comm_ms', 0):.2f} o "
                 f"{s.get('overhead_ms', 0):.2f}, {s.get('tokens', 0):.0f} tok, batch "
                 f"{s.get('batch', 0):.0f}, prefill in {s.get('prefill_share', 0):.0%}, busy "
-                f"{s.get('busy', 0):.0%}"
+                f"{s.get('busy', 0):.0%}; token gaps: median {gap:.2f} ms"
             )
             cluster = Cluster(config)
             budget = (
@@ -174,6 +196,14 @@ def main() -> None:
             print(
                 f"           report: TTFT {row['ttft_mean_err']:+4.0f}% TPOT "
                 f"{row['tpot_mean_err']:+4.0f}% E2E {row['e2e_mean_err']:+4.0f}%"
+            )
+    for costs, pos in positions.items():  # which statistic the measured TPOTs behave like
+        told = np.array([p for p in pos if not np.isnan(p)])
+        if told.size:
+            print(
+                f"\n{costs}: in {told.size} runs the replay's mean TPOT is >= 2x its median "
+                f"token gap; the measured TPOT sits at {told.min():.2f} to {told.max():.2f} "
+                f"(median {np.median(told):.2f}) between them (0 = median gap, 1 = mean)"
             )
 
 
