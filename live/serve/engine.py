@@ -32,8 +32,9 @@ Notable features
 - Bounded: at most `max_num_requests` requests in the engine (each owns one KV slot of
   `max_model_len` tokens in the real store), `max_model_len` tokens per request, and
   `max_tokens_in_flight` prompt + output tokens summed over the requests in the engine; beyond
-  them `submit` raises `LimitError` (HTTP 400 or 429). The trace keeps the last `trace_requests`
-  requests: when the engine is idle it folds finished requests into an archive and trims it.
+  them `submit` raises `LimitError` (HTTP 400 or 429; live/serve/limits.py `Admission`). The
+  trace keeps the last `trace_requests` requests: when the engine is idle it folds finished
+  requests into an archive and trims it.
 - A client that disconnects aborts its request: it leaves the queues and frees its KV (the
   engine has no abort of its own; see `_abort`).
 """
