@@ -373,7 +373,14 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "compare": cmd_compare, "sweep": c
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+            # (argparse would take the first option's value for the command: "invalid choice")
+            raise CliError(
+                f"name a command before the options: python -m sim {{{','.join(COMMANDS)}}} "
+                f"{' '.join(argv)}"
+            )
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](args)
     except BrokenPipeError:  # e.g. piped into `head`: not an error of the user's

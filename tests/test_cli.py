@@ -217,6 +217,7 @@ def test_every_knob_declares_its_meaning():
         (["run", "--workload", "/no/such/file.csv"], "No such file"),
         (["sweep", "--scenario", "c2", "--rate", "5:1:1"], "--rate"),
         (["frobnicate"], "invalid choice"),
+        (["--policy", "vllm"], "name a command before the options: python -m sim {list,run,"),
     ],
 )
 def test_errors_are_one_line_with_exit_code_2(capsys, args, words):
