@@ -105,6 +105,17 @@ def breakdown(cost, chunk: int, batch: int, context: int) -> str:
     return " | ".join(out)
 
 
+def groups_on(runs: list, gpu: str) -> str:
+    """The --model and --engine values that have closed-loop runs on `gpu` (every GPU's
+    names where it has none), for the message of a selection that matched nothing."""
+    closed = [r for r in runs if not r.specs]
+    on_gpu = [r for r in closed if r.gpu == gpu]
+    if not on_gpu:
+        return "--gpu takes " + ", ".join(sorted({r.gpu for r in closed}))
+    pairs = sorted({(r.model, r.engine) for r in on_gpu})
+    return f"on {gpu}: " + "; ".join(f"--model {m} --engine '{e}'" for m, e in pairs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data")
@@ -133,13 +144,15 @@ def main() -> None:
         sets = parse_sets(args.set)  # (python -m sim's own reading of --set)
     except CliError as err:
         ap.error(str(err))
-    runs, _ = load_runs(args.data)
+    all_runs, _ = load_runs(args.data)
     fit = {"all": None, "fit": True, "held-out": False}[args.fit]
     runs = [
         r
-        for r in select(runs, gpu=args.gpu, fit=fit)
+        for r in select(all_runs, gpu=args.gpu, fit=fit)
         if r.model == args.model and r.engine.startswith(args.engine) and not r.specs
     ]
+    if not runs:  # say what there is, instead of an empty report
+        ap.error(f"no runs match; {groups_on(all_runs, args.gpu)}")
     runs.sort(key=lambda r: (r.parallel, r.isl, r.osl, r.concurrency))
     print(f"{len(runs)} runs; simulated TTFTs include the client latency fitted per cost model")
     positions: dict[str, list[float]] = {c: [] for c in args.costs.split(",")}

@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from diagnose_fidelity import median_gap_ms, statistic_position  # noqa: E402
+from diagnose_fidelity import groups_on, median_gap_ms, statistic_position  # noqa: E402
 
 
 def test_the_median_gap_pools_every_gap_of_the_chosen_requests():
@@ -42,3 +42,20 @@ def test_the_position_is_zero_at_the_median_one_at_the_mean_and_log_scaled_betwe
     # Closer than twofold, mean and median cannot be told apart: no position.
     assert math.isnan(statistic_position(10.0, 15.0, 8.0))
     assert math.isnan(statistic_position(10.0, 32.0, 0.0))
+
+
+def test_a_selection_that_matches_nothing_is_told_the_names_there_are():
+    def run(gpu, model, engine, trace=False):
+        return SimpleNamespace(gpu=gpu, model=model, engine=engine, specs=[1] if trace else [])
+
+    runs = [
+        run("H200", "Llama-3.1-8B:fp8", "SGLang 0.5.6.post2"),
+        run("H200", "Llama-3.1-8B:fp8", "SGLang 0.5.6.post2"),
+        run("H200", "Llama-3.1-70B:fp8", "vLLM ?"),
+        run("RTX-4090", "Llama-3.1-8B", "vLLM 0.19.0", trace=True),  # a trace: not diagnosed
+    ]
+    assert groups_on(runs, "H200") == (
+        "on H200: --model Llama-3.1-70B:fp8 --engine 'vLLM ?'; "
+        "--model Llama-3.1-8B:fp8 --engine 'SGLang 0.5.6.post2'"
+    )
+    assert groups_on(runs, "RTX-4090") == "--gpu takes H200"
