@@ -79,7 +79,7 @@ def score_runs(
     send_delay_s: float = 0.0,
 ) -> pd.DataFrame:
     """One row per run: measured and predicted means, signed % errors (closed loops drawing
-    from `prompt_pool` prompts when > 0: fidelity_replay.AIPERF_PROMPTS; their clients started
+    from `prompt_pool` prompts when > 0: fidelity_closed_loop.AIPERF_PROMPTS; their clients started
     as `start` says, None = as each engine keeps them, and each send `send_delay_s` late on
     average: fidelity_replay.replay)."""
     work = [(r, overrides, prompt_pool, start, send_delay_s) for r in runs]
@@ -275,9 +275,10 @@ def main() -> None:
     parser.add_argument(
         "--closed-loop-start",
         choices=("together", "random", "even", "aiperf"),
-        help="what-if: every closed loop's clients start this way (fidelity_replay.closed_loop) "
-        "instead of as their engine keeps them, or 'aiperf': the benchmark's whole measured "
-        "phase (fidelity_replay.AIPERF_PHASE); the app's report is not overwritten",
+        help="what-if: every closed loop's clients start this way "
+        "(fidelity_closed_loop.closed_loop) instead of as their engine keeps them, or "
+        "'aiperf': the benchmark's whole measured phase (fidelity_closed_loop.AIPERF_PHASE); "
+        "the app's report is not overwritten",
     )
     parser.add_argument(
         "--send-delay-ms",

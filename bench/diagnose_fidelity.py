@@ -39,13 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import sim/
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # import fidelity_*
 
 import numpy as np  # noqa: E402
-from fidelity_replay import (  # noqa: E402
-    closed_loop,
-    closed_loop_size,
-    prompt_load,
-    replay,
-    score,
-)
+from fidelity_closed_loop import closed_loop, closed_loop_size  # noqa: E402
+from fidelity_replay import prompt_load, replay, score  # noqa: E402
 from fidelity_runs import client_latency, load_runs, select  # noqa: E402
 
 from sim.cli import CliError, parse_sets  # noqa: E402

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 # (`sample_uniform`: lower = int(seq_len * range_ratio), upper = seq_len), so a "1024 x 1024" row
 # averages 921.5 tokens in and out. The measured 10N requests start with all N of them at once
 # on an idle server: the burst and the ten rounds the replay already weighs
-# (fidelity_replay.MEASURED_ROUNDS = 10).
+# (fidelity_closed_loop.MEASURED_ROUNDS = 10).
 RANGE_RATIO = 0.8
 # The vLLM release of the 2025 rows, which name none (70b-tmpl.yml's image for H100, H200 and
 # B200 at 9596d23d7, 2025-10-29).

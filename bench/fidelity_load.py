@@ -9,7 +9,7 @@ Notable features
   long before). Every decode step, the sampler and the scheduler's CPU time come on top.
 - Above 1 the measured server did less work than prefilling every prompt: prefix-cache hits
   the source does not state (aiperf draws its prompts from 100 synthetic ones, and both
-  engines cache prefixes by default: fidelity_replay.AIPERF_PROMPTS), or lengths other than
+  engines cache prefixes by default: fidelity_closed_loop.AIPERF_PROMPTS), or lengths other than
   the stated ones. No replay that prefills every prompt can match such a run, so the report
   counts them apart (`INFEASIBLE`) and names them, beside its figures over every run.
 - `step_load(run)` adds the decode steps (`decode_load`): a closed loop's server ran 1 / TPOT

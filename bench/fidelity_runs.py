@@ -13,7 +13,7 @@ Notable features
      silicon_sample.csv` (copy it to `<data>/aiconfigurator/`): mean TTFT and TPOT of vLLM and
      SGLang on H100/H200/B200 at a fixed input/output length and a fixed number of requests in
      flight (concurrency). Read by bench/fidelity_aiconfigurator.py; replayed as a closed loop
-     (`bench/fidelity_replay.py`: `concurrency` clients, each sending its next request when the
+     (`bench/fidelity_closed_loop.py`: `concurrency` clients, each sending its next request when the
      last one finishes).
 - Each run is a `PublicRun` (bench/public_run.py). This module gathers both sources' runs
   (`load_runs`), says which fit the GPUs' profiles, and holds the client-side latency fitted
@@ -79,7 +79,7 @@ FIT_RULES: dict[str, Callable[[PublicRun], bool]] = {
 # only (bench/fit_profiles.py). LLMServingSim's traces time TTFT from the engine's queue: 0.
 # Refitted alone (the roofline profiles as they are, the latency on the same grid and loss)
 # when the replay started weighing the benchmark's opening burst as 1 of 10 rounds instead of
-# 1 of 20 (fidelity_replay.MEASURED_ROUNDS): 85, 50 and 90 ms -> 40, 20 and 65 ms.
+# 1 of 20 (fidelity_closed_loop.MEASURED_ROUNDS): 85, 50 and 90 ms -> 40, 20 and 65 ms.
 CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.040, "H200": 0.020, "B200": 0.065}
 # The same, fitted with each GPU's step_costs=kernels profile (sim/cost/profiles.py
 # FITTED_KERNELS) on the same fit runs. Held at the roofline's figures instead, that fit's RMS
@@ -89,10 +89,10 @@ CLIENT_LATENCY_S: dict[str, float] = {"H100-SXM": 0.040, "H200": 0.020, "B200": 
 # (fit_profiles.py METRICS_TPOT, intercept_runs): H100 Qwen3-32B 1024 tokens in at 8 clients,
 # H200 and B200 Llama-3.1-70B FP8 1024 in at 4. On all their TTFTs: 140, 35 and 90 ms. Refitted
 # the same way once the vLLM replays started their clients at random phases
-# (fidelity_replay.CLOSED_LOOP_DEFAULT): H100 65 -> 60 ms, H200 and B200 unchanged. Refitted
+# (fidelity_closed_loop.CLOSED_LOOP_DEFAULT): H100 65 -> 60 ms, H200 and B200 unchanged. Refitted
 # with the kernel profiles' shared per-request overhead (bench/fit_shared_overhead.py): H200
 # 10 -> 15 ms, H100 and B200 unchanged; and with the burst as 1 of 10 rounds
-# (fidelity_replay.MEASURED_ROUNDS): 50, 5 and 55 ms; and with InferenceMAX's 70B fit runs
+# (fidelity_closed_loop.MEASURED_ROUNDS): 50, 5 and 55 ms; and with InferenceMAX's 70B fit runs
 # drawing their lengths (fidelity_inferencex.RANGE_RATIO): H200 20 ms, B200 60 ms; and once
 # the replays admitted as async scheduling does (VLLM_ASYNC_DEFAULT_FROM, the 2025 recipes'
 # --async-scheduling): H200 10 ms, B200 50 ms (the loss of their fit runs 0.0034 -> 0.0028 and

@@ -166,7 +166,7 @@ METRICS = ("ttft", "tpot", "e2e")
 # isolate it. A closed loop's mean TPOT is set by the work each step carries (how many prefill
 # tokens ride with the decodes, over the whole run), so it tests the step costs; its mean TTFT
 # also depends on WHEN the clients' prefills meet, which the replay can only assume (clients at
-# random phases: fidelity_replay.CLOSED_LOOP_DEFAULT), and on the client. Fitted on both, the
+# random phases: fidelity_closed_loop.CLOSED_LOOP_DEFAULT), and on the client. Fitted on both, the
 # kernel path's kernel_scale carried TTFT's part: 1.73 on H100 where the fit runs' TPOT alone wants
 # 1.14, a sustained-clock factor; the knee (bench_knee.py), a steady-state rate, then came out
 # 14-25% low on the H100 sweeps. Fitted on every TTFT, the latency took what the replay misses
@@ -182,7 +182,7 @@ METRICS_TPOT = ("tpot",)
 # serving frontend): searched on this grid for each profile, seconds.
 LATENCY_GRID = np.linspace(0.0, 0.3, 61)
 # Closed-loop TTFTs are fitted at every concurrency. Until the replay weighed in the burst
-# that starts the benchmark's measured phase (fidelity_replay.burst_wave) they were fitted only
+# that starts the benchmark's measured phase (fidelity_closed_loop.burst_wave) they were fitted only
 # up to 8 clients: above that the measured TTFT grew far faster than the simulated queueing,
 # and fitting it dragged MFU to implausible values. The burst is most of that growth.
 

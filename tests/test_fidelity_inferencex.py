@@ -14,8 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import fidelity_closed_loop as cl  # noqa: E402
 import fidelity_inferencex as ix  # noqa: E402
-import fidelity_replay as rp  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
 import public_run  # noqa: E402
 from test_fidelity_real import AIC_FIELDS  # noqa: E402
@@ -154,9 +154,9 @@ def test_other_rows_keep_fixed_lengths_and_vllms_defaults(tmp_path: Path) -> Non
 
 def test_the_clients_lengths_are_drawn_as_benchmark_serving_draws_them() -> None:
     # sample_uniform: np.random.randint(int(L * ratio), L + 1): both ends included.
-    fixed = rp.request_lengths(1024, 1024, 5)
+    fixed = cl.request_lengths(1024, 1024, 5)
     assert fixed == [(1024, 1024)] * 5
-    drawn = np.array(rp.request_lengths(1024, 8192, 4000, 0.8, seed=3))
+    drawn = np.array(cl.request_lengths(1024, 8192, 4000, 0.8, seed=3))
     assert drawn[:, 0].min() == 819 and drawn[:, 0].max() == 1024
     assert drawn[:, 1].min() >= 6553 and drawn[:, 1].max() <= 8192
     # The mean the score's E2E takes: (819 + 1024) / 2; 4,000 draws land within 1% of it
@@ -164,7 +164,7 @@ def test_the_clients_lengths_are_drawn_as_benchmark_serving_draws_them() -> None
     assert ix.mean_length(1024, 0.8) == 921.5
     assert drawn[:, 0].mean() == pytest.approx(921.5, rel=0.01)
     assert drawn[:, 1].mean() == pytest.approx(ix.mean_length(8192, 0.8), rel=0.01)
-    assert rp.request_lengths(1024, 1024, 50, 0.8, seed=1) == rp.request_lengths(
+    assert cl.request_lengths(1024, 1024, 50, 0.8, seed=1) == cl.request_lengths(
         1024, 1024, 50, 0.8, seed=1
     )
 
@@ -172,9 +172,9 @@ def test_the_clients_lengths_are_drawn_as_benchmark_serving_draws_them() -> None
 def test_a_closed_loop_sends_the_drawn_lengths(tmp_path: Path) -> None:
     _rows(tmp_path, [{**B200_019, "isl": "256", "osl": "32", "batch_size": "4"}])
     (run,), _ = fr.load_runs(tmp_path)
-    res = rp.closed_loop(run.config(), run.isl, run.osl, 4, 12, range_ratio=run.range_ratio)
+    res = cl.closed_loop(run.config(), run.isl, run.osl, 4, 12, range_ratio=run.range_ratio)
     req = res.requests.sort_values("request_id")
-    want = rp.request_lengths(256, 32, 12, run.range_ratio, seed=3)  # closed_loop's seed + 3
+    want = cl.request_lengths(256, 32, 12, run.range_ratio, seed=3)  # closed_loop's seed + 3
     assert list(zip(req.prompt_tokens, req.output_tokens, strict=True)) == want
     assert len(set(req.output_tokens)) > 1  # unequal outputs: the clients come apart
 

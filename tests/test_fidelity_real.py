@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_fidelity_real as bench  # noqa: E402
 import fidelity_aiconfigurator as aic  # noqa: E402
+import fidelity_closed_loop as cl  # noqa: E402
 import fidelity_replay as rp  # noqa: E402
 import fidelity_runs as fr  # noqa: E402
 
@@ -270,7 +271,7 @@ def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
     assert bf16.config().hardware.model == "Qwen3-32B"
     assert fp8.group == "H100-SXM | Qwen3-32B:fp8 | vLLM"  # the report names the weights
     # The replay holds twice the KV tokens the same FP8 weights would leave room for in BF16.
-    got = rp.closed_loop(fp8.config(), 512, 8, 1, 1).meta["workers"]["I0"]["kv_capacity_tokens"]
+    got = cl.closed_loop(fp8.config(), 512, 8, 1, 1).meta["workers"]["I0"]["kv_capacity_tokens"]
     gpu = get_gpu("H100-SXM")
     # Whole 16-token blocks, less vLLM V1's null block (block_pool.py:191; issue 29).
     # vLLM 0.12's profile run keeps its sort-path sampler peak off the cache (engine_memory.py)
@@ -286,7 +287,7 @@ def test_fp8_deployments_replay_with_an_fp8_kv_cache(tmp_path: Path) -> None:
 def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
-    res = rp.closed_loop(run.config(), run.isl, run.osl, 8, 24)
+    res = cl.closed_loop(run.config(), run.isl, run.osl, 8, 24)
     req = res.requests.sort_values("arrival_s")
     # Never more than 8 in flight: each arrival finds at most 7 others unfinished.
     for _, r in req.iterrows():
@@ -409,9 +410,9 @@ def test_closed_loop_reuses_aiperfs_prompts(tmp_path: Path, policy: str) -> None
     config = with_overrides(
         SimConfig(policy=policy), {"gpu": run.gpu, "model": run.model, **run.settings}
     )
-    own = rp.closed_loop(config, run.isl, run.osl, 8, 48).requests
+    own = cl.closed_loop(config, run.isl, run.osl, 8, 48).requests
     assert own["cached_tokens"].sum() == 0
-    shared = rp.closed_loop(config, run.isl, run.osl, 8, 48, prompts=4).requests
+    shared = cl.closed_loop(config, run.isl, run.osl, 8, 48, prompts=4).requests
     repeats = shared.sort_values("request_id").iloc[8:]  # every prompt was sent by then ...
     assert (repeats["cached_tokens"] >= run.isl - 16).mean() > 0.9  # ... all but its last block
     assert shared["ttft_s"].iloc[8:].mean() < 0.5 * own["ttft_s"].iloc[8:].mean()
@@ -422,10 +423,10 @@ def test_closed_loop_measures_the_middle_of_the_benchmarks_window() -> None:
     # pool (the cache fills along the way): aiperf measures 20 x N requests after 2 x N warm-up
     # ones, the replay 2 x N around request 12 x N, or once all 100 prompts were sent (~460).
     # One more round is sent after the measured ones (its requests drain the server).
-    assert rp.closed_loop_size(4, 100) == (16, 4, 12)
-    assert rp.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 12, 44, 52)
-    assert rp.closed_loop_size(64, 100, prompt_pool=100) == (460 + 192, 460, 588)
-    assert rp.closed_loop_size(512, 100, 100) == (1024 + 1536, 1024, 2048)  # not under aiperf's
+    assert cl.closed_loop_size(4, 100) == (16, 4, 12)
+    assert cl.closed_loop_size(4, 100, prompt_pool=100) == (4 * 11 + 12, 44, 52)
+    assert cl.closed_loop_size(64, 100, prompt_pool=100) == (460 + 192, 460, 588)
+    assert cl.closed_loop_size(512, 100, 100) == (1024 + 1536, 1024, 2048)  # not under aiperf's
 
 
 def test_the_measured_rounds_run_under_full_load_and_the_drain_is_left_out(
@@ -437,8 +438,8 @@ def test_the_measured_rounds_run_under_full_load_and_the_drain_is_left_out(
     # that instant, and the other N - 1 clients' requests.
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
-    n, first, end = rp.closed_loop_size(8, run.osl)
-    req = rp.closed_loop(run.config(), run.isl, run.osl, 8, n).requests
+    n, first, end = cl.closed_loop_size(8, run.osl)
+    req = cl.closed_loop(run.config(), run.isl, run.osl, 8, n).requests
     req = req.sort_values("request_id").reset_index(drop=True)
 
     def in_flight(t: float) -> int:
@@ -463,10 +464,10 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
     run = next(r for r in runs if r.kind == "closed-loop" and r.concurrency == 8)
     pred = rp.replay(run)
     burst, steady = pred[pred.index < 0], pred[pred.index >= 0]
-    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.MEASURED_ROUNDS * 8)
+    assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(cl.MEASURED_ROUNDS * 8)
     assert burst["ttft_s"].mean() > 2 * steady["ttft_s"].mean()  # eight prompts in one step
-    mean = (burst["ttft_s"].sum() + (rp.MEASURED_ROUNDS - 1) * 8 * steady["ttft_s"].mean()) / (
-        rp.MEASURED_ROUNDS * 8
+    mean = (burst["ttft_s"].sum() + (cl.MEASURED_ROUNDS - 1) * 8 * steady["ttft_s"].mean()) / (
+        cl.MEASURED_ROUNDS * 8
     )
     assert rp.mean_of(pred, "ttft_s") == pytest.approx(mean, rel=1e-9)  # (two sums' rounding)
     assert rp.score(run, pred)["ttft_predicted_mean"] == pytest.approx(
@@ -478,9 +479,9 @@ def test_a_vllm_closed_loop_weighs_in_the_burst_that_starts_the_measured_phase(
         sg = dataclasses.replace(run, policy="sglang", settings={**run.settings, **knobs})
         pred = rp.replay(sg)
         burst = pred[pred.index < 0]
-        assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(rp.MEASURED_ROUNDS * 8)
-        n, _, _ = rp.closed_loop_size(8, run.osl)
-        first = rp.closed_loop(sg.config(), run.isl, run.osl, 8, n, start="together").requests
+        assert len(burst) == 8 and pred["weight"].sum() == pytest.approx(cl.MEASURED_ROUNDS * 8)
+        n, _, _ = cl.closed_loop_size(8, run.osl)
+        first = cl.closed_loop(sg.config(), run.isl, run.osl, 8, n, start="together").requests
         first = first.sort_values("request_id").iloc[:8]
         assert burst["ttft_s"].tolist() == pytest.approx(first["ttft_s"].tolist())
 
@@ -512,8 +513,8 @@ def test_a_closed_loop_at_event_speed_is_the_step_by_step_one(
     if kv_tokens:
         config = with_overrides(config, {"kv_capacity_tokens": kv_tokens})
     args = (config, run.isl, 200, 8, 40)
-    fast = rp.closed_loop(*args, start=start, prompts=prompts)
-    step = rp.closed_loop(*args, start=start, prompts=prompts, step_by_step=True)
+    fast = cl.closed_loop(*args, start=start, prompts=prompts)
+    step = cl.closed_loop(*args, start=start, prompts=prompts, step_by_step=True)
     assert_same_run(fast, step)
     if kv_tokens:
         assert step.requests["preemptions"].sum() > 0
@@ -527,14 +528,14 @@ def test_sglang_clients_start_together(tmp_path: Path) -> None:
     config = with_overrides(
         SimConfig(policy="sglang"), {"gpu": run.gpu, "model": run.model, **run.settings}
     )
-    res = rp.closed_loop(config, run.isl, run.osl, 8, 24, start="together")
+    res = cl.closed_loop(config, run.isl, run.osl, 8, 24, start="together")
     req = res.requests.sort_values("request_id")
     assert (req["arrival_s"].iloc[:8] == 0).all()
     # The waves stay whole: each later request arrives with 7 others at the same instant.
     assert (req.groupby("arrival_s").size() == 8).all()
-    assert rp.CLOSED_LOOP_START == {"sglang": "together"}
+    assert cl.CLOSED_LOOP_START == {"sglang": "together"}
     with pytest.raises(ValueError, match="start"):
-        rp.closed_loop(config, run.isl, run.osl, 8, 8, start="ramp")
+        cl.closed_loop(config, run.isl, run.osl, 8, 8, start="ramp")
 
 
 def test_send_delays_split_a_wave_and_the_aiperf_phase_measures_every_request(
@@ -549,8 +550,8 @@ def test_send_delays_split_a_wave_and_the_aiperf_phase_measures_every_request(
     runs, _ = fr.load_runs(_fake_data(tmp_path))
     run = next(r for r in runs if r.concurrency == 8)
     args = (run.config(), run.isl, 60, 8, 24)
-    still = rp.closed_loop(*args, start="together").requests
-    late = rp.closed_loop(*args, start="together", send_delay_s=0.05).requests
+    still = cl.closed_loop(*args, start="together").requests
+    late = cl.closed_loop(*args, start="together", send_delay_s=0.05).requests
     later = late.sort_values("request_id").iloc[8:]
     assert still.sort_values("request_id").iloc[8:]["arrival_s"].nunique() < 8
     assert later["arrival_s"].nunique() == 16  # every send its own instant
@@ -558,11 +559,11 @@ def test_send_delays_split_a_wave_and_the_aiperf_phase_measures_every_request(
     finishes = np.sort(late["finish_s"].to_numpy())
     for k, t in enumerate(np.sort(later["arrival_s"].to_numpy())):
         assert finishes[k] < t
-    fast = rp.closed_loop(*args, start="together", send_delay_s=0.05)
-    step = rp.closed_loop(*args, start="together", send_delay_s=0.05, step_by_step=True)
+    fast = cl.closed_loop(*args, start="together", send_delay_s=0.05)
+    step = cl.closed_loop(*args, start="together", send_delay_s=0.05, step_by_step=True)
     assert_same_run(fast, step)
     whole = rp.replay(run, start="aiperf")
-    assert len(whole) == rp.MEASURED_ROUNDS * 8 and "weight" not in whole
+    assert len(whole) == cl.MEASURED_ROUNDS * 8 and "weight" not in whole
     monkeypatch.setattr(sys, "argv", ["bench_fidelity_real.py", "--send-delay-ms", "-1"])
     with pytest.raises(SystemExit) as exit_:
         bench.main()
@@ -786,7 +787,7 @@ def test_the_clients_start_can_be_chosen_for_a_what_if(tmp_path: Path) -> None:
     assert together["ttft_predicted_mean"] > default["ttft_predicted_mean"]
     assert together["ttft_measured_mean"] == default["ttft_measured_mean"]
     assert default["ttft_predicted_mean"] == pytest.approx(
-        bench.score_runs([run], start=rp.CLOSED_LOOP_DEFAULT).iloc[0]["ttft_predicted_mean"]
+        bench.score_runs([run], start=cl.CLOSED_LOOP_DEFAULT).iloc[0]["ttft_predicted_mean"]
     )
 
 

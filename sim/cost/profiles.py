@@ -149,7 +149,7 @@ FITTED: Mapping[str, FittedProfile] = MappingProxyType(
 # closed-loop TTFTs' part (below), the rest what isolated kernels do not time (norms,
 # activations, activation quantization, launch gaps between chunks).
 # Refitted 2026-12-04 once the replay stopped measuring the closed loop's last, draining round
-# (bench/fidelity_replay.py DRAIN_ROUNDS), on the fit runs' TPOT alone (`--from-fitted --hold
+# (bench/fidelity_closed_loop.py DRAIN_ROUNDS), on the fit runs' TPOT alone (`--from-fitted --hold
 # mfu,mbu --metrics tpot --max-runs 45 --iters 20`; the client latency then on the TTFT of
 # their shortest prompts at the fewest clients: bench/fit_profiles.py METRICS_TPOT says why).
 # kernel_scale H100 1.862 -> 1.141, H200 1.508 -> 1.289, B200 1.489 -> 1.135: now the
@@ -174,7 +174,7 @@ FITTED: Mapping[str, FittedProfile] = MappingProxyType(
 # (bench_fidelity_real.py --step-costs kernels; TTFT/TPOT/E2E mean |error|): 32.9/16.4/15.7% ->
 # 33.1/15.7/15.1%, the 531 feasible runs' E2E 12.3 -> 11.7%, H200 Llama-3.1-8B on SGLang E2E
 # 17.5 -> 8.1%; the fit runs' 23.6/3.2/3.3% -> 23.1/3.5/3.6%. Refitted the same way once the
-# replay weighed the benchmark's opening burst as 1 of 10 rounds (bench/fidelity_replay.py
+# replay weighed the benchmark's opening burst as 1 of 10 rounds (bench/fidelity_closed_loop.py
 # MEASURED_ROUNDS; 0.5 again, summed error 0.370); held out 31.1/15.8/15.2%, fit 16.7/3.5/3.4%.
 # Refitted the same way (2026-12-07, `--grid 0.4,0.5,0.6 --iters 20`) once the H200 and B200 fit
 # runs, InferenceMAX's Llama 70B runs of 2025-10, drew their lengths as its client did
