@@ -140,6 +140,22 @@ def _num(value: str) -> float:
         return math.nan
 
 
+# NO_CLIENT_COUNT: a closed loop replays at its client count, which a row states as
+# silicon_concurrency (its benchmark's `aiperf --concurrency`). The sample's rows that state none
+# are skipped, the reason counted; among the aggregated vLLM and SGLang rows on these GPUs that is
+# three: Qwen3-32B FP8 on one, two and eight H100s under vLLM 0.12 (the gap analysis's Dynamo
+# 0.8.0 jobs of 2026-01-23 and 25, whose ids read "_c_": a blank concurrency). Their batch_size
+# is the deployment's max_batch_size, not its clients: the evaluation pipeline that ran those
+# jobs measured six client counts per deployment, from 1 up to max_batch_size
+# (src/aiconfigurator/eval/pipeline.py `_auto_concurrency_values`, at commit 5e0243eb1), and
+# the row does not say which one it holds. Read as batch_size clients on one server, the
+# one- and two-GPU rows would have needed 98-102% of an H100's datasheet bandwidth and FP8
+# FLOP/s at once (24 clients of 4,000 + 1,000 tokens: decode steps reading 32.8 GB of weights
+# and 13.9 GB of KV each, 1 / 16.85 ms of them a second, beside prompts taking 18% of each
+# second), which no kernel reaches. Until 2026-12-08 they replayed as batch_size clients:
+# TTFT +178% and +289%, E2E +86% and +132% (kernel tables).
+
+
 def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
     """The silicon sample's aggregated vLLM/SGLang rows on H100, H200 and B200."""
     path = root / "aiconfigurator" / "silicon_sample.csv"
@@ -170,6 +186,8 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
                 or moe_gpus > max(1, _num(row["tp_size"]))
             ):  # more GPUs for the MoE layers than for attention: attention data parallel
                 why = "attention-DP or pipeline parallel"
+            elif "silicon_concurrency=" not in row["silicon_data_source"]:
+                why = "no client count (silicon_concurrency)"  # see NO_CLIENT_COUNT
             if why:
                 skipped[f"aiconfigurator: {why}"] += 1
                 continue
@@ -180,11 +198,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             source = dict(
                 p.split("=", 1) for p in row["silicon_data_source"].split("; ") if "=" in p
             )
-            conc = int(
-                _num(source.get("silicon_concurrency"))
-                if "silicon_concurrency" in source
-                else _num(row["batch_size"])
-            )
+            conc = int(_num(source["silicon_concurrency"]))
             tp = int(_num(row["tp_size"]) or 1)
             name, policy = AIC_ENGINES[row["backend"]]
             version = row["backend_version"] or "?"

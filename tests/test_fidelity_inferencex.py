@@ -60,8 +60,9 @@ H200_018 = {
     **MINIMAX,
     "backend_version": "0.18.0",
     "system": "h200_sxm",
-    "silicon_data_source": "source_file=2026-04-06.csv; model=MiniMax-M2.5; ; "
-    "measured=2026-03-28T00:00:00.000Z; wip=False; image=vllm/vllm-openai:v0.18.0",
+    "silicon_data_source": "source_file=2026-04-06.csv; model=MiniMax-M2.5; "
+    "silicon_concurrency=64; measured=2026-03-28T00:00:00.000Z; wip=False; "
+    "image=vllm/vllm-openai:v0.18.0",
 }
 
 
@@ -143,7 +144,8 @@ def test_other_rows_keep_fixed_lengths_and_vllms_defaults(tmp_path: Path) -> Non
         "moe_tp_size": "1",
         "backend_version": "0.12.0",
         "system": "h100_sxm",
-        "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/data/h100_sxm/a.csv",
+        "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/data/h100_sxm/a.csv; "
+        "silicon_concurrency=64",
     }
     _rows(tmp_path, [row])
     (run,), _ = fr.load_runs(tmp_path)

@@ -121,7 +121,11 @@ def _fake_data(root: Path, fp8: bool = False) -> Path:
                 "silicon_data_source": "x=1; silicon_concurrency=4",
             }
         )
-        out.writerow({**base, "id": "b", "batch_size": "8", "silicon_data_source": "y"})
+        out.writerow(
+            {**base, "id": "b", "batch_size": "8", "silicon_data_source": "silicon_concurrency=8"}
+        )
+        # No client count: skipped (fidelity_aiconfigurator.NO_CLIENT_COUNT).
+        out.writerow({**base, "id": "e", "batch_size": "16", "silicon_data_source": "y"})
         out.writerow(
             {**base, "id": "c", "batch_size": "8", "silicon_data_source": "y", "backend": "trtllm"}
         )
@@ -131,7 +135,7 @@ def _fake_data(root: Path, fp8: bool = False) -> Path:
                     **base,
                     "id": "d",
                     "batch_size": "4",
-                    "silicon_data_source": "y",
+                    "silicon_data_source": "silicon_concurrency=4",
                     "precision": "fp8",
                     "gemm_quant_mode": "fp8",
                     "moe_quant_mode": "fp8",
@@ -147,13 +151,16 @@ def test_missing_data_says_where_to_get_it(tmp_path: Path) -> None:
 
 def test_loads_replays_scores_and_summarises(tmp_path: Path) -> None:
     runs, skipped = fr.load_runs(_fake_data(tmp_path))
-    assert skipped == {"aiconfigurator: engine trtllm": 1}
+    assert skipped == {
+        "aiconfigurator: engine trtllm": 1,
+        "aiconfigurator: no client count (silicon_concurrency)": 1,
+    }
     trace = next(r for r in runs if r.kind == "trace")
     closed = [r for r in runs if r.kind == "closed-loop"]
     assert trace.fit and trace.gpu == "RTX-PRO-6000" and len(trace.specs) == 12
     assert trace.specs[3].arrival_s == pytest.approx(0.6)
     assert trace.measured.loc[0, "tpot_s"] == pytest.approx(0.02)
-    assert sorted(r.concurrency for r in closed) == [4, 8]  # from the source, else batch_size
+    assert sorted(r.concurrency for r in closed) == [4, 8]  # silicon_concurrency, not batch_size
     assert all(r.fit for r in closed)  # H100: the Qwen3-32B vLLM runs fit its profile
     scores = bench.score_runs(runs)
     assert set(scores["kind"]) == {"trace", "closed-loop"}
