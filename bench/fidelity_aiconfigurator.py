@@ -140,7 +140,7 @@ def _num(value: str) -> float:
         return math.nan
 
 
-# NO_CLIENT_COUNT: a closed loop replays at its client count, which a row states as
+# A closed loop replays at its client count, which a row states as
 # silicon_concurrency (its benchmark's `aiperf --concurrency`). The sample's rows that state none
 # are skipped, the reason counted; among the aggregated vLLM and SGLang rows on these GPUs that is
 # three: Qwen3-32B FP8 on one, two and eight H100s under vLLM 0.12 (the gap analysis's Dynamo
@@ -154,6 +154,7 @@ def _num(value: str) -> float:
 # and 13.9 GB of KV each, 1 / 16.85 ms of them a second, beside prompts taking 18% of each
 # second), which no kernel reaches. Until 2026-12-08 they replayed as batch_size clients:
 # TTFT +178% and +289%, E2E +86% and +132% (kernel tables).
+NO_CLIENT_COUNT = "no client count (silicon_concurrency)"  # the reason such a row is skipped
 
 
 def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
@@ -187,7 +188,7 @@ def load_aiconfigurator(root: Path, skipped: Counter) -> list[PublicRun]:
             ):  # more GPUs for the MoE layers than for attention: attention data parallel
                 why = "attention-DP or pipeline parallel"
             elif "silicon_concurrency=" not in row["silicon_data_source"]:
-                why = "no client count (silicon_concurrency)"  # see NO_CLIENT_COUNT
+                why = NO_CLIENT_COUNT
             if why:
                 skipped[f"aiconfigurator: {why}"] += 1
                 continue

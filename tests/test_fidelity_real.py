@@ -153,7 +153,7 @@ def test_loads_replays_scores_and_summarises(tmp_path: Path) -> None:
     runs, skipped = fr.load_runs(_fake_data(tmp_path))
     assert skipped == {
         "aiconfigurator: engine trtllm": 1,
-        "aiconfigurator: no client count (silicon_concurrency)": 1,
+        f"aiconfigurator: {aic.NO_CLIENT_COUNT}": 1,
     }
     trace = next(r for r in runs if r.kind == "trace")
     closed = [r for r in runs if r.kind == "closed-loop"]
