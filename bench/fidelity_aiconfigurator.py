@@ -150,9 +150,10 @@ def _num(value: str) -> float:
 # (src/aiconfigurator/eval/pipeline.py `_auto_concurrency_values`, at commit 5e0243eb1), and
 # the row does not say which one it holds. Read as batch_size clients on one server, the
 # one- and two-GPU rows would have needed 98-102% of an H100's datasheet bandwidth and FP8
-# FLOP/s at once (24 clients of 4,000 + 1,000 tokens: decode steps reading 32.8 GB of weights
-# and 13.9 GB of KV each, 1 / 16.85 ms of them a second, beside prompts taking 18% of each
-# second), which no kernel reaches. Until 2026-12-08 they replayed as batch_size clients:
+# FLOP/s at once, which no kernel reaches: 24 clients of 4,000 + 1,000 tokens, each prompt
+# whole in one compute-bound step (vLLM's 8,192-token budget takes it in one), the other
+# steps reading 32.8 GB of weights and 13.9 GB of KV each, 1 / 16.85 ms steps a second, the
+# prompts 18% of each second. Until 2026-12-08 they replayed as batch_size clients:
 # TTFT +178% and +289%, E2E +86% and +132% (kernel tables).
 NO_CLIENT_COUNT = "no client count (silicon_concurrency)"  # the reason such a row is skipped
 
